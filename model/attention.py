@@ -1,0 +1,100 @@
+"""Scaled dot-product attention and multi-head attention (seed 000 §2, seed 004 §Attention).
+
+Both return their intermediates instead of stashing them on the module (STYLE.md §6): the model is
+shared by concurrent requests, so whatever one call computes must leave through its return value.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from model.config import TransformerConfig
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    out: dict[str, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(QKᵀ / √d_k) V, with masked keys set to -inf before the softmax.
+
+    Args:
+        q: [..., T_q, d_k]; k: [..., T_k, d_k]; v: [..., T_k, d_v].
+        mask: bool, broadcastable to [..., T_q, T_k]; True = may attend.
+        out: optional {"pattern": tensor [..., T_q, T_k]} to write the weights into (a trace's
+            per-layer slot), which saves copying them afterwards.
+    Returns:
+        (out [..., T_q, d_v], weights [..., T_q, T_k], scores [..., T_q, T_k]) where scores are
+        QKᵀ/√d_k before masking. A query row with no allowed key gets all-zero weights (not NaN).
+    """
+    out = out or {}
+    q = q * q.shape[-1] ** -0.5  # scale Q (T·d_k numbers) instead of QKᵀ (T·T numbers): same scores
+    scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k)
+    if mask is not None and bool(mask.all()):
+        mask = None  # nothing hidden (one text, no padding, no causality): skip the masking work
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1, out=out.get("pattern"))
+        return weights @ v, weights, scores
+    bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+    bias.masked_fill_(~mask, float("-inf"))  # (..., T_q, T_k) broadcast over heads
+    weights = torch.softmax(scores + bias, dim=-1, out=out.get("pattern"))
+    if not bool(mask.any(dim=-1).all()):
+        # A fully hidden row is softmax(-inf, ..., -inf) = NaN. Every entry of such a row is hidden,
+        # so this zeroes exactly those rows; other rows' hidden entries are 0 already.
+        weights.masked_fill_(~mask, 0.0)
+    return weights @ v, weights, scores
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O.
+
+    head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i): one scaled dot-product attention per subspace.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.w_q = nn.Linear(config.d_model, config.d_model)
+        self.w_k = nn.Linear(config.d_model, config.d_model)
+        self.w_v = nn.Linear(config.d_model, config.d_model)
+        self.w_o = nn.Linear(config.d_model, config.d_model)
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, d_model] -> [B, H, T, d_head]."""
+        batch, seq_len, d_model = x.shape
+        return x.view(batch, seq_len, self.n_heads, d_model // self.n_heads).transpose(1, 2)
+
+    @staticmethod
+    def concat(x: torch.Tensor) -> torch.Tensor:
+        """[B, H, T, d_head] -> [B, T, d_model]."""
+        batch, n_heads, seq_len, d_head = x.shape
+        return x.transpose(1, 2).reshape(batch, seq_len, n_heads * d_head)
+
+    def forward(
+        self,
+        x_q: torch.Tensor,
+        x_kv: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        out: dict[str, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Queries come from x_q, keys and values from x_kv (the same tensor in self-attention).
+
+        Args:
+            x_q: [B, T_q, d_model]; x_kv: [B, T_k, d_model].
+            mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
+            out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into.
+        Returns:
+            out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
+            [B, H, T_q, T_k]}.
+        """
+        q = self.split(self.w_q(x_q))  # (B, H, T_q, d_head)
+        k = self.split(self.w_k(x_kv))  # (B, H, T_k, d_head)
+        v = self.split(self.w_v(x_kv))  # (B, H, T_k, d_head)
+        if mask is not None:
+            mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
+        z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, out)
+        out = self.w_o(self.concat(z))  # (B, T_q, d_model)
+        return out, {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}

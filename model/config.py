@@ -1,0 +1,210 @@
+"""One frozen config for every Transformer family the seed tutorials build; a table of presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Literal
+
+from model.tokenizers import CharTokenizer
+
+Arch = Literal["encoder", "decoder", "encoder-decoder"]
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of one model; validated on construction, never mutated."""
+
+    name: str = "custom"
+    arch: Arch = "encoder"
+    vocab_size: int = CharTokenizer.vocab_size
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = (
+        2  # per stack: an encoder-decoder has n_layers encoder and n_layers decoder layers
+    )
+    d_ff: int = 256
+    max_len: int = 512
+    norm: Literal["post", "pre"] = (
+        "post"  # post: LN(x + f(x)) (paper); pre: x + f(LN(x)) (seed 001)
+    )
+    activation: Literal["relu", "gelu", "gelu_tanh"] = "relu"
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    type_vocab_size: int = 0  # BERT's segment (token-type) embeddings; 0 = none
+    embedding_norm: bool = False  # LayerNorm after the embedding sum (BERT, seed 004)
+    layer_norm_eps: float = 1e-5
+    dropout: float = 0.1  # only active in train(); trace() always runs in eval semantics
+    lm_head: bool = False  # Linear(d_model, vocab_size) on the last stack (seed 000, seed 001)
+    lm_head_bias: bool = True  # seed 000 uses nn.Linear's bias; seed 001 uses bias=False
+    pooler: bool = False  # BERT's tanh(W·h[CLS]) pooler, present when a checkpoint carries it
+    pad_id: int = 0
+    seed: int = 0  # seeds the random initialisation: same seed, same weights, same figures
+    source: str = ""  # which seed tutorial (or checkpoint) this config follows
+
+    def __post_init__(self) -> None:
+        if self.arch not in ("encoder", "decoder", "encoder-decoder"):
+            raise ValueError(
+                f"arch must be 'encoder', 'decoder' or 'encoder-decoder', not {self.arch!r}."
+            )
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}.")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
+                "each head gets d_model / n_heads dimensions."
+            )
+        if self.norm not in ("post", "pre"):
+            raise ValueError(f"norm must be 'post' or 'pre', not {self.norm!r}.")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, not {self.activation!r}.")
+        if self.positions not in ("sinusoidal", "learned"):
+            raise ValueError(
+                f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}."
+            )
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"sinusoidal positions pair sin and cos dimensions: d_model ({self.d_model}) "
+                "must be even."
+            )
+        if self.type_vocab_size < 0:
+            raise ValueError(f"type_vocab_size must be >= 0, not {self.type_vocab_size}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}.")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be positive, not {self.layer_norm_eps}.")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(
+                f"pad_id {self.pad_id} is outside the vocabulary of {self.vocab_size}."
+            )
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.arch in ("encoder", "encoder-decoder")
+
+    @property
+    def has_decoder(self) -> bool:
+        return self.arch in ("decoder", "encoder-decoder")
+
+    def replace(self, **changes) -> TransformerConfig:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _preset(**kw) -> TransformerConfig:
+    return TransformerConfig(**kw)
+
+
+# One preset per seed tutorial (shared/seeds/), at paper size where the seed uses it, plus small
+# variants that trace in milliseconds on a laptop CPU. All use the character tokenizer's vocabulary.
+PRESETS: dict[str, TransformerConfig] = {
+    "seed000-transformer": _preset(
+        name="seed000-transformer",
+        arch="encoder-decoder",
+        d_model=512,
+        n_heads=8,
+        n_layers=6,
+        d_ff=2048,
+        norm="post",
+        activation="relu",
+        positions="sinusoidal",
+        layer_norm_eps=1e-12,
+        lm_head=True,
+        source="seed 000: the paper's Transformer (post-norm, 512/8/6/2048, ReLU, "
+        "sinusoidal PE, LayerNorm eps 1e-12, decoder Linear with bias)",
+    ),
+    "seed000-tiny": _preset(
+        name="seed000-tiny",
+        arch="encoder-decoder",
+        d_model=64,
+        n_heads=4,
+        n_layers=2,
+        d_ff=256,
+        norm="post",
+        activation="relu",
+        positions="sinusoidal",
+        layer_norm_eps=1e-12,
+        lm_head=True,
+        source="seed 000 at 64/4/2/256: same architecture, small enough for instant traces",
+    ),
+    "seed001-prenorm": _preset(
+        name="seed001-prenorm",
+        arch="encoder-decoder",
+        d_model=128,
+        n_heads=4,
+        n_layers=2,
+        d_ff=512,
+        norm="pre",
+        activation="relu",
+        positions="sinusoidal",
+        lm_head=True,
+        lm_head_bias=False,
+        source="seed 001 (Happy-LLM): pre-norm encoder-decoder, each stack "
+        "ends with a LayerNorm, lm_head Linear without bias",
+    ),
+    "seed001-decoder": _preset(
+        name="seed001-decoder",
+        arch="decoder",
+        d_model=128,
+        n_heads=4,
+        n_layers=4,
+        d_ff=512,
+        norm="pre",
+        activation="gelu",
+        positions="sinusoidal",
+        lm_head=True,
+        lm_head_bias=False,
+        source="seed 001's pre-norm decoder used alone (GPT-style, seed 004's 'pure decoder'): "
+        "masked self-attention + FFN, final LayerNorm, lm_head",
+    ),
+    "seed002-encoder": _preset(
+        name="seed002-encoder",
+        arch="encoder",
+        d_model=128,
+        n_heads=8,
+        n_layers=2,
+        d_ff=512,
+        norm="post",
+        activation="relu",
+        positions="sinusoidal",
+        source="seed 002: character-level encoder, sinusoidal PE, post-norm Add & Norm, ReLU FFN",
+    ),
+    "seed003-encdec": _preset(
+        name="seed003-encdec",
+        arch="encoder-decoder",
+        d_model=128,
+        n_heads=8,
+        n_layers=2,
+        d_ff=512,
+        norm="post",
+        activation="relu",
+        positions="sinusoidal",
+        layer_norm_eps=1e-5,
+        lm_head=True,
+        source="seed 003: post-norm encoder-decoder whose FFN is conv1d(k=1) "
+        "(the same function as two Linear layers), padding / causal / cross masks",
+    ),
+    "seed004-encoder": _preset(
+        name="seed004-encoder",
+        arch="encoder",
+        d_model=128,
+        n_heads=4,
+        n_layers=2,
+        d_ff=512,
+        norm="pre",
+        activation="gelu",
+        positions="learned",
+        embedding_norm=True,
+        layer_norm_eps=1e-12,
+        source="seed 004: BERT-style pre-norm encoder with learned "
+        "positions, embedding LayerNorm, GELU FFN of 4 x d_model",
+    ),
+}

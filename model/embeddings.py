@@ -1,0 +1,98 @@
+"""Input module (seed 000 §1.2): token embedding + positional encoding, summed.
+
+BERT (seed 004) adds segment (token-type) embeddings and a LayerNorm after the sum.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from model.config import TransformerConfig
+
+
+class TokenEmbedding(nn.Embedding):
+    """Look-up table [vocab_size, d_model]: ids [B, T] -> vectors [B, T, d_model]."""
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__(vocab_size, d_model)
+
+
+def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (paper §3.5)."""
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,)
+    angle = pos / (10000.0 ** (two_i / d_model))  # (max_len, d_model/2)
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoidal positions, held as a (non-trainable) buffer so it moves with .to()."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.register_buffer("encoding", sinusoid_table(max_len, d_model), persistent=False)
+
+    def forward(self, seq_len: int) -> torch.Tensor:
+        return self.encoding[:seq_len]  # (T, d_model)
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """Trainable positions (BERT, seed 004): row p is the vector of position p."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__(max_len, d_model)
+
+    def forward(self, seq_len: int) -> torch.Tensor:  # type: ignore[override]
+        return self.weight[:seq_len]  # (T, d_model)
+
+
+class TransformerEmbedding(nn.Module):
+    """x = token_emb + pos_emb (+ token_type_emb) -> [LayerNorm] -> dropout.
+
+    Returns the output and its parts, so a trace can show each term of the sum.
+    """
+
+    def __init__(self, config: TransformerConfig, token_embedding: TokenEmbedding) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = token_embedding  # shared by encoder and decoder of one vocabulary
+        if config.positions == "sinusoidal":
+            self.pos_emb: nn.Module = SinusoidalPositionalEncoding(config.max_len, config.d_model)
+        else:
+            self.pos_emb = LearnedPositionalEmbedding(config.max_len, config.d_model)
+        self.type_emb = (
+            nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
+        )
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.embedding_norm
+            else None
+        )
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self, ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        seq_len = ids.shape[1]
+        if seq_len > self.config.max_len:
+            raise ValueError(
+                f"Sequence is {seq_len} tokens; this model reads at most {self.config.max_len}."
+            )
+        tok = self.tok_emb(ids)  # (B, T, d_model)
+        pos = self.pos_emb(seq_len)  # (T, d_model)
+        x = tok + pos
+        parts = {"token": tok, "position": pos}
+        if self.type_emb is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(ids)
+            typ = self.type_emb(token_type_ids)  # (B, T, d_model)
+            x = x + typ
+            parts["token_type"] = typ
+        parts["sum"] = x
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x), parts

@@ -1,0 +1,130 @@
+"""Position-wise FFN, Add & Norm, and the encoder / decoder layers built of them (seed 000 §3-4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from model.attention import MultiHeadAttention
+from model.config import TransformerConfig
+
+ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,  # exact erf form, as BERT's "gelu"
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+}
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to every position alone.
+
+    Seed 003 writes it as two Conv1d(kernel_size=1); a 1x1 convolution over the sequence is this
+    same Linear applied per position (tests/test_modules.py proves it numerically).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.d_ff)
+        self.act = ACTIVATION_MODULES[config.activation]()
+        self.dropout = nn.Dropout(config.dropout)
+        self.fc2 = nn.Linear(config.d_ff, config.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.dropout(self.act(self.fc1(x))))  # (B, T, d_model)
+
+
+SubLayer = Callable[[torch.Tensor], tuple[torch.Tensor, dict]]
+
+
+class AddNorm(nn.Module):
+    """Residual connection around a sublayer, with the LayerNorm after it (post) or before it (pre).
+
+    post (paper, seeds 000/002/003, BERT): out = LayerNorm(x + Dropout(sublayer(x)))
+    pre  (seeds 001/004):                  out = x + Dropout(sublayer(LayerNorm(x)))
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.pre = config.norm == "pre"
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self, x: torch.Tensor, sublayer: SubLayer
+    ) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """Returns (new residual stream, the sublayer's own output, the sublayer's record)."""
+        if self.pre:
+            out, record = sublayer(self.norm(x))
+            return x + self.dropout(out), out, record
+        out, record = sublayer(x)
+        return self.norm(x + self.dropout(out)), out, record
+
+
+def _ffn(ffn: PositionwiseFeedForward) -> SubLayer:
+    return lambda h: (ffn(h), {})
+
+
+class EncoderLayer(nn.Module):
+    """Multi-head self-attention -> Add & Norm -> FFN -> Add & Norm."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config)
+        self.add_norm1 = AddNorm(config)
+        self.ffn = PositionwiseFeedForward(config)
+        self.add_norm2 = AddNorm(config)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, slots: dict | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        """slots: optional {"self": {"pattern": tensor}} trace slots for this layer."""
+        slots = slots or {}
+        x, attn_out, self_rec = self.add_norm1(
+            x, lambda h: self.self_attn(h, h, mask, slots.get("self"))
+        )
+        x, mlp_out, _ = self.add_norm2(x, _ffn(self.ffn))
+        return x, {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention -> Add & Norm -> [cross-attention -> Add & Norm] -> FFN -> Add & Norm.
+
+    Cross-attention takes Q from the decoder and K, V from the encoder output (seed 000 §4); a
+    decoder-only model (GPT-style) has no cross-attention.
+    """
+
+    def __init__(self, config: TransformerConfig, cross: bool) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config)
+        self.add_norm1 = AddNorm(config)
+        self.cross_attn = MultiHeadAttention(config) if cross else None
+        self.add_norm2 = AddNorm(config) if cross else None
+        self.ffn = PositionwiseFeedForward(config)
+        self.add_norm3 = AddNorm(config)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        self_mask: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        cross_mask: torch.Tensor | None = None,
+        slots: dict | None = None,
+    ) -> tuple[torch.Tensor, dict]:
+        """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer."""
+        slots = slots or {}
+        x, attn_out, self_rec = self.add_norm1(
+            x, lambda h: self.self_attn(h, h, self_mask, slots.get("self"))
+        )
+        record = {"self": self_rec, "attn_out": attn_out}
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
+            x, cross_out, cross_rec = self.add_norm2(
+                x, lambda h: self.cross_attn(h, memory, cross_mask, slots.get("cross"))
+            )
+            record.update(cross=cross_rec, cross_out=cross_out)
+        x, mlp_out, _ = self.add_norm3(x, _ffn(self.ffn))
+        record["mlp_out"] = mlp_out
+        return x, record

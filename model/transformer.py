@@ -1,0 +1,375 @@
+"""Stacks and the whole model: encoder-only, decoder-only or encoder-decoder, with trace()."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from model.config import TransformerConfig
+from model.embeddings import TokenEmbedding, TransformerEmbedding
+from model.layers import DecoderLayer, EncoderLayer
+from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
+from model.tokenizers import CharTokenizer
+from model.trace import Trace
+
+
+class Encoder(nn.Module):
+    """N encoder layers; a pre-norm stack ends with a LayerNorm (seed 001)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
+        self.final_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.norm == "pre"
+            else None
+        )
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, slots: list[dict] | None = None
+    ) -> tuple[torch.Tensor, list, list]:
+        """Returns (output, residual stream after embeddings and each layer, per-layer records)."""
+        resid, records = [x], []
+        for i, layer in enumerate(self.layers):
+            x, record = layer(x, mask, slots[i] if slots else None)
+            resid.append(x)
+            records.append(record)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, resid, records
+
+
+class Decoder(nn.Module):
+    """N decoder layers (cross-attention when there is an encoder); pre-norm ends with LayerNorm."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        cross = config.arch == "encoder-decoder"
+        self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.n_layers))
+        self.final_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.norm == "pre"
+            else None
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        self_mask: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        slots: list[dict] | None = None,
+    ) -> tuple[torch.Tensor, list, list]:
+        resid, records = [x], []
+        for i, layer in enumerate(self.layers):
+            x, record = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None)
+            resid.append(x)
+            records.append(record)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, resid, records
+
+
+class Pooler(nn.Module):
+    """BERT's pooler: tanh(W h_[CLS] + b)."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))  # (B, d_model)
+
+
+def _stack(records: list[dict], *path: str) -> torch.Tensor:
+    """Stack one record entry over layers: L x [B, ...] -> [B, L, ...]."""
+    items = []
+    for record in records:
+        for key in path:
+            record = record[key]
+        items.append(record)
+    return torch.stack(items, dim=1)
+
+
+class Transformer(nn.Module):
+    """The from-scratch Transformer of the seed tutorials, in any of the three families.
+
+    Built in eval mode with seeded random weights (``config.seed``); ``load_bert`` fills it with a
+    checkpoint's. The tokenizer (character-level unless given) turns ids back into token strings.
+    """
+
+    def __init__(self, config: TransformerConfig, tokenizer=None) -> None:
+        super().__init__()
+        self.config = config
+        self.tokenizer = tokenizer if tokenizer is not None else CharTokenizer(config.max_len)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            # One token embedding for both stacks: source and target share a vocabulary, as in the
+            # paper (§3.4) and seed 001 (one wte feeds encoder and decoder).
+            self.embedding = TransformerEmbedding(
+                config, TokenEmbedding(config.vocab_size, config.d_model)
+            )
+            self.encoder = Encoder(config) if config.has_encoder else None
+            self.decoder = Decoder(config) if config.has_decoder else None
+            self.lm_head = (
+                nn.Linear(config.d_model, config.vocab_size, bias=config.lm_head_bias)
+                if config.lm_head
+                else None
+            )
+            self.pooler = Pooler(config.d_model) if config.pooler else None
+            self.apply(self._init_weights)
+        self.eval()
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # seed 001's _init_weights: N(0, 0.02) for Linear and Embedding weights, zero biases.
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    # ---- parameter counts (seed 001's get_num_params) -------------------------------------------
+    def get_num_params(self, non_embedding: bool = False) -> int:
+        """All parameters; with non_embedding=True, minus the token embedding table (seed 001)."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            n -= self.embedding.tok_emb.weight.numel()
+        return n
+
+    def param_counts(self) -> dict[str, int]:
+        """Parameters per component, in data-flow order; the values sum to get_num_params()."""
+        groups: dict[str, int] = {}
+
+        def add(name: str, module: nn.Module | None) -> None:
+            if module is not None:
+                groups[name] = sum(p.numel() for p in module.parameters())
+
+        emb = self.embedding
+        add("token embedding", emb.tok_emb)
+        add("position embedding", emb.pos_emb)  # 0 for sinusoidal: a buffer, not a parameter
+        add("token-type embedding", emb.type_emb)
+        add("embedding LayerNorm", emb.norm)
+        for name, stack in (("encoder", self.encoder), ("decoder", self.decoder)):
+            if stack is None:
+                continue
+            layers = list(stack.layers)
+            add(f"{name} self-attention", nn.ModuleList(layer.self_attn for layer in layers))
+            if name == "decoder" and layers[0].cross_attn is not None:
+                add("decoder cross-attention", nn.ModuleList(layer.cross_attn for layer in layers))
+            add(f"{name} FFN", nn.ModuleList(layer.ffn for layer in layers))
+            norms = [m for layer in layers for m in layer.modules() if isinstance(m, nn.LayerNorm)]
+            add(f"{name} Add & Norm LayerNorms", nn.ModuleList(norms))
+            add(f"{name} final LayerNorm", stack.final_norm)
+        add("LM head", self.lm_head)
+        add("pooler", self.pooler)
+        return groups
+
+    # ---- forward and trace -----------------------------------------------------------------------
+    def _check_ids(self, ids: torch.Tensor, what: str) -> torch.Tensor:
+        if ids.dim() != 2:
+            raise ValueError(f"{what} must be [batch, tokens], got shape {tuple(ids.shape)}.")
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"{what} has ids outside this model's vocabulary of {self.config.vocab_size}."
+            )
+        return ids.to(self.device)
+
+    def _run(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        tgt_ids: torch.Tensor | None,
+        tgt_attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        padding: str,
+        trace: bool = False,
+    ) -> dict:
+        """One forward pass; returns every intermediate, keyed by stack.
+
+        With trace=True, every layer writes its attention pattern straight into one
+        [L, B, H, T_q, T_k] tensor per stack (run["slots"]), so nothing is copied afterwards.
+        """
+        cfg = self.config
+        if padding not in ("keys", "query_and_key"):
+            raise ValueError("padding must be 'keys' (variant b) or 'query_and_key' (variant a).")
+        ids = self._check_ids(ids, "input_ids")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(ids)
+        attention_mask = attention_mask.to(ids.device)
+        if token_type_ids is not None:
+            token_type_ids = token_type_ids.to(ids.device)
+        out: dict = {"ids": ids, "embeddings": {}, "masks": {}, "resid": {}, "records": {}}
+        out["outputs"], out["slots"] = {}, {}
+
+        def slots(name: str, t_q: int, t_k: int, ref: torch.Tensor) -> list[dict] | None:
+            if not trace:
+                return None
+            shape = (cfg.n_layers, ref.shape[0], cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
+            pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
+            out["slots"][name] = pattern
+            return [{"pattern": pattern[i]} for i in range(cfg.n_layers)]
+
+        def pad_mask(mask: torch.Tensor) -> torch.Tensor:
+            if padding == "keys":
+                return padding_mask(mask, mask.shape[1])
+            return padding_mask_query_key(mask, mask)
+
+        if cfg.arch == "decoder":  # the decoder reads the (only) text
+            dec_ids, dec_mask, memory, src_mask = ids, attention_mask, None, None
+        else:
+            x, parts = self.embedding(ids, token_type_ids)
+            parts["output"] = x
+            mask = pad_mask(attention_mask)  # (B, T, T)
+            t = ids.shape[1]
+            enc_slots = slots("encoder", t, t, x)
+            layer_slots = [{"self": s_} for s_ in enc_slots] if enc_slots else None
+            memory, resid, records = self.encoder(x, mask, layer_slots)
+            out["embeddings"]["encoder"], out["masks"]["encoder"] = parts, mask
+            out["resid"]["encoder"], out["records"]["encoder"] = resid, records
+            out["outputs"]["encoder"] = memory
+            if self.pooler is not None:
+                out["pooled"] = self.pooler(memory)
+            if cfg.arch == "encoder":
+                return out
+            if tgt_ids is None:
+                raise ValueError(
+                    "An encoder-decoder model needs target ids (tgt_ids) for its decoder."
+                )
+            dec_ids = self._check_ids(tgt_ids, "tgt_ids")
+            dec_mask = (
+                torch.ones_like(dec_ids)
+                if tgt_attention_mask is None
+                else tgt_attention_mask.to(dec_ids.device)
+            )
+            src_mask = attention_mask
+            if dec_ids.shape[0] != ids.shape[0]:
+                raise ValueError("Source and target batches must have the same number of texts.")
+
+        y, parts = self.embedding(dec_ids)
+        parts["output"] = y
+        self_mask = pad_mask(dec_mask) & causal_mask(dec_ids.shape[1], dec_ids.device)  # (B, T, T)
+        memory_mask = (
+            None if memory is None else cross_mask(dec_mask, src_mask)
+        )  # (B, T_tgt, T_src)
+        if memory_mask is not None and padding == "query_and_key":
+            memory_mask = padding_mask_query_key(dec_mask, src_mask)
+        t_tgt = dec_ids.shape[1]
+        self_slots = slots("decoder", t_tgt, t_tgt, y)
+        cross_slots = slots("cross", t_tgt, memory.shape[1], y) if memory is not None else None
+        layer_slots = (
+            None
+            if self_slots is None
+            else [
+                {"self": s_, "cross": cross_slots[i] if cross_slots else None}
+                for i, s_ in enumerate(self_slots)
+            ]
+        )
+        y, resid, records = self.decoder(y, self_mask, memory, memory_mask, layer_slots)
+        out["embeddings"]["decoder"], out["masks"]["decoder"] = parts, self_mask
+        out["resid"]["decoder"], out["records"]["decoder"] = resid, records
+        out["outputs"]["decoder"] = y
+        out["dec_ids"], out["dec_mask"] = dec_ids, dec_mask
+        if memory_mask is not None:
+            out["masks"]["cross"] = memory_mask
+        return out
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        tgt_ids: torch.Tensor | None = None,
+        tgt_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits [B, T, vocab] with an LM head, else the last hidden state [B, T, d_model]."""
+        run = self._run(
+            input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids, "keys"
+        )
+        last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
+        return self.lm_head(last) if self.lm_head is not None else last
+
+    def trace(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        tgt_ids: torch.Tensor | None = None,
+        tgt_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        padding: str = "keys",
+        with_logits: bool = False,
+    ) -> Trace:
+        """Run once and return every intermediate in a new Trace (safe on a shared model).
+
+        Args:
+            input_ids: [B, T] source ids (the decoder's ids for a decoder-only model).
+            attention_mask: [B, T] 1 = real token, 0 = padding; all ones when omitted.
+            tgt_ids, tgt_attention_mask: [B, T_tgt] the decoder's input, for encoder-decoder models.
+            token_type_ids: [B, T] BERT segment ids.
+            padding: "keys" hides padded keys only (seed 003 variant b, what BERT does);
+                "query_and_key" also empties padded query rows (variant a), for teaching.
+            with_logits: also keep LM-head logits [B, T, vocab] (large for big vocabularies).
+        """
+        if self.training:
+            raise RuntimeError(
+                "trace() shows the model as it predicts: call model.eval() first (dropout is on)."
+            )
+        with torch.no_grad():
+            run = self._run(
+                input_ids,
+                attention_mask,
+                tgt_ids,
+                tgt_attention_mask,
+                token_type_ids,
+                padding,
+                True,
+            )
+            ids = run["ids"]
+            trace = Trace(
+                config=self.config,
+                device=str(ids.device),
+                tokens=[self.tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()],
+                input_ids=ids,
+                attention_mask=(
+                    attention_mask.to(ids.device)
+                    if attention_mask is not None
+                    else torch.ones_like(ids)
+                ),
+                pooled=run.get("pooled"),
+            )
+            if "dec_ids" in run and self.config.arch == "encoder-decoder":
+                trace.tgt_ids, trace.tgt_attention_mask = run["dec_ids"], run["dec_mask"]
+                trace.tgt_tokens = [
+                    self.tokenizer.convert_ids_to_tokens(row) for row in run["dec_ids"].tolist()
+                ]
+            for stack, records in run["records"].items():
+                self._collect(trace, stack, records, "self", run["slots"][stack])
+                trace.masks[stack] = run["masks"][stack]
+                trace.hidden_states[stack] = torch.stack(run["resid"][stack], dim=1)
+                trace.mlp_out[stack] = _stack(records, "mlp_out")
+                trace.outputs[stack] = run["outputs"][stack]
+                trace.embeddings[stack] = run["embeddings"][stack]
+            if "cross" in run["masks"]:
+                self._collect(
+                    trace, "cross", run["records"]["decoder"], "cross", run["slots"]["cross"]
+                )
+                trace.masks["cross"] = run["masks"]["cross"]
+            if with_logits and self.lm_head is not None:
+                last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
+                trace.logits = self.lm_head(last)
+        return trace
+
+    @staticmethod
+    def _collect(
+        trace: Trace, name: str, records: list[dict], kind: str, pattern: torch.Tensor
+    ) -> None:
+        trace.attentions[name] = pattern.transpose(0, 1)  # (B, L, H, T_q, T_k)
+        trace.queries[name] = _stack(records, kind, "q")  # (B, L, H, T_q, d_head)
+        trace.keys[name] = _stack(records, kind, "k")
+        trace.values[name] = _stack(records, kind, "v")
+        trace.attn_out[name] = _stack(records, "attn_out" if kind == "self" else "cross_out")

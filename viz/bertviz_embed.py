@@ -1,0 +1,404 @@
+"""bertviz's head view and model view as a self-contained, offline ``<iframe srcdoc>``.
+
+bertviz 1.4.1's own ``head_view`` / ``model_view`` pull require.js, d3 5.7 and jQuery 2 from a
+CDN (so offline they draw an empty "Layer:" select) and embed the attention JSON twice, growing as
+T²·L·H. This module builds the page itself:
+
+* bertviz's own ``head_view.js`` / ``model_view.js`` are read from the installed bertviz package
+  at run time, unchanged except that the ``PYTHON_PARAMS`` marker becomes a variable built by our
+  loader;
+* the d3 parts they use come from two small vendored files in ``assets/vendor/`` (d3-selection
+  1.4.2 and d3-color 1.4.1, the modules d3 5.7 bundles; BSD-3-Clause). ``d3.scaleOrdinal`` /
+  ``d3.schemeCategory10`` (the only other d3 names bertviz uses), the handful of jQuery calls
+  bertviz makes and ``require.config`` / ``requirejs`` are a few lines of shim here, so nothing is
+  loaded from the network;
+* the attention is embedded once, quantised to one byte per weight (``round(p·255)``, error
+  ≤ 0.002, about the resolution at which the browser draws line opacities anyway) as base64; the
+  sentence-pair sub-blocks bertviz offers are cut in the browser instead of being shipped again.
+
+Everything the user typed (tokens) is JSON inside a ``<script type="application/json">`` with
+``<``, ``>``, ``&`` and U+2028/U+2029 escaped, drawn by bertviz with ``textContent``; the whole
+document goes into ``srcdoc`` through ``html.escape(quote=True)`` and the iframe is
+``sandbox="allow-scripts"`` (an opaque origin that cannot reach the host page).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["bertviz_iframe", "bertviz_document", "DEFAULT_MAX_TOKENS", "VIEWS"]
+
+VIEWS = ("head", "model")
+# Per-view token caps. The head view draws H·n² SVG lines for one layer at a time; the model view
+# draws L·H·n² at once. Chromium, 2-core CPU, 6 layers × 12 heads, load + draw: head 0.6 s at 32
+# tokens, 0.9 s at 64, 2.9 s at 128; model 1.3 s at 32, 2.9 s at 48, 4.8 s at 64, 25 s at 128.
+DEFAULT_MAX_TOKENS = {"head": 64, "model": 32}
+
+_VENDOR = Path(__file__).resolve().parent.parent / "assets" / "vendor"
+_VENDOR_FILES = ("d3-selection-1.4.2.min.js", "d3-color-1.4.1.min.js")
+_ROOT_ID = "bertviz"
+
+# d3 names bertviz uses beyond d3-selection / d3-color, a jQuery subset covering every call in
+# bertviz's head_view.js / model_view.js (append, val, text, change, on, empty, attr), and
+# require / requirejs.
+_SHIM_JS = r"""
+(function () {
+  var d3 = window.d3;
+  d3.version = "5-offline-subset";  // d3 5 bundles d3-selection 1 and d3-color 1
+  d3.schemeCategory10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  // d3-scale's ordinal scale: the domain grows in first-seen order
+  d3.scaleOrdinal = function (range) {
+    var index = new Map(), r = (range || []).slice();
+    return function (x) {
+      var key = String(x);
+      if (!index.has(key)) index.set(key, index.size);
+      return r[index.get(key) % r.length];
+    };
+  };
+  function Q(els) { this.els = els; this.length = els.length; }
+  Q.prototype.each_ = function (f) { this.els.forEach(f); return this; };
+  Q.prototype.append = function (q) {
+    var parent = this.els[0];
+    if (parent) (q instanceof Q ? q.els : [q]).forEach(function (c) { parent.appendChild(c); });
+    return this;
+  };
+  Q.prototype.val = function (v) {
+    if (v === undefined) return this.els.length ? this.els[0].value : undefined;
+    return this.each_(function (e) { e.value = String(v); });
+  };
+  Q.prototype.text = function (t) {
+    if (t === undefined) return this.els.map(function (e) { return e.textContent; }).join("");
+    return this.each_(function (e) { e.textContent = String(t); });
+  };
+  Q.prototype.change = function () {
+    return this.each_(function (e) { e.dispatchEvent(new Event("change", {bubbles: true})); });
+  };
+  Q.prototype.on = function (type, fn) {
+    return this.each_(function (e) { e.addEventListener(type, fn); });
+  };
+  Q.prototype.empty = function () {
+    return this.each_(function (e) { while (e.firstChild) e.removeChild(e.firstChild); });
+  };
+  Q.prototype.attr = function (k, v) {
+    if (v === undefined) return this.els.length ? this.els[0].getAttribute(k) : undefined;
+    return this.each_(function (e) { e.setAttribute(k, String(v)); });
+  };
+  window.jQuery = window.$ = function (s) {
+    var tag = /^\s*<\s*([a-zA-Z][a-zA-Z0-9]*)/.exec(s);
+    if (tag) return new Q([document.createElement(tag[1])]);
+    return new Q(Array.prototype.slice.call(document.querySelectorAll(s)));
+  };
+  window.require = {config: function () {}};
+  window.requirejs = function (deps, cb) {
+    var mods = {jquery: window.jQuery, d3: window.d3};
+    cb.apply(null, deps.map(function (d) { return mods[d]; }));
+  };
+})();
+"""
+
+# Decodes the once-embedded attention; builds bertviz's `params` as its Python wrapper would.
+_LOADER_JS = r"""
+(function () {
+  var P = JSON.parse(document.getElementById("bv-params").textContent);
+  var bin = atob(document.getElementById("bv-attn").textContent.replace(/\s+/g, ""));
+  var L = P.shape[0], H = P.shape[1], T = P.shape[2], k = 0, attn = [];
+  for (var l = 0; l < L; l++) {
+    var layer = [];
+    for (var h = 0; h < H; h++) {
+      var head = [];
+      for (var i = 0; i < T; i++) {
+        var row = new Array(T);
+        for (var j = 0; j < T; j++) row[j] = bin.charCodeAt(k++) / 255;
+        head.push(row);
+      }
+      layer.push(head);
+    }
+    attn.push(layer);
+  }
+  function block(r0, r1, c0, c1) {
+    return attn.map(function (layer) {
+      return layer.map(function (head) {
+        return head.slice(r0, r1).map(function (row) { return row.slice(c0, c1); });
+      });
+    });
+  }
+  var tok = P.tokens, data;
+  if (P.sentence_b_start === null) {
+    data = [{name: null, attn: attn, left_text: tok, right_text: tok}];
+  } else {
+    var b = P.sentence_b_start, a_ = tok.slice(0, b), b_ = tok.slice(b);
+    data = [
+      {name: "All", attn: attn, left_text: tok, right_text: tok},
+      {name: "Sentence A -> Sentence A", attn: block(0, b, 0, b), left_text: a_, right_text: a_},
+      {name: "Sentence B -> Sentence B", attn: block(b, T, b, T), left_text: b_, right_text: b_},
+      {name: "Sentence A -> Sentence B", attn: block(0, b, b, T), left_text: a_, right_text: b_},
+      {name: "Sentence B -> Sentence A", attn: block(b, T, 0, b), left_text: b_, right_text: a_}
+    ];
+  }
+  var layers = [], heads = [];
+  for (var x = 0; x < L; x++) layers.push(x);
+  for (var y = 0; y < H; y++) heads.push(y);
+  window.__bertvizParams = {
+    attention: data, default_filter: "0", root_div_id: P.root_div_id,
+    layer: P.layer, heads: P.heads, include_layers: layers,
+    display_mode: P.display_mode, include_heads: heads, total_heads: H
+  };
+})();
+"""
+
+# Any uncaught error becomes visible text instead of a silently blank frame.
+_ERROR_JS = r"""
+window.addEventListener("error", function (e) {
+  var box = document.getElementById("bv-error");
+  box.style.display = "block";
+  box.textContent = "bertviz could not draw this view: " +
+    (e && e.message ? e.message : "script error");
+});
+"""
+
+_CSS = """
+body { margin: 8px; font-family: 'Helvetica Neue', Helvetica, Arial, sans-serif; color: #222;
+       background: #fff; }
+.bv-note { font-size: 13px; line-height: 1.4; background: #fff7e0; border: 1px solid #e6c200;
+           border-radius: 4px; padding: 6px 10px; margin: 0 0 8px 0; max-width: 960px; }
+#bv-error { display: none; font-size: 13px; color: #a00; background: #fee; border: 1px solid #d99;
+            padding: 6px 10px; margin: 0 0 8px 0; }
+select { font-size: 13px; }
+"""
+
+
+def _script_json(obj: Any) -> str:
+    """JSON that is inert inside an HTML ``<script>`` element (no ``</script>``, no ``<!--``)."""
+    text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _inline_js(code: str) -> str:
+    """Make JS safe to inline in ``<script>`` (defensive: none of the current files need it)."""
+    return code.replace("</script", "<\\/script").replace("<!--", "<\\!--")
+
+
+@functools.cache
+def _vendor_js() -> str:
+    parts = []
+    for name in _VENDOR_FILES:
+        path = _VENDOR / name
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"vendored script missing: {path} (see assets/vendor/README.md)"
+            )
+        parts.append(_inline_js(path.read_text(encoding="utf-8")))
+    return "\n".join(parts)
+
+
+@functools.cache
+def _bertviz_js(view: str) -> str:
+    spec = importlib.util.find_spec("bertviz")  # locate without importing (bertviz imports IPython)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("bertviz is not installed: pip install bertviz==1.4.1")
+    path = Path(next(iter(spec.submodule_search_locations))) / f"{view}_view.js"
+    code = path.read_text(encoding="utf-8")
+    if "PYTHON_PARAMS" not in code:
+        raise RuntimeError(f"{path} has no PYTHON_PARAMS marker; unsupported bertviz version")
+    return _inline_js(code.replace("PYTHON_PARAMS", "window.__bertvizParams"))
+
+
+def _prettify(tokens: list[str]) -> list[str]:
+    # bertviz's format_special_chars (byte-level BPE / sentencepiece / </w> markers).
+    return [str(t).replace("Ġ", " ").replace("▁", " ").replace("</w>", "") for t in tokens]
+
+
+def _to_numpy(attention: Any) -> np.ndarray:
+    if hasattr(attention, "detach"):  # torch.Tensor, without importing torch here
+        attention = attention.detach().to("cpu").float().numpy()
+    arr = np.asarray(attention, dtype=np.float32)
+    if arr.ndim != 4 or arr.shape[2] != arr.shape[3]:
+        raise ValueError(f"attention must be [L, H, T, T] for one batch item, got {arr.shape}")
+    return arr
+
+
+def _content_height(view: str, n: int, n_layers: int, n_heads: int) -> int:
+    """Pixel height of what bertviz draws (its own formulas) plus its select row."""
+    if view == "head":
+        return int(n * 22.5 + 30) + 34
+    thumb_box = 7 * (12 / n_heads)
+    axis = 15 + 5 + 13 + 5
+    thumb_h = n * thumb_box + 2 * 5
+    detail_h = n * 18 + 2 * 15 + 25
+    # + room for a horizontal scrollbar: the model view is a fixed 970 px wide
+    return int(max(n_layers * thumb_h + axis, detail_h)) + 34 + 20
+
+
+def truncation_note(n_total: int, n_shown: int) -> str:
+    """Plain-text note shown above the view when the input was cut (reusable in the caller's UI)."""
+    return (
+        f"This text has {n_total} tokens; bertviz shows only the first {n_shown}. "
+        f"Its page grows as tokens² × layers × heads and draws one SVG line per weight, so "
+        f"longer inputs make it too large and slow for the browser. The lines are the raw "
+        f"attention weights among those {n_shown} tokens (not renormalised): weight given to "
+        f"tokens after position {n_shown} is not drawn."
+    )
+
+
+def bertviz_document(
+    attention: Any,
+    tokens: list[str],
+    view: str = "head",
+    max_tokens: int | None = None,
+    sentence_b_start: int | None = None,
+    *,
+    layer: int | None = None,
+    heads: list[int] | None = None,
+    display_mode: str = "light",
+    prettify_tokens: bool = True,
+) -> tuple[str, int]:
+    """The standalone HTML document (unescaped) and its natural content height in pixels."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+    if display_mode not in ("light", "dark"):
+        raise ValueError(f"display_mode must be 'light' or 'dark', got {display_mode!r}")
+    if max_tokens is None:
+        max_tokens = DEFAULT_MAX_TOKENS[view]
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    arr = _to_numpy(attention)
+    n_layers, n_heads, n_total, _ = arr.shape
+    tokens = [str(t) for t in tokens]
+    if len(tokens) != n_total:
+        raise ValueError(f"attention has {n_total} positions but {len(tokens)} tokens were given")
+    if n_layers == 0 or n_heads == 0 or n_total == 0:
+        raise ValueError(f"nothing to show for attention of shape {arr.shape}")
+    if layer is not None and not 0 <= layer < n_layers:
+        raise ValueError(f"layer {layer} out of range 0..{n_layers - 1}")
+    if heads is not None:
+        heads = [int(h) for h in heads]
+        if not heads or any(not 0 <= h < n_heads for h in heads):
+            raise ValueError(f"heads must be a non-empty subset of 0..{n_heads - 1}, got {heads}")
+
+    n = min(n_total, int(max_tokens))
+    arr = arr[:, :, :n, :n]
+    tokens = tokens[:n]
+    if prettify_tokens:
+        tokens = _prettify(tokens)
+    if sentence_b_start is not None and not 0 < int(sentence_b_start) < n:
+        sentence_b_start = None  # sentence B starts beyond what is shown: no pair filter
+    elif sentence_b_start is not None:
+        sentence_b_start = int(sentence_b_start)
+
+    q = np.rint(np.clip(np.nan_to_num(arr, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0) * 255)
+    attn_b64 = base64.b64encode(q.astype(np.uint8).tobytes()).decode("ascii")
+
+    params = {
+        "shape": [n_layers, n_heads, n],
+        "tokens": tokens,
+        "sentence_b_start": sentence_b_start,
+        "root_div_id": _ROOT_ID,
+        "layer": layer,
+        "heads": heads,
+        "display_mode": display_mode,
+    }
+
+    note_html = ""
+    if n < n_total:
+        note_html = (
+            f'<div class="bv-note" id="bv-note">{html.escape(truncation_note(n_total, n))}</div>'
+        )
+
+    filter_html = ""
+    if sentence_b_start is not None:
+        names = [
+            "All",
+            "Sentence A -> Sentence A",
+            "Sentence B -> Sentence B",
+            "Sentence A -> Sentence B",
+            "Sentence B -> Sentence A",
+        ]
+        options = "".join(
+            f'<option value="{i}">{html.escape(s)}</option>' for i, s in enumerate(names)
+        )
+        filter_html = f'Attention: <select id="filter">{options}</select>'
+    layer_html = 'Layer: <select id="layer"></select>' if view == "head" else ""
+
+    doc = (
+        "<!DOCTYPE html>\n"
+        '<html><head><meta charset="utf-8"><title>bertviz</title>'
+        f"<style>{_CSS}</style></head><body>"
+        f'{note_html}<div id="bv-error"></div>'
+        f'<div id="{_ROOT_ID}"><span style="user-select:none">{layer_html} {filter_html}</span>'
+        "<div id='vis'></div></div>"
+        f'<script type="application/json" id="bv-params">{_script_json(params)}</script>'
+        f'<script type="application/octet-stream" id="bv-attn">{attn_b64}</script>'
+        f"<script>{_ERROR_JS}</script>"
+        f"<script>{_vendor_js()}</script>"
+        f"<script>{_SHIM_JS}</script>"
+        f"<script>{_LOADER_JS}</script>"
+        f"<script>{_bertviz_js(view)}</script>"
+        "</body></html>"
+    )
+    height = _content_height(view, n, n_layers, n_heads) + 16 + (110 if note_html else 0)
+    return doc, height
+
+
+def bertviz_iframe(
+    attention: Any,
+    tokens: list[str],
+    view: str = "head",
+    max_tokens: int | None = None,
+    sentence_b_start: int | None = None,
+    height: int | None = None,
+    *,
+    layer: int | None = None,
+    heads: list[int] | None = None,
+    display_mode: str = "light",
+    prettify_tokens: bool = True,
+) -> str:
+    """bertviz's head view (``view="head"``) or model view (``view="model"``) as an offline iframe.
+
+    attention: float tensor / ndarray ``[L, H, T, T]`` for one batch item (CPU);
+    tokens: ``T`` strings.
+    If ``T > max_tokens`` (``None``: ``DEFAULT_MAX_TOKENS[view]``, 64 for the head view, 32 for
+    the model view) only the first ``max_tokens`` tokens are shown — the raw sub-block
+    ``attention[:, :, :n, :n]``, not renormalised — and a visible note says so and why.
+    ``sentence_b_start`` adds bertviz's sentence-pair filter (dropped if sentence B starts beyond
+    the shown tokens).
+    ``height`` is the iframe height in pixels; ``None`` fits the drawing (no inner scrolling).
+    ``layer`` / ``heads`` preselect the head view's layer and heads; ``display_mode`` is the
+    model view's palette (bertviz defaults to "dark", we to "light").
+
+    Returns ``<iframe sandbox="allow-scripts" srcdoc="...">`` with the document HTML-escaped, for
+    ``gr.HTML``. Weights are sent as one byte each (``round(p·255)``); nothing is fetched from the
+    network.
+    """
+    doc, natural = bertviz_document(
+        attention,
+        tokens,
+        view=view,
+        max_tokens=max_tokens,
+        sentence_b_start=sentence_b_start,
+        layer=layer,
+        heads=heads,
+        display_mode=display_mode,
+        prettify_tokens=prettify_tokens,
+    )
+    h = natural if height is None else int(height)
+    title = "bertviz head view" if view == "head" else "bertviz model view"
+    return (
+        f'<iframe sandbox="allow-scripts" title="{title}" class="bertviz-frame" '
+        f'style="width:100%;height:{h}px;border:0;display:block" '
+        f'srcdoc="{html.escape(doc, quote=True)}"></iframe>'
+    )
