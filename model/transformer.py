@@ -353,7 +353,10 @@ class Transformer(nn.Module):
                 trace.hidden_states[stack] = torch.stack(run["resid"][stack], dim=1)
                 trace.mlp_out[stack] = _stack(records, "mlp_out")
                 trace.outputs[stack] = run["outputs"][stack]
-                trace.embeddings[stack] = run["embeddings"][stack]
+                parts = dict(run["embeddings"][stack])
+                # Learned positions are a slice of the live parameter: the trace keeps its own copy.
+                parts["position"] = parts["position"].detach().clone()
+                trace.embeddings[stack] = parts
             if "cross" in run["masks"]:
                 self._collect(
                     trace, "cross", run["records"]["decoder"], "cross", run["slots"]["cross"]

@@ -8,7 +8,6 @@ import http.server
 import json
 import re
 import shutil
-import sys
 import threading
 import urllib.parse
 from pathlib import Path
@@ -17,26 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as plain `pytest` too (tests/ has no __init__.py)
-    sys.path.insert(0, str(ROOT))
-
-from viz.bertviz_embed import (  # noqa: E402
+from tests.apphost import CHROMIUM, CHROMIUM_ARGS, ROOT
+from viz.bertviz_embed import (
     DEFAULT_MAX_TOKENS,
     bertviz_document,
     bertviz_iframe,
     truncation_note,
 )
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 
 HOSTILE = [

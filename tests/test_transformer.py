@@ -241,3 +241,11 @@ def test_trace_runs_on_cuda_and_moves_to_cpu(bert):
     torch.testing.assert_close(
         tr.cpu().attentions["encoder"], ref.attentions["encoder"], atol=1e-4, rtol=0
     )
+
+
+def test_trace_owns_its_tensors_not_views_of_the_weights(bert):
+    net, tok = bert
+    tr = net.trace(tok(["hi there"], return_tensors="pt")["input_ids"])
+    position = tr.embeddings["encoder"]["position"]
+    assert not position.requires_grad
+    assert position.data_ptr() != net.embedding.pos_emb.weight.data_ptr()

@@ -1,0 +1,249 @@
+"""What the app runs: model choice, text checks, one forward pass per input, a bounded trace cache.
+
+No Gradio here (app.py wires it up). Every function returns plain data and user-facing notices as
+sentences; tensors stay in the server-side cache, never in a browser session's state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from model import PRESETS, BertLoadError, Trace, Transformer, load_bert, pick_device
+
+BUNDLED = "bert"
+BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
+CUSTOM_PREFIX = "checkpoint:"
+MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 tokens fit easily
+DEFAULT_SECOND = "I have a dog."  # the second sentence of the Masks view's padded batch
+
+
+def model_choices(public: bool) -> list[tuple[str, str]]:
+    """(label, id) pairs for the model dropdown; custom checkpoints come from a separate box."""
+    choices = [(BUNDLED_LABEL, BUNDLED)]
+    for name, cfg in PRESETS.items():
+        family = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}[
+            cfg.arch
+        ]
+        choices.append((f"{name} — {family}, random weights (seed {cfg.seed})", name))
+    return choices
+
+
+class InputError(ValueError):
+    """Input the app refuses; the message is one sentence for the user."""
+
+
+try:  # On ZeroGPU Spaces only a function decorated with spaces.GPU may touch CUDA.
+    import spaces  # type: ignore[import-not-found]
+
+    gpu: Callable = spaces.GPU
+except ImportError:  # anywhere else the decorator is not needed
+
+    def gpu(fn: Callable) -> Callable:
+        return fn
+
+
+@gpu
+def run_trace(net: Transformer, inputs: dict) -> Trace:
+    """The forward pass, and nothing else, on the model's device; returned on the CPU."""
+    return net.trace(**inputs).cpu()
+
+
+@dataclass
+class LoadedModel:
+    model_id: str
+    label: str
+    net: Transformer
+    tokenizer: object
+    is_bert: bool
+
+
+@dataclass
+class Analysis:
+    """One analysed input: its trace (CPU), what was cut, and how long it took."""
+
+    key: tuple
+    model: LoadedModel
+    trace: Trace
+    notices: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class TraceCache:
+    """Bounded LRU of analyses, by entry count and by bytes held (thread-safe)."""
+
+    def __init__(self, max_entries: int = 32, max_bytes: int = 768 * 1024**2) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._items: OrderedDict[tuple, tuple[Analysis, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Analysis | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, analysis: Analysis) -> None:
+        size = analysis.trace.nbytes()
+        with self._lock:
+            self._items[analysis.key] = (analysis, size)
+            self._items.move_to_end(analysis.key)
+            while len(self._items) > self.max_entries or (
+                len(self._items) > 1 and self.nbytes() > self.max_bytes
+            ):
+                self._items.popitem(last=False)
+
+    def nbytes(self) -> int:
+        return sum(size for _, size in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class Engine:
+    """Loads models on first use, checks and tokenizes text, caches traces."""
+
+    def __init__(self, device: str | None = None, public: bool = False) -> None:
+        self.device = pick_device(device)
+        self.public = public
+        self.cache = TraceCache()
+        self._models: dict[str, LoadedModel] = {}
+        self._lock = threading.Lock()
+        self.bundled_error: str | None = None
+
+    # ---- models -----------------------------------------------------------------------------
+    def model(self, model_id: str) -> LoadedModel:
+        """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once."""
+        with self._lock:
+            if model_id in self._models:
+                return self._models[model_id]
+            loaded = self._load(model_id)
+            if model_id.startswith(CUSTOM_PREFIX):  # keep one custom checkpoint at a time
+                for key in [k for k in self._models if k.startswith(CUSTOM_PREFIX)]:
+                    del self._models[key]
+            self._models[model_id] = loaded
+            return loaded
+
+    def _load(self, model_id: str) -> LoadedModel:
+        if model_id == BUNDLED:
+            try:
+                net, tok = load_bert(device=str(self.device))
+            except BertLoadError as exc:
+                self.bundled_error = str(exc)
+                raise InputError(f"The bundled BERT could not be loaded: {exc}") from None
+            return LoadedModel(BUNDLED, BUNDLED_LABEL, net, tok, True)
+        if model_id.startswith(CUSTOM_PREFIX):
+            if self.public:
+                raise InputError("Custom checkpoints are disabled on this public deployment.")
+            source = model_id.removeprefix(CUSTOM_PREFIX).strip()
+            if not source:
+                raise InputError("Give a BERT checkpoint folder or a Hugging Face Hub id.")
+            try:
+                net, tok = load_bert(source, device=str(self.device))
+            except BertLoadError as exc:
+                raise InputError(str(exc)) from None
+            return LoadedModel(model_id, f"BERT checkpoint {net.config.name}", net, tok, True)
+        if model_id not in PRESETS:
+            raise InputError(f"Unknown model {model_id!r}; choose one from the list.")
+        net = Transformer(PRESETS[model_id]).to(self.device)
+        return LoadedModel(model_id, model_id, net, net.tokenizer, False)
+
+    # ---- text -> inputs -----------------------------------------------------------------------
+    def encode(self, loaded: LoadedModel, texts: list[str], targets: list[str] | None):
+        """Tokenize (cutting to the model's maximum), returning model inputs and notices."""
+        cfg, tok = loaded.net.config, loaded.tokenizer
+        notices: list[str] = []
+        limit = cfg.max_len
+
+        def ids_of(text: str, decoder: bool) -> list[int]:
+            if loaded.is_bert:
+                ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
+            else:
+                ids = tok.encode(text)
+                if decoder:  # the decoder reads "<s> ..." (seed 002's "<start> I am fine")
+                    ids = [tok.bos_token_id, *ids]
+            if len(ids) > limit:
+                notices.append(
+                    f"Text is {len(ids):,} tokens; this model reads at most {limit:,} — "
+                    f"the rest was cut."
+                )
+                ids = ids[: limit - 1] + [ids[-1]] if loaded.is_bert else ids[:limit]
+            return ids
+
+        def batch(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+            width = max(len(s) for s in seqs)
+            pad = cfg.pad_id
+            ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], dtype=torch.long)
+            mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+            return ids, mask
+
+        if cfg.arch == "decoder":
+            ids, mask = batch([ids_of(t, decoder=True) for t in texts])
+            return {"input_ids": ids, "attention_mask": mask}, notices
+        ids, mask = batch([ids_of(t, decoder=False) for t in texts])
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if cfg.arch == "encoder-decoder":
+            tgt_ids, tgt_mask = batch([ids_of(t, decoder=True) for t in (targets or texts)])
+            inputs.update(tgt_ids=tgt_ids, tgt_attention_mask=tgt_mask)
+        return inputs, notices
+
+    @staticmethod
+    def clean(text: str | None, what: str = "Text") -> tuple[str, list[str]]:
+        """Refuse empty text; cut absurdly long text before any tokenizer sees it."""
+        text = text or ""
+        if not text.strip():
+            raise InputError(f"{what} is empty: type a sentence, or pick an example.")
+        notices = []
+        if len(text) > MAX_CHARS:
+            notices.append(
+                f"{what} is {len(text):,} characters; only the first {MAX_CHARS:,} were read."
+            )
+            text = text[:MAX_CHARS]
+        return text, notices
+
+    # ---- analysis ---------------------------------------------------------------------------
+    def analyse(
+        self,
+        text: str,
+        model_id: str,
+        target: str | None = None,
+        second: str | None = None,
+    ) -> Analysis:
+        """Trace one text (or [text, second] as a padded batch), cached by the whole input.
+
+        target: the decoder's input for encoder-decoder models (the source text when empty).
+        second: when given, a second sentence padded into the same batch (the Masks view).
+        """
+        loaded = self.model(model_id)
+        text, notices = self.clean(text)
+        texts = [text]
+        if second is not None:
+            second, more = self.clean(second, "The second sentence")
+            texts.append(second)
+            notices += more
+        targets = None
+        if loaded.net.config.arch == "encoder-decoder":
+            if target and target.strip():
+                target, more = self.clean(target, "Target text")
+                notices += more
+            else:
+                target = None
+                notices.append("No target text: the decoder reads the source text.")
+            targets = [target or text] + ([second] if second is not None else [])
+        key = (model_id, tuple(texts), tuple(targets) if targets else None)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        inputs, cut = self.encode(loaded, texts, targets)
+        start = time.perf_counter()
+        trace = run_trace(loaded.net, inputs)
+        analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start)
+        self.cache.put(analysis)
+        return analysis

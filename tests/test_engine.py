@@ -1,0 +1,94 @@
+"""The engine behind the app: input checks, truncation notices, one pass per input, a cache."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine as engine_mod
+from engine import BUNDLED, CUSTOM_PREFIX, MAX_CHARS, Engine, InputError, TraceCache
+from tests.conftest import LONG_TEXT
+
+
+@pytest.fixture(scope="module")
+def eng():
+    return Engine(device="cpu")
+
+
+def test_one_forward_pass_per_input_then_the_cache(eng, monkeypatch):
+    calls = []
+    real = engine_mod.run_trace
+    monkeypatch.setattr(
+        engine_mod, "run_trace", lambda net, inputs: calls.append(1) or real(net, inputs)
+    )
+    a = eng.analyse("a sentence only this test uses", BUNDLED)
+    b = eng.analyse("a sentence only this test uses", BUNDLED)
+    assert a is b and len(calls) == 1
+    eng.analyse("a sentence only this test uses", "seed002-encoder")
+    assert len(calls) == 2  # another model is another input
+
+
+def test_empty_and_whitespace_text_are_refused_with_a_sentence(eng):
+    for text in ("", "   \n\t ", None):
+        with pytest.raises(InputError, match="empty"):
+            eng.analyse(text, BUNDLED)
+
+
+def test_text_over_the_model_maximum_is_cut_with_a_notice(eng):
+    a = eng.analyse(LONG_TEXT * 3, BUNDLED)
+    assert a.trace.input_ids.shape[1] == 512
+    assert a.trace.tokens[0][-1] == "[SEP]"  # BERT keeps its closing token
+    assert any("at most 512" in n and "cut" in n for n in a.notices)
+
+
+def test_absurdly_long_text_is_cut_before_tokenization(eng):
+    a = eng.analyse("x" * (MAX_CHARS * 5), "seed002-encoder")
+    assert any(f"{MAX_CHARS:,}" in n for n in a.notices)
+    assert a.trace.input_ids.shape[1] == 512
+
+
+def test_masks_batch_pads_the_shorter_sentence(eng):
+    a = eng.analyse("time flies like an arrow", BUNDLED, second="I have a dog")
+    mask = a.trace.attention_mask
+    assert mask.shape[0] == 2 and mask[1].sum() < mask[0].sum()
+    assert a.trace.tokens[1][-1] == "[PAD]"
+
+
+def test_decoder_reads_a_start_token_and_enc_dec_defaults_its_target(eng):
+    dec = eng.analyse("我喜欢你", "seed001-decoder")
+    assert dec.trace.tokens[0] == ["<s>", "我", "喜", "欢", "你"]
+    ed = eng.analyse("我喜欢你", "seed003-encdec")
+    assert ed.trace.tgt_tokens[0] == ["<s>", "我", "喜", "欢", "你"]
+    assert any("No target text" in n for n in ed.notices)
+    ed2 = eng.analyse("我喜欢你", "seed003-encdec", target="I love you")
+    assert ed2.trace.tgt_tokens[0][:3] == ["<s>", "I", " "]
+    assert ed2.trace.attentions["cross"].shape[-2:] == (11, 4)
+
+
+def test_unknown_model_and_bad_checkpoint_are_sentences(eng, tmp_path):
+    with pytest.raises(InputError, match="Unknown model"):
+        eng.analyse("hi", "gpt-17")
+    with pytest.raises(InputError, match="neither an existing folder"):
+        eng.analyse("hi", CUSTOM_PREFIX + str(tmp_path / "nothing-here"))
+
+
+def test_public_mode_refuses_custom_checkpoints(tmp_path):
+    with pytest.raises(InputError, match="disabled"):
+        Engine(device="cpu", public=True).analyse("hi", CUSTOM_PREFIX + str(tmp_path))
+
+
+def test_cache_is_bounded_by_entries_and_bytes(eng):
+    cache = TraceCache(max_entries=3, max_bytes=10**12)
+    analyses = [eng.analyse(f"sentence number {i}", "seed002-encoder") for i in range(5)]
+    for a in analyses:
+        cache.put(a)
+    assert len(cache) == 3 and cache.get(analyses[0].key) is None
+    assert cache.get(analyses[-1].key) is analyses[-1]
+    small = TraceCache(max_entries=100, max_bytes=analyses[0].trace.nbytes() * 2)
+    for a in analyses:
+        small.put(a)
+    assert len(small) <= 2 and small.nbytes() <= small.max_bytes
+
+
+def test_traces_in_the_cache_are_on_the_cpu(eng):
+    a = eng.analyse("where does it live", BUNDLED)
+    assert a.trace.attentions["encoder"].device.type == "cpu"

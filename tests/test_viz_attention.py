@@ -1,0 +1,360 @@
+"""viz.attention: one head, every layer × head, two heads compared — values, labels, escaping,
+sizes, every stack of every model family, and a Chromium draw of a 128-token BERT trace."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import plotly
+import plotly.graph_objects as go
+import pytest
+
+from model import PRESETS, Transformer
+from tests.apphost import CHROMIUM, CHROMIUM_ARGS
+from tests.conftest import ARTIFACTS, LONG_TEXT
+from viz import attention as A
+from viz.common import DIVERGING_SCALE
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+OVERVIEW_BUDGET = 300_000  # bytes of figure JSON at 128 and 512 tokens (DESIGN: 1 MB in all)
+
+
+# ---------------------------------------------------------------- traces of every family
+
+
+def bert_trace(bert, texts: list[str], max_length: int = 512):
+    net, tok = bert
+    enc = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+
+
+def char_trace(preset: str, src: list[str], tgt: list[str] | None = None):
+    net = Transformer(PRESETS[preset]).eval()
+    enc = net.tokenizer(src, padding=True)
+    if tgt is None:
+        return net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    dec = net.tokenizer(tgt, padding=True)
+    return net.trace(
+        enc["input_ids"],
+        attention_mask=enc["attention_mask"],
+        tgt_ids=dec["input_ids"],
+        tgt_attention_mask=dec["attention_mask"],
+    )
+
+
+@pytest.fixture(scope="module")
+def families(bert):
+    """One padded two-text trace per family: BERT encoder, decoder-only, encoder-decoder."""
+    return {
+        "bert": bert_trace(bert, ["the cat and the dog", "time flies"]),
+        "seed001-decoder": char_trace("seed001-decoder", ["abcab", "ab"]),
+        "seed003-encdec": char_trace("seed003-encdec", ["hello", "hi"], ["bonjour", "ok"]),
+    }
+
+
+STACKS = [
+    ("bert", "encoder"),
+    ("seed001-decoder", "decoder"),
+    ("seed003-encdec", "encoder"),
+    ("seed003-encdec", "decoder"),
+    ("seed003-encdec", "cross"),
+]
+
+
+@pytest.fixture(scope="module")
+def long_traces(bert):
+    """Single-text BERT traces of exactly 32, 128 and 512 tokens."""
+    return {n: bert_trace(bert, [LONG_TEXT * 2], max_length=n) for n in (32, 128, 512)}
+
+
+def with_hostile_token(trace):
+    """A copy of the trace whose second source (and target) token is an HTML injection."""
+    out = copy.copy(trace)
+    out.tokens = [list(row) for row in trace.tokens]
+    out.tokens[0][1] = HOSTILE
+    if trace.tgt_tokens is not None:
+        out.tgt_tokens = [list(row) for row in trace.tgt_tokens]
+        out.tgt_tokens[0][1] = HOSTILE
+    return out
+
+
+def all_strings(fig: go.Figure) -> list[str]:
+    """Every string in the figure's JSON (Plotly writes '<' as \\u003c, so decode first)."""
+    found, todo = [], [json.loads(fig.to_json())]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+    return found
+
+
+def assert_escaped(fig: go.Figure) -> None:
+    strings = all_strings(fig)
+    assert not any("<img" in s for s in strings), "raw token HTML reached the figure"
+    assert any("&lt;img" in s for s in strings), "the hostile token is missing from the figure"
+
+
+def z_of(trace_dict) -> np.ndarray:
+    return np.asarray(trace_dict.z, dtype=np.float64)
+
+
+# ---------------------------------------------------------------- head_figure
+
+
+def test_head_figure_labels_stay_distinct_when_a_token_repeats(families):
+    tr = families["bert"]
+    fig = A.head_figure(tr, "encoder", 0, 0)
+    x = list(fig.data[0].x)
+    assert tr.tokens[0].count("the") == 2
+    assert len(x) == len(set(x)) == len(tr.tokens[0])  # "the cat and the dog" + [CLS] [SEP]
+    assert list(fig.data[0].y) == x
+
+
+def test_head_figure_heatmap_equals_the_trace_slice(families):
+    tr = families["seed001-decoder"]  # batch item 1 is padded: its padding is removed
+    fig = A.head_figure(tr, "decoder", 3, 2, batch=1)
+    z = z_of(fig.data[0])
+    n = int(tr.attention_mask[1].sum())
+    want = tr.attentions["decoder"][1, 3, 2, :n, :n].numpy()
+    allowed = tr.masks["decoder"][1, :n, :n].numpy()
+    assert z.shape == (n, n) == (2, 2)
+    np.testing.assert_allclose(z[allowed], want[allowed], rtol=1e-6)
+    assert np.isnan(z[~allowed]).all()  # hidden cells are blank (grey), not weight 0
+    assert "grey = hidden" in fig.layout.title.text
+
+
+def test_head_figure_hover_names_query_key_and_weight(families):
+    hover = A.head_figure(families["bert"], "encoder", 1, 1).data[0].hovertemplate
+    assert "query %{y}" in hover and "key %{x}" in hover and "weight %{z" in hover
+
+
+def test_head_figure_colour_scale_is_named_in_the_colour_bar(families):
+    tr = families["bert"]
+    fixed = A.head_figure(tr, "encoder", 2, 5)
+    per_head = A.head_figure(tr, "encoder", 2, 5, scale="head")
+    assert fixed.data[0].zmax == 1.0 and "0–1" in fixed.data[0].colorbar.title.text
+    peak = float(np.nanmax(z_of(per_head.data[0])))
+    assert per_head.data[0].zmax == pytest.approx(peak)
+    assert "head max" in per_head.data[0].colorbar.title.text
+
+
+def test_head_figure_title_names_layer_head_and_stack(families):
+    titles = {
+        ("bert", "encoder"): "encoder self-attention",
+        ("seed001-decoder", "decoder"): "decoder masked self-attention",
+        ("seed003-encdec", "cross"): "cross-attention (queries: target, keys: source)",
+    }
+    for (family, stack), name in titles.items():
+        title = A.head_figure(families[family], stack, 1, 0).layout.title.text
+        assert title.startswith("Layer 1, head 0") and name in title
+
+
+def test_cross_attention_rows_are_target_tokens_and_columns_source(families):
+    tr = families["seed003-encdec"]
+    fig = A.head_figure(tr, "cross", 0, 0)
+    assert len(fig.data[0].y) == len("bonjour") and len(fig.data[0].x) == len("hello")
+    assert fig.layout.yaxis.title.text == "query (target)"
+
+
+def test_head_figure_max_pools_long_texts(long_traces):
+    tr = long_traces[512]
+    fig = A.head_figure(tr, "encoder", 0, 0)
+    z = z_of(fig.data[0])
+    assert z.shape == (256, 256)
+    assert "512 tokens max-pooled to 256" in fig.layout.title.text
+    full = tr.attentions["encoder"][0, 0, 0].numpy()
+    np.testing.assert_allclose(z[0, 0], full[:2, :2].max(), rtol=1e-6)
+
+
+def test_a_missing_layer_head_or_stack_is_an_actionable_error(families):
+    with pytest.raises(ValueError, match="layers 0–5"):
+        A.head_figure(families["bert"], "encoder", 6, 0)
+    with pytest.raises(ValueError, match="heads 0–11"):
+        A.head_figure(families["bert"], "encoder", 0, 12)
+    with pytest.raises(ValueError, match="no 'cross' attention"):
+        A.overview_figure(families["bert"], "cross")
+
+
+# ---------------------------------------------------------------- overview_figure
+
+
+def test_overview_is_one_tiled_trace_with_layer_and_head_ticks(families):
+    tr = families["bert"]
+    fig = A.overview_figure(tr, "encoder")
+    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
+    n = len(tr.tokens[0])
+    assert z_of(fig.data[0]).shape == (6 * n, 12 * n)
+    assert list(fig.layout.yaxis.ticktext) == [f"L{i}" for i in range(6)]
+    assert list(fig.layout.xaxis.ticktext) == [f"H{i}" for i in range(12)]
+    assert list(fig.layout.xaxis.tickvals) == [h * n + (n - 1) / 2 for h in range(12)]
+    assert len(fig.layout.shapes) == 5 + 11  # separators between tiles
+    assert "each head scaled to its own max" in fig.layout.title.text
+
+
+def test_overview_tiles_are_each_divided_by_their_own_max(families):
+    tr = families["bert"]
+    n = len(tr.tokens[0])
+    z = z_of(A.overview_figure(tr, "encoder").data[0])
+    tiles = z.reshape(6, n, 12, n).transpose(0, 2, 1, 3)  # (L, H, T, T)
+    assert (tiles.max(axis=(-2, -1)) == 100).all()
+    att = tr.attentions["encoder"][0].numpy()
+    want = np.round(att / att.max(axis=(-2, -1), keepdims=True) * 100)
+    np.testing.assert_array_equal(tiles, want)
+
+
+def test_overview_sends_one_byte_a_cell(families):
+    fig = json.loads(A.overview_figure(families["bert"], "encoder").to_json())
+    assert fig["data"][0]["z"]["dtype"] == "u1"
+
+
+def test_overview_hover_names_layer_head_and_tokens(families):
+    trace = A.overview_figure(families["bert"], "encoder").data[0]
+    assert trace.y[0] == "L0 · 0·[CLS]" and trace.x[-1] == "H11 · 6·[SEP]"
+    assert "% of this head's max" in trace.hovertemplate
+
+
+@pytest.mark.parametrize("n", [128, 512])
+def test_overview_stays_small_and_keeps_peaks_on_long_texts(long_traces, n):
+    tr = long_traces[n]
+    assert len(tr.tokens[0]) == n
+    fig = A.overview_figure(tr, "encoder")
+    assert len(fig.to_json()) < OVERVIEW_BUDGET
+    z = z_of(fig.data[0])
+    assert z.shape[0] <= 6 * A.MAX_TILE_CELLS and z.shape[1] <= 12 * A.MAX_TILE_CELLS
+    tiles = z.reshape(6, z.shape[0] // 6, 12, z.shape[1] // 12)
+    assert (tiles.max(axis=(1, 3)) == 100).all()  # max-pooling keeps every head's peak
+    assert f"{n} tokens max-pooled" in fig.layout.title.text
+
+
+# ---------------------------------------------------------------- compare_figure
+
+
+def test_compare_shows_two_heads_and_their_difference(families):
+    tr = families["bert"]
+    fig = A.compare_figure(tr, "encoder", (0, 1), (5, 7))
+    a, b, diff = (z_of(t) for t in fig.data)
+    np.testing.assert_allclose(a, tr.attentions["encoder"][0, 0, 1].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(b, tr.attentions["encoder"][0, 5, 7].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(diff, a - b, atol=1e-7)
+    assert {t.yaxis for t in fig.data} == {"y"}  # one shared query axis
+    assert fig.data[0].x == fig.data[1].x == fig.data[2].x
+    assert (
+        fig.layout.coloraxis2.cmid == 0
+        and fig.layout.coloraxis2.cmin == -fig.layout.coloraxis2.cmax
+    )
+    diverging = go.layout.Coloraxis(colorscale=DIVERGING_SCALE).colorscale
+    assert fig.layout.coloraxis2.colorscale == diverging
+    assert "query %{y}" in fig.data[2].hovertemplate and "A − B" in fig.data[2].hovertemplate
+    assert [a.text for a in fig.layout.annotations] == ["A = L0 H1", "B = L5 H7", "A − B"]
+
+
+def test_compare_mean_pools_long_texts_and_keeps_the_difference_exact(long_traces):
+    fig = A.compare_figure(long_traces[512], "encoder", (0, 0), (1, 1))
+    a, b, diff = (z_of(t) for t in fig.data)
+    assert a.shape == (128, 128)
+    np.testing.assert_allclose(diff, a - b, atol=1e-6)
+    assert len(fig.to_json()) < 400_000
+    assert "mean-pooled" in fig.layout.title.text
+
+
+# ---------------------------------------------------------------- every stack, captions
+
+
+@pytest.mark.parametrize(("family", "stack"), STACKS)
+def test_every_view_works_on_every_stack_of_every_family(families, family, stack):
+    tr = families[family]
+    _, n_layers, n_heads = tr.attentions[stack].shape[:3]
+    last = (n_layers - 1, n_heads - 1)
+    for fig in (
+        A.head_figure(tr, stack, *last, batch=1),
+        A.overview_figure(tr, stack, batch=1),
+        A.compare_figure(tr, stack, (0, 0), last, batch=1),
+    ):
+        assert isinstance(fig, go.Figure)
+        assert fig.layout.height and 250 <= fig.layout.height <= 1000
+        assert A.stack_title(stack) in fig.layout.title.text
+
+
+@pytest.mark.parametrize(("family", "stack"), STACKS)
+def test_token_text_is_escaped_in_every_view(families, family, stack):
+    tr = with_hostile_token(families[family])
+    for fig in (
+        A.head_figure(tr, stack, 0, 0),
+        A.overview_figure(tr, stack),
+        A.compare_figure(tr, stack, (0, 0), (0, 1)),
+    ):
+        assert_escaped(fig)
+
+
+def test_every_view_has_a_caption_with_its_formula():
+    assert set(A.CAPTIONS) == {"head", "overview", "compare"}
+    for caption in A.CAPTIONS.values():
+        assert "softmax(QKᵀ/√d_k)" in caption and caption.count("\n") <= 1
+
+
+# ---------------------------------------------------------------- drawn in Chromium
+
+
+def draw_in_chromium(figures: list[go.Figure], screenshot: Path, tmp_path: Path) -> float:
+    """Draw figures in one page with plotly's bundled JS; return milliseconds until every plot
+    has drawn its heatmaps, and save a full-page screenshot."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path)
+    figs = json.dumps([json.loads(f.to_json()) for f in figures]).replace("</", "<\\/")
+    divs = "".join(f'<div id="f{i}"></div>' for i in range(len(figures)))
+    (tmp_path / "index.html").write_text(
+        f"""<!DOCTYPE html><html><head><meta charset="utf-8">
+<script src="plotly.min.js"></script></head><body style="margin:0">{divs}
+<script>
+const FIGS = {figs};
+window.draw = async () => {{
+  const t0 = performance.now();
+  await Promise.all(FIGS.map((f, i) => Plotly.newPlot("f" + i, f.data, f.layout)));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const plots = [...document.querySelectorAll(".js-plotly-plot")];
+  const drawn = plots.every((p, i) => p.querySelector(".main-svg") &&
+      p.querySelectorAll(".hm image").length === FIGS[i].data.length);
+  return {{ms: performance.now() - t0, drawn, n: plots.length}};
+}};
+</script></body></html>""",
+        encoding="utf-8",
+    )
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto((tmp_path / "index.html").as_uri())
+            start = time.perf_counter()
+            result = page.evaluate("draw()")
+            wall_ms = (time.perf_counter() - start) * 1000
+            assert result["n"] == len(figures) and result["drawn"], result
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+    print(f"{screenshot.name}: drawn in {result['ms']:.0f} ms in the page, {wall_ms:.0f} ms wall")
+    return result["ms"]
+
+
+@pytest.mark.browser
+def test_attention_views_draw_in_chromium_within_two_seconds(long_traces, tmp_path):
+    tr = long_traces[128]
+    figures = [
+        A.head_figure(tr, "encoder", 2, 3),
+        A.overview_figure(tr, "encoder"),
+        A.compare_figure(tr, "encoder", (0, 1), (2, 3)),
+    ]
+    ms = draw_in_chromium(figures, SCREENSHOTS / "viz_attention.png", tmp_path)
+    assert ms < 2000

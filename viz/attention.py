@@ -1,0 +1,407 @@
+"""Attention views: one head, every layer × head at once, and two heads compared.
+
+Each view reads ``trace.attentions[stack]`` (B, L, H, T_q, T_k): softmax(QKᵀ/√d_k) after masking,
+one row per query token summing to 1 over the keys it may see. Padding is removed before drawing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+import torch.nn.functional as F
+
+from viz.common import (
+    ATTENTION_SCALE,
+    DIVERGING_SCALE,
+    base_layout,
+    heatmap,
+    square_axes,
+    stack_tokens,
+    token_labels,
+)
+
+CAPTIONS = {
+    "head": "**softmax(QKᵀ/√d_k)** — each row is one query token's distribution over the keys it "
+    "may see; grey cells are hidden by the mask.",
+    "overview": "**Every layer × head at once** — each tile is one head's softmax(QKᵀ/√d_k), "
+    "divided by its own maximum so that weak heads stay visible; compare shapes, not brightness.",
+    "compare": "**A − B** — two heads' softmax(QKᵀ/√d_k) side by side and their difference: red "
+    "where head A attends more, blue where head B does.",
+}
+
+STACK_TITLES = {
+    "encoder": "encoder self-attention",
+    "decoder": "decoder masked self-attention",
+    "cross": "cross-attention (queries: target, keys: source)",
+}
+HIDDEN_GREY = "#d4d4d4"  # plot background behind NaN (masked) cells
+MAX_TILE_CELLS = 48  # overview: cells per tile side before max-pooling
+MAX_HEAD_CELLS = 256  # head view: exact up to 256 tokens, max-pooled beyond (512 → 256)
+MAX_PANEL_CELLS = 160  # three-panel views: cells per side before mean-pooling (~2 px a cell)
+OVERVIEW_WIDTH_PX = 1000  # the width the app gives a plot; used only to pick a height
+
+
+def stack_title(stack: str) -> str:
+    """What a stack's attention is called: "encoder self-attention", "cross-attention (...)"."""
+    if stack not in STACK_TITLES:
+        raise ValueError(f"Unknown attention stack {stack!r}: choose one of {list(STACK_TITLES)}.")
+    return STACK_TITLES[stack]
+
+
+def axis_titles(stack: str) -> tuple[str, str]:
+    """(query axis title, key axis title): cross-attention's queries come from the target."""
+    if stack == "cross":
+        return "query (target)", "key (source)"
+    return "query", "key"
+
+
+def check_selection(trace, stack: str, layer: int | None = None, head: int | None = None) -> None:
+    """Raise an actionable ValueError when a stack, layer or head is not in this trace."""
+    if stack not in trace.attentions:
+        raise ValueError(
+            f"This model has no {stack!r} attention; it has {', '.join(trace.stacks)}."
+        )
+    _, n_layers, n_heads = trace.attentions[stack].shape[:3]
+    if layer is not None and not 0 <= layer < n_layers:
+        raise ValueError(f"Layer {layer} does not exist: this model has layers 0–{n_layers - 1}.")
+    if head is not None and not 0 <= head < n_heads:
+        raise ValueError(f"Head {head} does not exist: this model has heads 0–{n_heads - 1}.")
+
+
+def head_pattern(trace, stack: str, layer: int, head: int, batch: int = 0) -> np.ndarray:
+    """One head's attention weights (T_q, T_k) of one batch item, padding removed."""
+    check_selection(trace, stack, layer, head)
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    pattern = trace.attentions[stack][batch, layer, head, : len(q_tok), : len(k_tok)]
+    return pattern.detach().cpu().float().numpy()
+
+
+def allowed_cells(trace, stack: str, batch: int = 0) -> np.ndarray:
+    """bool (T_q, T_k): True = the mask lets this query see this key (padding removed)."""
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    return trace.masks[stack][batch, : len(q_tok), : len(k_tok)].detach().cpu().numpy()
+
+
+# ---------------------------------------------------------------- pooling long texts
+
+
+def pool(maps: torch.Tensor, k_q: int, k_k: int, how: Literal["max", "mean"]) -> torch.Tensor:
+    """Downsample (N, T_q, T_k) maps by k_q × k_k windows (the last window may be short)."""
+    if k_q == 1 and k_k == 1:
+        return maps
+    fn = F.max_pool2d if how == "max" else F.avg_pool2d  # avg divides by the clipped window
+    out = fn(maps[:, None], (k_q, k_k), stride=(k_q, k_k), ceil_mode=True)  # (N, 1, T_q', T_k')
+    return out[:, 0]
+
+
+def pool_labels(labels: list[str], k: int) -> list[str]:
+    """Labels of pooled cells: one token, or "first … last" when k tokens share a cell."""
+    if k == 1:
+        return labels
+    return [
+        f"{labels[i]} … {labels[min(i + k, len(labels)) - 1]}" for i in range(0, len(labels), k)
+    ]
+
+
+def pool_note(
+    q_tok: list[str], k_tok: list[str], y_lab: list[str], x_lab: list[str], how: str
+) -> str:
+    """A title note for a downsampled view (" · 512 tokens max-pooled to 256 cells a side")."""
+    if len(y_lab) == len(q_tok) and len(x_lab) == len(k_tok):
+        return ""
+    n_tok, n_cell = max(len(q_tok), len(k_tok)), max(len(y_lab), len(x_lab))
+    return f" · {n_tok} tokens {how}-pooled to {n_cell} cells a side"
+
+
+# ---------------------------------------------------------------- layout
+
+
+def token_axes(fig: go.Figure, n_x: int, n_y: int, **where) -> go.Figure:
+    """Category token axes, first token top-left, labels thinned to what fits in the pixels.
+
+    ``square_axes`` thins by token count; for panels narrower than a full-width plot we let
+    Plotly thin by pixel width instead (nticks=0 keeps ~15 px per category label).
+    """
+    square_axes(fig, n_x, n_y, **where)
+    fig.update_xaxes(nticks=0, tickfont={"size": 10}, automargin=True, showgrid=False, **where)
+    fig.update_yaxes(nticks=0, tickfont={"size": 10}, automargin=True, showgrid=False, **where)
+    return fig
+
+
+def label_px(labels: list[str]) -> int:
+    """Pixels a rotated tick label needs below the plot (about 6 px a character at size 10)."""
+    return min(110, 20 + 5 * max((len(s) for s in labels), default=1))
+
+
+def panel_height(labels: list[str], n: int) -> int:
+    """Height for a row of three square-ish panels (about 300 px wide each) plus tick labels."""
+    return int(min(640, max(360, 110 + label_px(labels) + min(300, 10 * n))))
+
+
+def three_panels(
+    panels: list[go.Heatmap],
+    titles: list[str],
+    n_x: int,
+    n_y: int,
+    x_title: str,
+    y_title: str,
+    colorbars: tuple[dict, dict],
+) -> go.Figure:
+    """Three heatmaps in a row sharing one token y axis; panels 1–2 share a colour bar (placed
+    between panels 2 and 3), panel 3 has its own. Three axes, not a subplot grid: fast to draw."""
+    fig = go.Figure()
+    domains = [(0.0, 0.285), (0.305, 0.59), (0.685, 0.97)]
+    for i, (cells, dom) in enumerate(zip(panels, domains, strict=True)):
+        suffix = "" if i == 0 else str(i + 1)
+        cells.update(
+            xaxis=f"x{suffix}", yaxis="y", coloraxis="coloraxis2" if i == 2 else "coloraxis"
+        )
+        fig.add_trace(cells)
+        fig.layout[f"xaxis{suffix}"] = {"domain": dom, "anchor": "y", "title": {"text": x_title}}
+        fig.add_annotation(
+            text=titles[i],
+            x=(dom[0] + dom[1]) / 2,
+            y=1.0,
+            xref="paper",
+            yref="paper",
+            xanchor="center",
+            yanchor="bottom",
+            showarrow=False,
+            font={"size": 13},
+        )
+    fig.update_layout(
+        coloraxis={**colorbars[0], "colorbar": {**colorbars[0]["colorbar"], "x": 0.6}},
+        coloraxis2={**colorbars[1], "colorbar": {**colorbars[1]["colorbar"], "x": 0.98}},
+    )
+    fig.layout.yaxis = {"title": {"text": y_title}}
+    token_axes(fig, n_x, n_y)  # no row/col: every x axis and the shared y axis
+    return fig
+
+
+# ---------------------------------------------------------------- one head
+
+
+def head_figure(
+    trace,
+    stack: str,
+    layer: int,
+    head: int,
+    batch: int = 0,
+    scale: Literal["fixed", "head"] = "fixed",
+    max_cells: int = MAX_HEAD_CELLS,
+) -> go.Figure:
+    """One head's attention heatmap: rows = query tokens, columns = key tokens.
+
+    Args:
+        trace: a Trace from ``Transformer.trace``.
+        stack: "encoder", "decoder" or "cross".
+        layer, head: which head.
+        batch: which text of the batch.
+        scale: "fixed" colours 0..1 (heads comparable); "head" colours 0..this head's max.
+        max_cells: longer texts are max-pooled to at most this many cells a side.
+    Returns:
+        A figure; cells the mask hides are left blank (grey), not drawn as weight 0.
+    """
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    maps = torch.from_numpy(
+        np.stack(
+            [head_pattern(trace, stack, layer, head, batch), allowed_cells(trace, stack, batch)]
+        )
+    ).float()  # (2, T_q, T_k): weights, allowed
+    k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
+    pattern, allowed = pool(maps, k_q, k_k, "max").numpy()  # a cell is shown if any pair may be
+    allowed = allowed > 0
+    x_lab = pool_labels(token_labels(k_tok), k_k)
+    y_lab = pool_labels(token_labels(q_tok), k_q)
+    y_title, x_title = axis_titles(stack)
+    zmax = 1.0 if scale == "fixed" else max(float(pattern.max()), 1e-6)
+    cells = heatmap(
+        np.where(allowed, pattern, np.nan),
+        x_lab,
+        y_lab,
+        x_title=x_title,
+        y_title=y_title,
+        value_name="weight",
+        zmin=0.0,
+        zmax=zmax,
+    )
+    bar = "weight (0–1)" if scale == "fixed" else "weight (0–head max)"
+    cells.update(hoverongaps=False, colorbar={"title": {"text": bar, "side": "right"}})
+    fig = go.Figure(cells)
+    n = max(len(x_lab), len(y_lab))
+    masked = "" if allowed.all() else " · grey = hidden by the mask"
+    pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "max")
+    title = f"Layer {layer}, head {head} — {stack_title(stack)}{masked}{pooled}"
+    base_layout(fig, title, height=min(860, max(380, 150 + 14 * n)))
+    fig.update_layout(plot_bgcolor=HIDDEN_GREY)
+    square_axes(fig, len(x_lab), len(y_lab))
+    fig.update_xaxes(title_text=x_title, showgrid=False, constrain="domain")
+    fig.update_yaxes(title_text=y_title, showgrid=False, scaleanchor="x", constrain="domain")
+    return fig
+
+
+# ---------------------------------------------------------------- every layer × head at once
+
+
+def overview_tiles(
+    trace, stack: str, batch: int = 0, max_cells: int = MAX_TILE_CELLS
+) -> tuple[np.ndarray, int, int]:
+    """Every head as a tile of one image: uint8 (L·T_q', H·T_k'), 0–100 % of the head's max.
+
+    Long texts are max-pooled to at most ``max_cells`` cells a tile side (max, so a sharp
+    one-token peak survives the downsampling). Returns (tiles, query pool, key pool).
+    """
+    check_selection(trace, stack)
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    att = trace.attentions[stack][batch, :, :, : len(q_tok), : len(k_tok)]  # (L, H, T_q, T_k)
+    att = att.detach().cpu().float()
+    n_layers, n_heads, t_q, t_k = att.shape
+    peak = att.amax(dim=(-2, -1), keepdim=True).clamp_min(1e-12)  # (L, H, 1, 1)
+    att = att / peak
+    k_q, k_k = math.ceil(t_q / max_cells), math.ceil(t_k / max_cells)
+    flat = pool(att.reshape(n_layers * n_heads, t_q, t_k), k_q, k_k, "max")  # (L·H, T_q', T_k')
+    att = flat.reshape(n_layers, n_heads, *flat.shape[-2:])  # (L, H, T_q', T_k')
+    percent = torch.round(att * 100).to(torch.uint8)  # a byte a cell, 1 % steps
+    n_q, n_k = percent.shape[-2:]
+    tiles = percent.permute(0, 2, 1, 3).reshape(n_layers * n_q, n_heads * n_k)  # (L·T_q', H·T_k')
+    return tiles.numpy(), k_q, k_k
+
+
+def overview_figure(
+    trace, stack: str, batch: int = 0, max_cells: int = MAX_TILE_CELLS
+) -> go.Figure:
+    """All layers × heads as ONE tiled heatmap (rows = layers, columns = heads), each head scaled
+    to its own max; a 12 × 12 grid of subplots would take seconds to draw (DESIGN.md)."""
+    tiles, k_q, k_k = overview_tiles(trace, stack, batch, max_cells)
+    _, n_layers, n_heads = trace.attentions[stack].shape[:3]
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    q_lab = pool_labels(token_labels(q_tok), k_q)
+    k_lab = pool_labels(token_labels(k_tok), k_k)
+    n_q, n_k = len(q_lab), len(k_lab)
+    assert tiles.shape == (n_layers * n_q, n_heads * n_k)
+    y_title, x_title = axis_titles(stack)
+    # Built here rather than with heatmap(), which widens z to float32: uint8 is ¼ of the bytes.
+    cells = go.Heatmap(
+        z=tiles,
+        x=[f"H{h} · {lab}" for h in range(n_heads) for lab in k_lab],
+        y=[f"L{layer} · {lab}" for layer in range(n_layers) for lab in q_lab],
+        colorscale=ATTENTION_SCALE,
+        zmin=0,
+        zmax=100,
+        colorbar={"title": {"text": "% of head max", "side": "right"}, "thickness": 12},
+        hovertemplate=(
+            f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>%{{z}} % of this head's max<extra></extra>"
+        ),
+    )
+    fig = go.Figure(cells)
+    pooled = ""
+    if k_q > 1 or k_k > 1:
+        pooled = f" · {max(len(q_tok), len(k_tok))} tokens max-pooled to {max(n_q, n_k)} a tile"
+    title = (
+        f"All {n_layers} layers × {n_heads} heads — {stack_title(stack)}"
+        f"<br><sup>each head scaled to its own max{pooled}</sup>"
+    )
+    tile_px = min(110, (OVERVIEW_WIDTH_PX - 90) / n_heads)  # few heads: no giant tiles
+    plot_px = n_layers * tile_px * n_q / n_k
+    base_layout(fig, title, height=int(min(900, max(260, plot_px + 90))))
+    fig.update_layout(margin={"l": 40, "r": 10, "t": 78, "b": 10})
+    fig.update_xaxes(
+        type="category",
+        side="top",
+        tickmode="array",
+        tickvals=[h * n_k + (n_k - 1) / 2 for h in range(n_heads)],
+        ticktext=[f"H{h}" for h in range(n_heads)],
+        tickangle=0,
+        showgrid=False,
+        zeroline=False,
+        constrain="domain",
+    )
+    fig.update_yaxes(
+        type="category",
+        autorange="reversed",
+        tickmode="array",
+        tickvals=[layer * n_q + (n_q - 1) / 2 for layer in range(n_layers)],
+        ticktext=[f"L{layer}" for layer in range(n_layers)],
+        showgrid=False,
+        zeroline=False,
+        scaleanchor="x",  # square cells; the plot narrows instead of stretching the tiles
+        constrain="domain",
+    )
+    line = {"color": "white", "width": 2}
+    for h in range(1, n_heads):
+        x = h * n_k - 0.5
+        fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="y domain", line=line)
+    for layer in range(1, n_layers):
+        y = layer * n_q - 0.5
+        fig.add_shape(type="line", y0=y, y1=y, x0=0, x1=1, xref="x domain", line=line)
+    return fig
+
+
+# ---------------------------------------------------------------- two heads compared
+
+
+def compare_figure(
+    trace,
+    stack: str,
+    a: tuple[int, int],
+    b: tuple[int, int],
+    batch: int = 0,
+    max_cells: int = MAX_PANEL_CELLS,
+) -> go.Figure:
+    """Heads A and B side by side and their difference A − B (diverging, centred at 0).
+
+    Args:
+        a, b: (layer, head) of the two heads.
+        max_cells: longer texts are mean-pooled to at most this many cells a side.
+    """
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    pair = torch.from_numpy(
+        np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])
+    )  # (2, T_q, T_k)
+    # Mean-pooling keeps A − B exact: the mean of a difference is the difference of the means.
+    k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
+    pat_a, pat_b = pool(pair, k_q, k_k, "mean").numpy()
+    diff = pat_a - pat_b
+    x_lab = pool_labels(token_labels(k_tok), k_k)
+    y_lab = pool_labels(token_labels(q_tok), k_q)
+    y_title, x_title = axis_titles(stack)
+    name_a, name_b = f"A = L{a[0]} H{a[1]}", f"B = L{b[0]} H{b[1]}"
+    common = {"x_title": x_title, "y_title": y_title}
+    panels = [
+        heatmap(pat_a, x_lab, y_lab, value_name=f"{name_a}:", **common),
+        heatmap(pat_b, x_lab, y_lab, value_name=f"{name_b}:", **common),
+        heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt="+.3f", **common),
+    ]
+    top = max(float(np.abs(diff).max()), 1e-6)
+    peak = max(float(pat_a.max()), float(pat_b.max()), 1e-6)  # one scale for A and B
+    colorbars = (
+        {
+            "colorscale": ATTENTION_SCALE,
+            "cmin": 0.0,
+            "cmax": peak,
+            "colorbar": {
+                "title": {"text": "weight (0–max of A, B)", "side": "right"},
+                "thickness": 12,
+            },
+        },
+        {
+            "colorscale": DIVERGING_SCALE,
+            "cmin": -top,
+            "cmax": top,
+            "cmid": 0.0,
+            "colorbar": {"title": {"text": "A − B", "side": "right"}, "thickness": 12},
+        },
+    )
+    fig = three_panels(
+        panels, [name_a, name_b, "A − B"], len(x_lab), len(y_lab), x_title, y_title, colorbars
+    )
+    title = (
+        f"Two heads compared — {stack_title(stack)}{pool_note(q_tok, k_tok, y_lab, x_lab, 'mean')}"
+    )
+    base_layout(fig, title, height=panel_height(x_lab, max(len(q_tok), len(k_tok))))
+    fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
+    return fig

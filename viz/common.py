@@ -1,0 +1,140 @@
+"""Shared pieces of every view: safe token labels, one heatmap recipe, figure layout, captions.
+
+Plotly draws labels and hover text as a small HTML dialect, so every piece of user text is escaped
+here, once, before it reaches a figure. Repeated tokens ("the" twice) would merge into one category
+on a Plotly axis; labels therefore carry their position ("3·the") and stay distinct.
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+
+import numpy as np
+import plotly.graph_objects as go
+
+MAX_LABEL_CHARS = 14
+FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, Noto Sans, Noto Sans CJK SC, sans-serif"
+ATTENTION_SCALE = "Blues"
+DIVERGING_SCALE = "RdBu_r"  # blue negative, red positive, white zero
+SEQUENTIAL_SCALE = "Viridis"
+
+
+def display_token(token: str, max_chars: int = MAX_LABEL_CHARS) -> str:
+    """A token as a reader should see it: whitespace and control characters made visible, long
+    tokens shortened with an ellipsis. Not escaped (see ``safe``)."""
+    out = []
+    for ch in token:
+        if ch == " ":
+            out.append("␣")
+        elif ch == "\n":
+            out.append("⏎")
+        elif ch == "\t":
+            out.append("⇥")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") and ch not in "\u200d":
+            out.append(f"U+{ord(ch):04X}")
+        else:
+            out.append(ch)
+    text = "".join(out) or "∅"
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def safe(text: str) -> str:
+    """Escape text for Plotly's label/hover HTML dialect and for gr.HTML alike."""
+    return html.escape(text, quote=True)
+
+
+def token_labels(tokens: list[str]) -> list[str]:
+    """Distinct, escaped axis labels: "position·token" (e.g. "0·[CLS]", "3·the")."""
+    return [safe(f"{i}·{display_token(t)}") for i, t in enumerate(tokens)]
+
+
+def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
+    """The common look: white template, tight margins, title left, a fixed height (gr.Plot has
+    none)."""
+    fig.update_layout(
+        template="plotly_white",
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 48, "b": 10},
+        font={"family": FONT, "size": 12},
+        **kw,
+    )
+    return fig
+
+
+def heatmap(
+    z: np.ndarray,
+    x_labels: list[str],
+    y_labels: list[str],
+    *,
+    x_title: str,
+    y_title: str,
+    value_name: str,
+    colorscale: str = ATTENTION_SCALE,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    zmid: float | None = None,
+    fmt: str = ".3f",
+    showscale: bool = True,
+) -> go.Heatmap:
+    """A heatmap trace whose hover reads "<y_title> <label> → <x_title> <label>: value".
+
+    z is sent as a float32 typed array (Plotly 7 encodes numpy arrays as base64, 4 bytes a cell).
+    Labels must already be escaped (token_labels does it).
+    """
+    z = np.asarray(z, dtype=np.float32)
+    return go.Heatmap(
+        z=z,
+        x=x_labels,
+        y=y_labels,
+        colorscale=colorscale,
+        zmin=zmin,
+        zmax=zmax,
+        zmid=zmid,
+        showscale=showscale,
+        hovertemplate=(
+            f"{safe(y_title)} %{{y}}<br>{safe(x_title)} %{{x}}<br>"
+            f"{safe(value_name)} %{{z:{fmt}}}<extra></extra>"
+        ),
+    )
+
+
+def square_axes(fig: go.Figure, n_x: int, n_y: int, row: int | None = None, col: int | None = None):
+    """Categorical axes with the first token at the top-left, ticks thinned for long texts."""
+    step = max(1, int(np.ceil(max(n_x, n_y) / 48)))
+    kw = {} if row is None else {"row": row, "col": col}
+    fig.update_xaxes(type="category", tickangle=-60, nticks=max(2, n_x // step), **kw)
+    fig.update_yaxes(type="category", autorange="reversed", nticks=max(2, n_y // step), **kw)
+    return fig
+
+
+def stack_tokens(trace, stack: str, batch: int = 0) -> tuple[list[str], list[str]]:
+    """(query tokens, key tokens) of one batch item of a stack, padding removed."""
+    q_all, k_all = trace.tokens_for(stack)
+    src_len = int(trace.attention_mask[batch].sum())
+    tgt_mask = trace.tgt_attention_mask if trace.tgt_attention_mask is not None else None
+    tgt_len = int(tgt_mask[batch].sum()) if tgt_mask is not None else src_len
+    n_q = src_len if stack == "encoder" else tgt_len
+    n_k = src_len if stack in ("encoder", "cross") else tgt_len
+    return q_all[batch][:n_q], k_all[batch][:n_k]
+
+
+class CompactFigure(go.Figure):
+    """A go.Figure whose JSON leaves "/" unescaped.
+
+    Plotly's to_json writes "/" as "\\u002f" (six characters) so that its JSON can sit inside an
+    HTML <script>; base64 typed arrays are full of "/", which inflates a heatmap's payload by
+    10-60 %. gr.Plot sends the JSON inside a JSON response, never as raw HTML; "<" and ">" stay
+    escaped anyway.
+    """
+
+    def to_json(self, *args, **kwargs) -> str:
+        return super().to_json(*args, **kwargs).replace("\\u002f", "/")
+
+
+def compact(fig: go.Figure) -> go.Figure:
+    """The same figure (no copy), serialised compactly (see CompactFigure)."""
+    if isinstance(fig, go.Figure) and not isinstance(fig, CompactFigure):
+        fig.__class__ = CompactFigure
+    return fig

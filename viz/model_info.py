@@ -1,0 +1,112 @@
+"""What model ran, and where: architecture summary, parameter counts, the config itself."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+
+def _text(value: str) -> str:
+    """Escape <, > and & for markdown prose (gr.Markdown renders HTML); quotes stay readable."""
+    return html.escape(value, quote=False)
+
+
+CAPTIONS = {
+    "architecture": (
+        "**The model in one glance** — family, where the LayerNorm sits (post-norm LN(x + f(x)) "
+        "or pre-norm x + f(LN(x))), how positions enter, and d_head = d_model / h."
+    ),
+    "params": (
+        "**Parameters per component** (seed 001's get_num_params); share = component / total. "
+        "Sinusoidal positions are a fixed buffer: 0 parameters."
+    ),
+    "config": "**The config** — every field of the frozen TransformerConfig this model was built "
+    "from.",
+}
+
+_FAMILY = {
+    "encoder": "encoder-only (BERT-style: every token sees every token)",
+    "decoder": "decoder-only (GPT-style: causal self-attention)",
+    "encoder-decoder": "encoder–decoder (the paper's: self-, masked self- and cross-attention)",
+}
+_NORM = {
+    "post": "post-norm: LN(x + Sublayer(x)) (the paper, BERT)",
+    "pre": "pre-norm: x + Sublayer(LN(x)), a final LayerNorm ends each stack (seed 001, GPT-2)",
+}
+_POSITIONS = {
+    "sinusoidal": "sinusoidal PE, fixed (paper §3.5, seed 002)",
+    "learned": "learned position embeddings (BERT, seed 004)",
+}
+_ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU (erf)", "gelu_tanh": "GELU (tanh approximation)"}
+
+
+def _where(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"CUDA GPU (`{_text(device)}`)"
+    if device.startswith("mps"):
+        return f"Apple GPU (`{_text(device)}`)"
+    return "CPU" if device.startswith("cpu") else f"`{_text(device)}`"
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:.1f} M" if n >= 1e5 else f"{n / 1e3:.1f} k"
+
+
+def architecture_markdown(config, device: str, n_params: int) -> str:
+    """A markdown summary of the model: family, norm, positions, sizes, seed, device."""
+    c = config
+    stacks = (
+        f"{c.n_layers} encoder + {c.n_layers} decoder layers"
+        if c.arch == "encoder-decoder"
+        else f"{c.n_layers} {c.arch} layers"
+    )
+    extras = []
+    if c.type_vocab_size:
+        extras.append(f"{c.type_vocab_size} token types")
+    if c.embedding_norm:
+        extras.append("LayerNorm after the embedding sum")
+    if c.lm_head:
+        extras.append("LM head" + ("" if c.lm_head_bias else " (no bias)"))
+    if c.pooler:
+        extras.append("[CLS] pooler")
+    lines = [
+        f"**{_text(c.name)}** — {_FAMILY[c.arch]}",
+        "",
+        f"- **Layers:** {stacks} · **heads** h = {c.n_heads} · **d_model** = {c.d_model} · "
+        f"**d_ff** = {c.d_ff} · **d_head** = d_model / h = {c.d_head}",
+        f"- **Norm:** {_NORM[c.norm]} (ε = {c.layer_norm_eps:g})",
+        f"- **Positions:** {_POSITIONS[c.positions]}, up to {c.max_len} tokens",
+        f"- **FFN activation:** {_ACTIVATIONS.get(c.activation, _text(c.activation))}",
+        f"- **Vocabulary:** {c.vocab_size:,} ids" + (f" · {', '.join(extras)}" if extras else ""),
+        f"- **Parameters:** {n_params:,} ({_millions(n_params)})",
+    ]
+    if c.source:
+        lines.append(f"- **Follows:** {_text(c.source)}")
+    lines.append(f"- **Ran on:** {_where(device)}")
+    return "\n".join(lines)
+
+
+def param_table(param_counts: dict[str, int]) -> pd.DataFrame:
+    """Columns component, parameters, share % (one decimal), and a final "total" row."""
+    total = sum(int(v) for v in param_counts.values())
+    rows = [
+        {
+            "component": name,
+            "parameters": int(count),
+            "share %": round(100.0 * int(count) / total, 1) if total else 0.0,
+        }
+        for name, count in param_counts.items()
+    ]
+    rows.append({"component": "total", "parameters": total, "share %": 100.0 if total else 0.0})
+    return pd.DataFrame(rows, columns=["component", "parameters", "share %"])
+
+
+def config_table(config) -> pd.DataFrame:
+    """Columns field, value (as text) for every config field, plus the derived d_head."""
+    items = list(config.to_dict().items())
+    items.insert([k for k, _ in items].index("n_heads") + 1, ("d_head", config.d_head))
+    return pd.DataFrame(
+        {"field": [k for k, _ in items], "value": [str(v) for _, v in items]},
+        columns=["field", "value"],
+    )
