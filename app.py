@@ -44,6 +44,14 @@ EXAMPLES = [
     ["He said 'Xyzzyqwv' and ⍼ was printed.", BUNDLED],
     [(ASSETS / "examples" / "long_paragraph.txt").read_text(encoding="utf-8").strip(), BUNDLED],
 ]
+# What a selection change redraws (None: the whole visible tab).
+PARTIAL: dict[str, set[str] | None] = {
+    "stack": None,
+    "layer_head": {"head_plot", "score_steps_plot", "bertviz_html"},
+    "compare": {"compare_plot"},
+    "dims": {"position_curves_plot"},
+    "bertviz": {"bertviz_html"},
+}
 STACK_LABELS = {
     "encoder": "Encoder self-attention",
     "decoder": "Decoder masked self-attention",
@@ -179,12 +187,10 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
                 out["overview_plot"] = gr.Plot(elem_id="overview-plot", show_label=False)
                 gr.Markdown(ATTENTION_CAPTIONS.get("compare", ""), elem_classes="ta-caption")
                 with gr.Row():
-                    layer_b = gr.Slider(
-                        0, 5, value=0, step=1, label="Compare with layer", elem_id="layer-b"
-                    )
-                    head_b = gr.Slider(
-                        0, 11, value=1, step=1, label="Compare with head", elem_id="head-b"
-                    )
+                    layer_a = gr.Slider(0, 5, value=0, step=1, label="A: layer", elem_id="layer-a")
+                    head_a = gr.Slider(0, 11, value=0, step=1, label="A: head", elem_id="head-a")
+                    layer_b = gr.Slider(0, 5, value=0, step=1, label="B: layer", elem_id="layer-b")
+                    head_b = gr.Slider(0, 11, value=1, step=1, label="B: head", elem_id="head-b")
                 out["compare_plot"] = gr.Plot(elem_id="compare-plot", show_label=False)
             with gr.Tab("Masks", id="masks", elem_id="tab-masks") as tab_blocks["masks"]:
                 gr.Markdown(MASK_CAPTIONS.get("padding", ""), elem_classes="ta-caption")
@@ -231,10 +237,11 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
         current_tab = gr.State("tokens")
         drawn = gr.State({})
 
-        sel_inputs = [stack, layer, head, layer_b, head_b, dims, bertviz_view]
+        sel_inputs = [stack, layer, head, layer_a, head_a, layer_b, head_b, dims, bertviz_view]
 
         def selection(*values) -> views.Selection:
-            names = ("stack", "layer", "head", "layer_b", "head_b", "dims", "bertviz_view")
+            names = ("stack", "layer", "head", "layer_a", "head_a", "layer_b", "head_b", "dims")
+            names += ("bertviz_view",)
             return views.Selection(**dict(zip(names, values, strict=True)))
 
         def model_id_of(choice: str, ckpt: str) -> str:
@@ -271,6 +278,8 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
                 stack: gr.update(choices=choices, value=sel.stack),
                 layer: gr.update(maximum=cfg.n_layers - 1, value=sel.layer),
                 head: gr.update(maximum=cfg.n_heads - 1, value=sel.head),
+                layer_a: gr.update(maximum=cfg.n_layers - 1, value=sel.layer_a),
+                head_a: gr.update(maximum=cfg.n_heads - 1, value=sel.head_a),
                 layer_b: gr.update(maximum=cfg.n_layers - 1, value=sel.layer_b),
                 head_b: gr.update(maximum=cfg.n_heads - 1, value=sel.head_b),
             }
@@ -324,13 +333,7 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
             if run_inputs is None:
                 return {}
             sel = selection(*sel_values)
-            only = {
-                "stack": None,
-                "layer_head": {"head_plot", "compare_plot", "score_steps_plot", "bertviz_html"},
-                "compare": {"compare_plot"},
-                "dims": {"position_curves_plot"},
-                "bertviz": {"bertviz_html"},
-            }[changed]
+            only = PARTIAL[changed]
             if only is not None and not only & set(views.OUTPUTS[tab]):
                 return {}
             try:
@@ -362,6 +365,8 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
                 stack=q.get("stack") or stacks_of(model_id)[0],
                 layer=_int(q.get("layer")),
                 head=_int(q.get("head")),
+                layer_a=_int(q.get("layer")),
+                head_a=_int(q.get("head")),
                 layer_b=_int(q.get("layer")),
                 head_b=_int(q.get("head")) + 1,
             )
@@ -369,6 +374,8 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
                 sel.stack,
                 sel.layer,
                 sel.head,
+                sel.layer_a,
+                sel.head_a,
                 sel.layer_b,
                 sel.head_b,
                 sel.dims,
@@ -410,6 +417,8 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
             stack,
             layer,
             head,
+            layer_a,
+            head_a,
             layer_b,
             head_b,
             *out.values(),
@@ -421,25 +430,34 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
         second.submit(on_run, run_args, every_output, **private)
         model.change(on_model_change, [model], [target, checkpoint], api_visibility="private")
         for tab_id, block in tab_blocks.items():
+            tab_own = [out[n] for n in views.OUTPUTS[tab_id]]
+            if tab_id == "masks":
+                tab_own.append(cross_box)
             block.select(
                 lambda *a, _t=tab_id: on_tab(_t, *a),
                 [last_run, drawn, *sel_inputs],
-                every_output,
+                [current_tab, drawn, status, *tab_own],
                 **private,
             )
+        tab_outputs = [cross_box, *out.values()]
         for changed, components, trigger in (
             ("stack", [stack], "input"),
             ("layer_head", [layer, head], "input"),
-            ("compare", [layer_b, head_b], "input"),
+            ("compare", [layer_a, head_a, layer_b, head_b], "input"),
             ("dims", [dims], "submit"),
             ("bertviz", [bertviz_view], "input"),
         ):
+            # Only the outputs this change can redraw, and no loading overlay: a lecturer clicking
+            # through heads sees the figure swap, not every component of the page blink.
+            names = PARTIAL[changed]
+            outputs = tab_outputs if names is None else [out[n] for n in sorted(names)]
             for component in components:
                 getattr(component, trigger)(
                     lambda *a, _c=changed: on_selection(_c, *a),
                     [current_tab, last_run, drawn, *sel_inputs],
-                    every_output,
+                    [status, drawn, *outputs],
                     trigger_mode="always_last",
+                    show_progress="hidden" if names else "minimal",
                     **private,
                 )
         demo.load(on_load, [drawn], every_output, **private)

@@ -6,13 +6,14 @@ the browser one tab's figures, not seven.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from engine import Analysis
 from viz import attention, embeddings, hidden, masks, model_info, tokens
 from viz.bertviz_embed import bertviz_iframe
-from viz.common import compact
+from viz.common import compact, fixed_margins
 
 TABS = ("tokens", "embeddings", "attention", "masks", "hidden", "bertviz", "model")
 TAB_LABELS = {
@@ -42,6 +43,8 @@ class Selection:
     stack: str = "encoder"
     layer: int = 0
     head: int = 0
+    layer_a: int = 0
+    head_a: int = 0
     layer_b: int = 0
     head_b: int = 1
     dims: str = "0, 1, 2, 3"
@@ -56,6 +59,8 @@ class Selection:
             stack=stack,
             layer=min(max(int(self.layer), 0), last_layer),
             head=min(max(int(self.head), 0), last_head),
+            layer_a=min(max(int(self.layer_a), 0), last_layer),
+            head_a=min(max(int(self.head_a), 0), last_head),
             layer_b=min(max(int(self.layer_b), 0), last_layer),
             head_b=min(max(int(self.head_b), 0), last_head),
             dims=self.dims,
@@ -99,6 +104,28 @@ def failed_view(name: str, exc: Exception):
     return f"<p class='ta-error'>{safe(message)}</p>"
 
 
+def finish(value):
+    """Figures leave with fixed margins (one layout pass) and compact JSON."""
+    if hasattr(value, "layout"):
+        value = compact(fixed_margins(value))
+    return value
+
+
+def run_id(key: tuple) -> str:
+    """A short stable id of one analysed input; every output carries it, so a test (or a reader of
+    the page) can tell a fresh figure from one left over from the previous run."""
+    return hashlib.sha1(repr(key).encode("utf-8")).hexdigest()[:12]
+
+
+def stamp(value, run: str):
+    """Mark an output with its run id: figures in layout.meta, HTML with a hidden span."""
+    if hasattr(value, "layout"):
+        value.layout.meta = {**(value.layout.meta or {}), "run": run}
+    elif isinstance(value, str) and value.lstrip().startswith("<"):
+        value = f'<span class="ta-run" data-run="{run}" hidden></span>' + value
+    return value
+
+
 def padded_item(trace, stack: str) -> int:
     """The batch item whose mask hides most for this stack: the padded (shorter) text of the pair,
     so the score steps show the mask at work; the user's own text (0) when nothing is padded."""
@@ -121,12 +148,13 @@ def render(
     A view that raises is replaced by a sentence saying so; the other views are still drawn.
     """
     makers = _makers(tab, analysis, sel.clamp(analysis), masks_batch)
+    run = run_id(analysis.key)
     out = {}
     for name, make in makers.items():
         if only is not None and name not in only:
             continue
         try:
-            out[name] = compact(make())
+            out[name] = stamp(finish(make()), run)
         except Exception as exc:  # one broken view must not take the others down
             out[name] = failed_view(name, exc)
     return out
@@ -167,7 +195,7 @@ def _makers(tab: str, analysis: Analysis, sel: Selection, masks_batch: Analysis 
             ),
         }
     if tab == "attention":
-        a, b = (sel.layer, sel.head), (sel.layer_b, sel.head_b)
+        a, b = (sel.layer_a, sel.head_a), (sel.layer_b, sel.head_b)
         return {
             "head_plot": lambda: attention.head_figure(trace, sel.stack, sel.layer, sel.head),
             "overview_plot": lambda: attention.overview_figure(trace, sel.stack),

@@ -33,9 +33,10 @@ TAB_PLOTS = {
 }
 
 DRAWN_JS = """
-(ids) => ids.every((id) => {
+([ids, run]) => ids.every((id) => {
   const el = document.querySelector(`#${id} .js-plotly-plot`);
   if (!el || !el._fullLayout || !el.querySelector('.main-svg')) return false;
+  if (run && (!el.layout.meta || el.layout.meta.run !== run)) return false;
   return el.querySelectorAll('g.trace, image, path.js-line, g.heatmaplayer image').length > 0;
 })
 """
@@ -77,21 +78,34 @@ def wait_status(page, contains: str, timeout: float = 30_000) -> None:
     )
 
 
-def open_tab(page, tab: str) -> float:
+def open_tab(page, tab: str, run: str | None = None) -> float:
     """Click a tab and wait until every figure in it is drawn; returns seconds taken."""
     start = time.perf_counter()
     page.click(f"#tab-{tab}-button")
-    wait_tab(page, tab)
+    wait_tab(page, tab, run=run)
     return time.perf_counter() - start
 
 
-def wait_tab(page, tab: str, timeout: float = 30_000) -> None:
+def run_of(text: str, model: str = "bert") -> str:
+    """The run id every output of this input carries (views.run_id of the engine's cache key)."""
+    from views import run_id
+
+    return run_id((model, (text,), None))
+
+
+def wait_tab(page, tab: str, timeout: float = 30_000, run: str | None = None) -> None:
+    """Wait until every figure of a tab is drawn; with ``run``, drawn for that input."""
     ids = TAB_PLOTS[tab]
+    marker = f' .ta-run[data-run="{run}"]' if run else ""
     if ids:
-        page.wait_for_function(DRAWN_JS, arg=ids, timeout=timeout)
+        page.wait_for_function(DRAWN_JS, arg=[ids, run], timeout=timeout)
     elif tab == "tokens":
+        if run:
+            page.wait_for_selector(f"#token-chips{marker}", state="attached", timeout=timeout)
         page.wait_for_selector("#token-chips .ta-chip", timeout=timeout)
     elif tab == "bertviz":
+        if run:
+            page.wait_for_selector(f"#bertviz-html{marker}", state="attached", timeout=timeout)
         page.wait_for_selector("#bertviz-html iframe", timeout=timeout)
         frame = page.frame_locator("#bertviz-html iframe")
         frame.locator("svg").first.wait_for(timeout=timeout)
@@ -122,10 +136,11 @@ def test_type_run_and_visit_every_tab_with_bert(app_url, page):
     url, _ = app_url
     page.goto(url)
     wait_status(page, "tokens")
-    run_text(page, "A Titan RTX has 24GB of VRAM")
+    text = "A Titan RTX has 24GB of VRAM"
+    run_text(page, text)
     wait_status(page, "12 tokens")
     for tab in TAB_PLOTS:
-        open_tab(page, tab)
+        open_tab(page, tab, run=run_of(text))
         shot(page, f"bert_{tab}")
     titles = page.evaluate(
         "() => document.querySelector('#head-plot .js-plotly-plot')?.layout?.title?.text || ''"

@@ -138,3 +138,45 @@ def compact(fig: go.Figure) -> go.Figure:
     if isinstance(fig, go.Figure) and not isinstance(fig, CompactFigure):
         fig.__class__ = CompactFigure
     return fig
+
+
+def _label_chars(values) -> int:
+    """Longest label, in characters, among an axis's category values or tick texts."""
+    if values is None:
+        return 0
+    texts = [v for v in values if isinstance(v, str)]
+    return max((len(html.unescape(t)) for t in texts), default=0)
+
+
+def fixed_margins(fig: go.Figure) -> go.Figure:
+    """Margins sized to the tick labels, with Plotly's axis automargin off.
+
+    Plotly 7 turns automargin on, and an automargin figure is laid out and drawn twice: half the
+    time a tab takes to appear. Labels here are short and known, so their space is estimated
+    (about 6.5 px a character, rotated x labels 5.5 px) and reserved once.
+    """
+    y_chars = x_chars = 0
+    for trace in fig.data:
+        if getattr(trace, "yaxis", "y") in (None, "y"):
+            y_chars = max(y_chars, _label_chars(getattr(trace, "y", None)))
+        x_chars = max(x_chars, _label_chars(getattr(trace, "x", None)))
+    layout = fig.layout
+    for axis in [a for a in layout if a.startswith("yaxis")]:
+        y_chars = max(y_chars, _label_chars(layout[axis].ticktext))
+    for axis in [a for a in layout if a.startswith("xaxis")]:
+        x_chars = max(x_chars, _label_chars(layout[axis].ticktext))
+    y_title = any(layout[a].title.text for a in layout if a.startswith("yaxis"))
+    x_title = any(layout[a].title.text for a in layout if a.startswith("xaxis"))
+    rotated = any((layout[a].tickangle or 0) != 0 for a in layout if a.startswith("xaxis"))
+    left = 16 + 6.5 * max(y_chars, 3) + (22 if y_title else 0)
+    bottom = 16 + (5.5 * max(x_chars, 3) if rotated else 16) + (22 if x_title else 0)
+    margin = layout.margin
+    fig.update_layout(
+        margin={
+            "l": int(max(margin.l or 0, min(left, 220))),
+            "b": int(max(margin.b or 0, min(bottom, 200))),
+        }
+    )
+    fig.update_xaxes(automargin=False)
+    fig.update_yaxes(automargin=False)
+    return fig
