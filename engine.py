@@ -6,6 +6,7 @@ sentences; tensors stay in the server-side cache, never in a browser session's s
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -61,6 +62,26 @@ class LoadedModel:
     net: Transformer
     tokenizer: object
     is_bert: bool
+    cpu_twin: Transformer | None = None  # a CPU copy, made the first time the GPU fails
+
+    def on_cpu(self) -> Transformer:
+        """The model on the CPU: itself, or a copy kept for requests the GPU could not take."""
+        if self.net.device.type == "cpu":
+            return self.net
+        if self.cpu_twin is None:
+            twin = Transformer(self.net.config, tokenizer=self.tokenizer)
+            twin.load_state_dict({k: v.cpu() for k, v in self.net.state_dict().items()})
+            self.cpu_twin = twin.eval()
+        return self.cpu_twin
+
+
+def is_device_failure(exc: BaseException) -> bool:
+    """CUDA out of memory, or another error raised by the GPU rather than by the input."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(
+        word in str(exc) for word in ("CUDA", "cuDNN", "CUBLAS", "device-side")
+    )
 
 
 @dataclass
@@ -118,6 +139,12 @@ class Engine:
         self._lock = threading.Lock()
         self.bundled_error: str | None = None
 
+    def warm_up(self) -> str | None:
+        """Load the bundled BERT now (not on the first visitor's click); the reason if it fails."""
+        with contextlib.suppress(InputError):
+            self.model(BUNDLED)
+        return self.bundled_error
+
     # ---- models -----------------------------------------------------------------------------
     def model(self, model_id: str) -> LoadedModel:
         """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once."""
@@ -135,9 +162,10 @@ class Engine:
         if model_id == BUNDLED:
             try:
                 net, tok = load_bert(device=str(self.device))
-            except BertLoadError as exc:
-                self.bundled_error = str(exc)
-                raise InputError(f"The bundled BERT could not be loaded: {exc}") from None
+            except Exception as exc:  # a broken install must not take the presets down with it
+                reason = str(exc) if isinstance(exc, BertLoadError) else f"{type(exc).__name__}"
+                self.bundled_error = reason
+                raise InputError(f"The bundled BERT could not be loaded: {reason}") from None
             return LoadedModel(BUNDLED, BUNDLED_LABEL, net, tok, True)
         if model_id.startswith(CUSTOM_PREFIX):
             if self.public:
@@ -243,7 +271,19 @@ class Engine:
             return cached
         inputs, cut = self.encode(loaded, texts, targets)
         start = time.perf_counter()
-        trace = run_trace(loaded.net, inputs)
+        try:
+            trace = run_trace(loaded.net, inputs)
+        except Exception as exc:
+            if not is_device_failure(exc):
+                raise
+            # The GPU failed this request (out of memory, lost device): answer it on the CPU.
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            trace = loaded.on_cpu().trace(**inputs).cpu()
+            cut.append(
+                f"The GPU could not run this text ({type(exc).__name__}); it was analysed on "
+                "the CPU instead."
+            )
         analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start)
         self.cache.put(analysis)
         return analysis

@@ -190,3 +190,54 @@ def test_changing_head_redraws_without_a_new_forward_pass(app_url, page):
         timeout=10_000,
     )
     assert page.inner_text("#status").split("forward pass")[0] == before.split("forward pass")[0]
+
+
+def test_every_view_renders_with_no_network_at_all(app_url, browser):
+    """Nothing outside 127.0.0.1 is requested: plotly.js, fonts and bertviz all come from here."""
+    url, _ = app_url
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    outside: list[str] = []
+
+    def only_loopback(route):
+        if route.request.url.startswith(("http://127.0.0.1", "data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_loopback)
+    page = context.new_page()
+    page.goto(url)
+    wait_status(page, "tokens")
+    for tab in TAB_PLOTS:
+        open_tab(page, tab, run=run_of("time flies like an arrow"))
+    frame = page.frame_locator("#bertviz-html iframe")
+    assert frame.locator("svg line, svg path, svg rect").count() > 0  # bertviz drew offline
+    context.close()
+    assert outside == [], f"the page asked for outside resources: {outside}"
+
+
+def test_custom_checkpoints_are_offered_outside_public_mode(app_url, page):
+    url, _ = app_url
+    page.goto(url)
+    wait_status(page, "tokens")
+    page.click("#model input")
+    page.wait_for_selector("#model ul li")
+    page.locator("#model ul li", has_text="Custom BERT checkpoint").click()
+    page.fill("#checkpoint textarea, #checkpoint input", "/no/such/folder")
+    page.click("#run")
+    wait_status(page, "neither an existing folder")
+
+
+def test_public_mode_hides_custom_checkpoints(browser):
+    with serve_app("--public") as (url, _):
+        page = browser.new_page()
+        page.goto(url)
+        wait_status(page, "tokens")
+        page.click("#model input")
+        page.wait_for_selector("#model ul li")
+        options = page.locator("#model ul li").all_inner_texts()
+        assert any("seed002-encoder" in o for o in options)
+        assert not any("Custom" in o for o in options)
+        assert not page.locator("#checkpoint").is_visible()
+        page.close()
