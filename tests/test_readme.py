@@ -40,3 +40,18 @@ def test_spaces_front_matter():
 def test_torch_stays_pinned():
     req = (ROOT / "requirements.txt").read_text(encoding="utf-8")
     assert "torch==2.13.0" in req.splitlines()
+
+
+def test_python_api_example_runs_as_written():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(.+?)\n```", readme, flags=re.S).group(1)
+    namespace: dict = {}
+    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    assert namespace["head"].shape[0] == namespace["head"].shape[1]
+    assert namespace["tr"].attentions["cross"].dim() == 5
+
+
+def test_readme_screenshots_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in re.findall(r"\((docs/screenshots/[^)]+\.png)\)", readme):
+        assert (ROOT / path).is_file(), path
