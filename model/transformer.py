@@ -1,4 +1,4 @@
-"""Stacks and the whole model: encoder-only, decoder-only or encoder-decoder, with trace()."""
+"""The whole model: encoder-only, decoder-only or encoder-decoder, with trace()."""
 
 from __future__ import annotations
 
@@ -7,78 +7,15 @@ from torch import nn
 
 from model.config import TransformerConfig
 from model.embeddings import TokenEmbedding, TransformerEmbedding
-from model.layers import DecoderLayer, EncoderLayer
 from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
+from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
 from model.trace import Trace
 
 
-class Encoder(nn.Module):
-    """N encoder layers; a pre-norm stack ends with a LayerNorm (seed 001)."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
-        self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-            if config.norm == "pre"
-            else None
-        )
-
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, slots: list[dict] | None = None
-    ) -> tuple[torch.Tensor, list, list]:
-        """Returns (output, residual stream after embeddings and each layer, per-layer records)."""
-        resid, records = [x], []
-        for i, layer in enumerate(self.layers):
-            x, record = layer(x, mask, slots[i] if slots else None)
-            resid.append(x)
-            records.append(record)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return x, resid, records
-
-
-class Decoder(nn.Module):
-    """N decoder layers (cross-attention when there is an encoder); pre-norm ends with LayerNorm."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        cross = config.arch == "encoder-decoder"
-        self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.n_layers))
-        self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-            if config.norm == "pre"
-            else None
-        )
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        self_mask: torch.Tensor,
-        memory: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        slots: list[dict] | None = None,
-    ) -> tuple[torch.Tensor, list, list]:
-        resid, records = [x], []
-        for i, layer in enumerate(self.layers):
-            x, record = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None)
-            resid.append(x)
-            records.append(record)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return x, resid, records
-
-
-class Pooler(nn.Module):
-    """BERT's pooler: tanh(W h_[CLS] + b)."""
-
-    def __init__(self, d_model: int) -> None:
-        super().__init__()
-        self.dense = nn.Linear(d_model, d_model)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))  # (B, d_model)
+def _mask_or_ones(mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
+    """A tokenizer's attention_mask on the ids' device; all ones (no padding) when omitted."""
+    return torch.ones_like(ids) if mask is None else mask.to(ids.device)
 
 
 def _stack(records: list[dict], *path: str) -> torch.Tensor:
@@ -195,89 +132,88 @@ class Transformer(nn.Module):
         With trace=True, every layer writes its attention pattern straight into one
         [L, B, H, T_q, T_k] tensor per stack (run["slots"]), so nothing is copied afterwards.
         """
-        cfg = self.config
         if padding not in ("keys", "query_and_key"):
             raise ValueError("padding must be 'keys' (variant b) or 'query_and_key' (variant a).")
         ids = self._check_ids(ids, "input_ids")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(ids)
-        attention_mask = attention_mask.to(ids.device)
+        src_mask = _mask_or_ones(attention_mask, ids)
+        run: dict = {"ids": ids, "trace": trace, "padding": padding, "slots": {}}
+        for key in ("embeddings", "masks", "resid", "records", "outputs"):
+            run[key] = {}
+        if self.config.arch == "decoder":  # the decoder reads the (only) text
+            self._decode(run, ids, src_mask, memory=None, src_mask=None)
+            return run
         if token_type_ids is not None:
             token_type_ids = token_type_ids.to(ids.device)
-        out: dict = {"ids": ids, "embeddings": {}, "masks": {}, "resid": {}, "records": {}}
-        out["outputs"], out["slots"] = {}, {}
+        memory = self._encode(run, ids, src_mask, token_type_ids)
+        if self.config.arch == "encoder":
+            return run
+        if tgt_ids is None:
+            raise ValueError("An encoder-decoder model needs target ids (tgt_ids) for its decoder.")
+        tgt_ids = self._check_ids(tgt_ids, "tgt_ids")
+        if tgt_ids.shape[0] != ids.shape[0]:
+            raise ValueError("Source and target batches must have the same number of texts.")
+        self._decode(run, tgt_ids, _mask_or_ones(tgt_attention_mask, tgt_ids), memory, src_mask)
+        return run
 
-        def slots(name: str, t_q: int, t_k: int, ref: torch.Tensor) -> list[dict] | None:
-            if not trace:
-                return None
-            shape = (cfg.n_layers, ref.shape[0], cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
-            pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
-            out["slots"][name] = pattern
-            return [{"pattern": pattern[i]} for i in range(cfg.n_layers)]
+    def _slots(self, run: dict, name: str, t_q: int, t_k: int, ref: torch.Tensor) -> list | None:
+        """Per-layer views of one preallocated (L, B, H, T_q, T_k) pattern tensor, when tracing."""
+        if not run["trace"]:
+            return None
+        cfg = self.config
+        shape = (cfg.n_layers, ref.shape[0], cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
+        pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
+        run["slots"][name] = pattern
+        return [{"pattern": pattern[i]} for i in range(cfg.n_layers)]
 
-        def pad_mask(mask: torch.Tensor) -> torch.Tensor:
-            if padding == "keys":
-                return padding_mask(mask, mask.shape[1])
-            return padding_mask_query_key(mask, mask)
+    @staticmethod
+    def _padding(run: dict, q_mask: torch.Tensor, k_mask: torch.Tensor) -> torch.Tensor:
+        """Seed 003's variant (b) (keys only, what BERT does) or (a) (queries and keys)."""
+        if run["padding"] == "keys":
+            return padding_mask(k_mask, q_mask.shape[1])  # (B, T_q, T_k)
+        return padding_mask_query_key(q_mask, k_mask)
 
-        if cfg.arch == "decoder":  # the decoder reads the (only) text
-            dec_ids, dec_mask, memory, src_mask = ids, attention_mask, None, None
-        else:
-            x, parts = self.embedding(ids, token_type_ids)
-            parts["output"] = x
-            mask = pad_mask(attention_mask)  # (B, T, T)
-            t = ids.shape[1]
-            enc_slots = slots("encoder", t, t, x)
-            layer_slots = [{"self": s_} for s_ in enc_slots] if enc_slots else None
-            memory, resid, records = self.encoder(x, mask, layer_slots)
-            out["embeddings"]["encoder"], out["masks"]["encoder"] = parts, mask
-            out["resid"]["encoder"], out["records"]["encoder"] = resid, records
-            out["outputs"]["encoder"] = memory
-            if self.pooler is not None:
-                out["pooled"] = self.pooler(memory)
-            if cfg.arch == "encoder":
-                return out
-            if tgt_ids is None:
-                raise ValueError(
-                    "An encoder-decoder model needs target ids (tgt_ids) for its decoder."
-                )
-            dec_ids = self._check_ids(tgt_ids, "tgt_ids")
-            dec_mask = (
-                torch.ones_like(dec_ids)
-                if tgt_attention_mask is None
-                else tgt_attention_mask.to(dec_ids.device)
-            )
-            src_mask = attention_mask
-            if dec_ids.shape[0] != ids.shape[0]:
-                raise ValueError("Source and target batches must have the same number of texts.")
+    def _encode(self, run, ids, src_mask, token_type_ids) -> torch.Tensor:
+        x, parts = self.embedding(ids, token_type_ids)
+        parts["output"] = x
+        mask = self._padding(run, src_mask, src_mask)  # (B, T, T)
+        slots = self._slots(run, "encoder", ids.shape[1], ids.shape[1], x)
+        layer_slots = [{"self": s} for s in slots] if slots else None
+        memory, resid, records = self.encoder(x, mask, layer_slots)
+        run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
+        run["resid"]["encoder"], run["records"]["encoder"] = resid, records
+        run["outputs"]["encoder"] = memory
+        if self.pooler is not None:
+            run["pooled"] = self.pooler(memory)
+        return memory
 
+    def _decode(self, run, dec_ids, dec_mask, memory, src_mask) -> None:
         y, parts = self.embedding(dec_ids)
         parts["output"] = y
-        self_mask = pad_mask(dec_mask) & causal_mask(dec_ids.shape[1], dec_ids.device)  # (B, T, T)
-        memory_mask = (
-            None if memory is None else cross_mask(dec_mask, src_mask)
-        )  # (B, T_tgt, T_src)
-        if memory_mask is not None and padding == "query_and_key":
-            memory_mask = padding_mask_query_key(dec_mask, src_mask)
         t_tgt = dec_ids.shape[1]
-        self_slots = slots("decoder", t_tgt, t_tgt, y)
-        cross_slots = slots("cross", t_tgt, memory.shape[1], y) if memory is not None else None
-        layer_slots = (
-            None
-            if self_slots is None
-            else [
-                {"self": s_, "cross": cross_slots[i] if cross_slots else None}
-                for i, s_ in enumerate(self_slots)
+        self_mask = self._padding(run, dec_mask, dec_mask) & causal_mask(t_tgt, y.device)
+        self_slots = self._slots(run, "decoder", t_tgt, t_tgt, y)
+        cross_slots, memory_mask = None, None
+        if memory is not None:
+            # Target queries over source keys: padded source keys are hidden (cross_mask); in
+            # variant (a) padded target queries are emptied too.
+            memory_mask = (
+                cross_mask(dec_mask, src_mask)
+                if run["padding"] == "keys"
+                else padding_mask_query_key(dec_mask, src_mask)
+            )  # (B, T_tgt, T_src)
+            cross_slots = self._slots(run, "cross", t_tgt, memory.shape[1], y)
+            run["masks"]["cross"] = memory_mask
+        layer_slots = None
+        if self_slots is not None:
+            layer_slots = [
+                {"self": s, "cross": cross_slots[i] if cross_slots else None}
+                for i, s in enumerate(self_slots)
             ]
-        )
         y, resid, records = self.decoder(y, self_mask, memory, memory_mask, layer_slots)
-        out["embeddings"]["decoder"], out["masks"]["decoder"] = parts, self_mask
-        out["resid"]["decoder"], out["records"]["decoder"] = resid, records
-        out["outputs"]["decoder"] = y
-        out["dec_ids"], out["dec_mask"] = dec_ids, dec_mask
-        if memory_mask is not None:
-            out["masks"]["cross"] = memory_mask
-        return out
+        run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
+        run["resid"]["decoder"], run["records"]["decoder"] = resid, records
+        run["outputs"]["decoder"] = y
+        run["dec_ids"], run["dec_mask"] = dec_ids, dec_mask
 
     def forward(
         self,
@@ -335,11 +271,7 @@ class Transformer(nn.Module):
                 device=str(ids.device),
                 tokens=[self.tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()],
                 input_ids=ids,
-                attention_mask=(
-                    attention_mask.to(ids.device)
-                    if attention_mask is not None
-                    else torch.ones_like(ids)
-                ),
+                attention_mask=_mask_or_ones(attention_mask, ids),
                 pooled=run.get("pooled"),
             )
             if "dec_ids" in run and self.config.arch == "encoder-decoder":

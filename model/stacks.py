@@ -1,0 +1,77 @@
+"""Stacks of layers (seed 000: N = 6 identical layers each) and BERT's pooler."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from model.config import TransformerConfig
+from model.layers import DecoderLayer, EncoderLayer
+
+
+class Encoder(nn.Module):
+    """N encoder layers; a pre-norm stack ends with a LayerNorm (seed 001)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
+        self.final_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.norm == "pre"
+            else None
+        )
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, slots: list[dict] | None = None
+    ) -> tuple[torch.Tensor, list, list]:
+        """Returns (output, residual stream after embeddings and each layer, per-layer records)."""
+        resid, records = [x], []
+        for i, layer in enumerate(self.layers):
+            x, record = layer(x, mask, slots[i] if slots else None)
+            resid.append(x)
+            records.append(record)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, resid, records
+
+
+class Decoder(nn.Module):
+    """N decoder layers (cross-attention when there is an encoder); pre-norm ends with LayerNorm."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        cross = config.arch == "encoder-decoder"
+        self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.n_layers))
+        self.final_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.norm == "pre"
+            else None
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        self_mask: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        slots: list[dict] | None = None,
+    ) -> tuple[torch.Tensor, list, list]:
+        resid, records = [x], []
+        for i, layer in enumerate(self.layers):
+            x, record = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None)
+            resid.append(x)
+            records.append(record)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, resid, records
+
+
+class Pooler(nn.Module):
+    """BERT's pooler: tanh(W h_[CLS] + b)."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))  # (B, d_model)
