@@ -7,7 +7,9 @@ and viz/ (figures). Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--dev
 from __future__ import annotations
 
 import argparse
+import html
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -22,6 +24,7 @@ from engine import (
     Engine,
     InputError,
     model_choices,
+    well_formed,
 )
 from model import PRESETS
 from viz.attention import CAPTIONS as ATTENTION_CAPTIONS
@@ -85,14 +88,23 @@ def share_link(text: str, model_id: str, tab: str, sel: views.Selection) -> str:
     return "?" + urlencode(query)
 
 
+_MD_PUNCT = re.compile(r"([\\`*_\[\]{}()#+!|~])")
+
+
+def md_literal(text: str) -> str:
+    """Text shown as itself inside gr.Markdown: no HTML element, no emphasis, no link."""
+    return _MD_PUNCT.sub(r"\\\1", html.escape(text, quote=False))
+
+
 def status_markdown(analysis: Analysis | None, notices: list[str], link: str | None) -> str:
-    parts = [f"⚠️ {n}" for n in notices]
+    parts = [f"⚠️ {md_literal(n)}" for n in notices]
     if analysis is not None:
         t = analysis.trace
         n_tokens = int(t.attention_mask[0].sum())
         where = "CUDA" if t.device.startswith("cuda") else "CPU"
+        label = md_literal(analysis.model.label)  # a checkpoint's folder name is user text
         parts.append(
-            f"**{analysis.model.label}** · {n_tokens} tokens · {t.config.n_layers} layers × "
+            f"**{label}** · {n_tokens} tokens · {t.config.n_layers} layers × "
             f"{t.config.n_heads} heads · forward pass on {where} in {analysis.seconds * 1e3:.0f} ms"
         )
     if link:
@@ -312,6 +324,9 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
             *sel_values,
             progress=gr.Progress(),  # noqa: B008 - Gradio's idiom
         ):
+            text_, ckpt, target_, second_ = (
+                well_formed(v) for v in (text_, ckpt, target_, second_)
+            )
             sel = selection(*sel_values)
             model_id = model_id_of(choice, ckpt)
             run_inputs = (text_, model_id, target_, second_)

@@ -7,6 +7,7 @@ sentences; tensors stay in the server-side cache, never in a browser session's s
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -33,6 +34,15 @@ def model_choices(public: bool) -> list[tuple[str, str]]:
         ]
         choices.append((f"{name} — {family}, random weights (seed {cfg.seed})", name))
     return choices
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text):
+    """Text with lone UTF-16 surrogates replaced by U+FFFD: a browser can send half an emoji
+    ("😀".slice(0, 1)), and neither the tokenizers nor UTF-8 (urlencode, JSON) accept one."""
+    return _SURROGATE.sub("\ufffd", text) if isinstance(text, str) else text
 
 
 class InputError(ValueError):

@@ -173,7 +173,11 @@ def resolve_source(source: str | Path | None) -> tuple[Path, str]:
         return _bundled_folder(), BUNDLED_NAME
     text = str(source).strip()
     path = Path(text).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError:  # ENAMETOOLONG and the like: no folder by that name
+        exists = False
+    if exists:
         path = path.resolve()
         if not path.is_dir():
             raise BertLoadError(

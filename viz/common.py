@@ -31,7 +31,9 @@ def display_token(token: str, max_chars: int = MAX_LABEL_CHARS) -> str:
             out.append("⏎")
         elif ch == "\t":
             out.append("⇥")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") and ch not in "\u200d":
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp") and not (
+            ch == "\u200d" and len(token) > 1  # a ZWJ inside a token joins its emoji
+        ):
             out.append(f"U+{ord(ch):04X}")
         else:
             out.append(ch)
@@ -41,7 +43,8 @@ def display_token(token: str, max_chars: int = MAX_LABEL_CHARS) -> str:
 
 def safe(text: str) -> str:
     """Escape text for Plotly's label/hover HTML dialect and for gr.HTML alike."""
-    return html.escape(text, quote=True)
+    # Plotly decodes &lt; &gt; &amp; and numeric entities, not &quot;: write the quote as &#34;.
+    return html.escape(text, quote=True).replace("&quot;", "&#34;")
 
 
 def token_labels(tokens: list[str]) -> list[str]:
