@@ -23,6 +23,7 @@ BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
 CUSTOM_PREFIX = "checkpoint:"
 MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 tokens fit easily
 DEFAULT_SECOND = "I have a dog."  # the second sentence of the Masks view's padded batch
+MAX_MODELS = 3  # models kept loaded besides the bundled BERT
 
 
 def model_choices(public: bool) -> list[tuple[str, str]]:
@@ -108,7 +109,7 @@ class Analysis:
 class TraceCache:
     """Bounded LRU of analyses, by entry count and by bytes held (thread-safe)."""
 
-    def __init__(self, max_entries: int = 32, max_bytes: int = 768 * 1024**2) -> None:
+    def __init__(self, max_entries: int = 32, max_bytes: int = 384 * 1024**2) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self._items: OrderedDict[tuple, tuple[Analysis, int]] = OrderedDict()
         self._lock = threading.Lock()
@@ -145,7 +146,7 @@ class Engine:
         self.device = pick_device(device)
         self.public = public
         self.cache = TraceCache()
-        self._models: dict[str, LoadedModel] = {}
+        self._models: dict[str, LoadedModel] = {}  # insertion order = least recently used first
         self._lock = threading.Lock()
         self.bundled_error: str | None = None
 
@@ -160,12 +161,18 @@ class Engine:
         """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once."""
         with self._lock:
             if model_id in self._models:
+                self._models[model_id] = self._models.pop(model_id)  # most recently used last
                 return self._models[model_id]
             loaded = self._load(model_id)
             if model_id.startswith(CUSTOM_PREFIX):  # keep one custom checkpoint at a time
                 for key in [k for k in self._models if k.startswith(CUSTOM_PREFIX)]:
                     del self._models[key]
             self._models[model_id] = loaded
+            # Bounded memory: the bundled BERT stays; beyond MAX_MODELS the least recently used
+            # other model is dropped (rebuilt from its seed, or reloaded, when asked for again).
+            others = [k for k in self._models if k != BUNDLED]
+            for key in others[: max(0, len(others) - MAX_MODELS)]:
+                del self._models[key]
             return loaded
 
     def _load(self, model_id: str) -> LoadedModel:
@@ -210,7 +217,7 @@ class Engine:
             if len(ids) > limit:
                 notices.append(
                     f"Text is {len(ids):,} tokens; this model reads at most {limit:,} — "
-                    f"the rest was cut."
+                    "the rest was cut (run it as a separate text to see it)."
                 )
                 ids = ids[: limit - 1] + [ids[-1]] if loaded.is_bert else ids[:limit]
             return ids
@@ -241,7 +248,8 @@ class Engine:
         notices = []
         if len(text) > MAX_CHARS:
             notices.append(
-                f"{what} is {len(text):,} characters; only the first {MAX_CHARS:,} were read."
+                f"{what} is {len(text):,} characters; only the first {MAX_CHARS:,} were read "
+                "(no model here reads more than 512 tokens)."
             )
             text = text[:MAX_CHARS]
         return text, notices

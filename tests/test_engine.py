@@ -92,3 +92,13 @@ def test_cache_is_bounded_by_entries_and_bytes(eng):
 def test_traces_in_the_cache_are_on_the_cpu(eng):
     a = eng.analyse("where does it live", BUNDLED)
     assert a.trace.attentions["encoder"].device.type == "cpu"
+
+
+def test_loaded_models_are_bounded_and_the_bundled_bert_stays():
+    eng = Engine(device="cpu")
+    eng.warm_up()
+    for name in ("seed000-tiny", "seed001-decoder", "seed002-encoder", "seed003-encdec"):
+        eng.model(name)
+    assert BUNDLED in eng._models
+    assert len(eng._models) == 1 + engine_mod.MAX_MODELS
+    assert "seed000-tiny" not in eng._models  # the least recently used went first
