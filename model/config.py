@@ -99,112 +99,51 @@ class TransformerConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _preset(**kw) -> TransformerConfig:
-    return TransformerConfig(**kw)
-
-
 # One preset per seed tutorial (shared/seeds/), at paper size where the seed uses it, plus small
 # variants that trace in milliseconds on a laptop CPU. All use the character tokenizer's vocabulary.
+# Columns: _COLUMNS, then the other fields that differ from the defaults, then the source.
+# fmt: off
+_TABLE = [
+    ("seed000-transformer", "encoder-decoder", 512, 8, 6, 2048, "post", "relu", "sinusoidal",
+     {"layer_norm_eps": 1e-12, "lm_head": True},
+     "seed 000: the paper's Transformer (post-norm, 512/8/6/2048, ReLU, sinusoidal PE, "
+     "LayerNorm eps 1e-12, decoder Linear with bias)"),
+    ("seed000-tiny", "encoder-decoder", 64, 4, 2, 256, "post", "relu", "sinusoidal",
+     {"layer_norm_eps": 1e-12, "lm_head": True},
+     "seed 000 at 64/4/2/256: same architecture, small enough for instant traces"),
+    ("seed001-prenorm", "encoder-decoder", 128, 4, 2, 512, "pre", "relu", "sinusoidal",
+     {"lm_head": True, "lm_head_bias": False},
+     "seed 001 (Happy-LLM): pre-norm encoder-decoder, each stack ends with a LayerNorm, "
+     "lm_head Linear without bias"),
+    ("seed001-decoder", "decoder", 128, 4, 4, 512, "pre", "gelu", "sinusoidal",
+     {"lm_head": True, "lm_head_bias": False},
+     "seed 001's pre-norm decoder used alone (GPT-style, seed 004's 'pure decoder'): "
+     "masked self-attention + FFN, final LayerNorm, lm_head"),
+    ("seed002-encoder", "encoder", 128, 8, 2, 512, "post", "relu", "sinusoidal",
+     {},
+     "seed 002: character-level encoder, sinusoidal PE, post-norm Add & Norm, ReLU FFN"),
+    ("seed003-encdec", "encoder-decoder", 128, 8, 2, 512, "post", "relu", "sinusoidal",
+     {"layer_norm_eps": 1e-5, "lm_head": True},
+     "seed 003: post-norm encoder-decoder whose FFN is conv1d(k=1) (the same function as two "
+     "Linear layers), padding / causal / cross masks"),
+    ("seed004-encoder", "encoder", 128, 4, 2, 512, "pre", "gelu", "learned",
+     {"embedding_norm": True, "layer_norm_eps": 1e-12},
+     "seed 004: BERT-style pre-norm encoder with learned positions, embedding LayerNorm, "
+     "GELU FFN of 4 x d_model"),
+]
+# fmt: on
+_COLUMNS = (
+    "name",
+    "arch",
+    "d_model",
+    "n_heads",
+    "n_layers",
+    "d_ff",
+    "norm",
+    "activation",
+    "positions",
+)
 PRESETS: dict[str, TransformerConfig] = {
-    "seed000-transformer": _preset(
-        name="seed000-transformer",
-        arch="encoder-decoder",
-        d_model=512,
-        n_heads=8,
-        n_layers=6,
-        d_ff=2048,
-        norm="post",
-        activation="relu",
-        positions="sinusoidal",
-        layer_norm_eps=1e-12,
-        lm_head=True,
-        source="seed 000: the paper's Transformer (post-norm, 512/8/6/2048, ReLU, "
-        "sinusoidal PE, LayerNorm eps 1e-12, decoder Linear with bias)",
-    ),
-    "seed000-tiny": _preset(
-        name="seed000-tiny",
-        arch="encoder-decoder",
-        d_model=64,
-        n_heads=4,
-        n_layers=2,
-        d_ff=256,
-        norm="post",
-        activation="relu",
-        positions="sinusoidal",
-        layer_norm_eps=1e-12,
-        lm_head=True,
-        source="seed 000 at 64/4/2/256: same architecture, small enough for instant traces",
-    ),
-    "seed001-prenorm": _preset(
-        name="seed001-prenorm",
-        arch="encoder-decoder",
-        d_model=128,
-        n_heads=4,
-        n_layers=2,
-        d_ff=512,
-        norm="pre",
-        activation="relu",
-        positions="sinusoidal",
-        lm_head=True,
-        lm_head_bias=False,
-        source="seed 001 (Happy-LLM): pre-norm encoder-decoder, each stack "
-        "ends with a LayerNorm, lm_head Linear without bias",
-    ),
-    "seed001-decoder": _preset(
-        name="seed001-decoder",
-        arch="decoder",
-        d_model=128,
-        n_heads=4,
-        n_layers=4,
-        d_ff=512,
-        norm="pre",
-        activation="gelu",
-        positions="sinusoidal",
-        lm_head=True,
-        lm_head_bias=False,
-        source="seed 001's pre-norm decoder used alone (GPT-style, seed 004's 'pure decoder'): "
-        "masked self-attention + FFN, final LayerNorm, lm_head",
-    ),
-    "seed002-encoder": _preset(
-        name="seed002-encoder",
-        arch="encoder",
-        d_model=128,
-        n_heads=8,
-        n_layers=2,
-        d_ff=512,
-        norm="post",
-        activation="relu",
-        positions="sinusoidal",
-        source="seed 002: character-level encoder, sinusoidal PE, post-norm Add & Norm, ReLU FFN",
-    ),
-    "seed003-encdec": _preset(
-        name="seed003-encdec",
-        arch="encoder-decoder",
-        d_model=128,
-        n_heads=8,
-        n_layers=2,
-        d_ff=512,
-        norm="post",
-        activation="relu",
-        positions="sinusoidal",
-        layer_norm_eps=1e-5,
-        lm_head=True,
-        source="seed 003: post-norm encoder-decoder whose FFN is conv1d(k=1) "
-        "(the same function as two Linear layers), padding / causal / cross masks",
-    ),
-    "seed004-encoder": _preset(
-        name="seed004-encoder",
-        arch="encoder",
-        d_model=128,
-        n_heads=4,
-        n_layers=2,
-        d_ff=512,
-        norm="pre",
-        activation="gelu",
-        positions="learned",
-        embedding_norm=True,
-        layer_norm_eps=1e-12,
-        source="seed 004: BERT-style pre-norm encoder with learned "
-        "positions, embedding LayerNorm, GELU FFN of 4 x d_model",
-    ),
+    row[0]: TransformerConfig(**dict(zip(_COLUMNS, row[:9], strict=True)), **row[9], source=row[10])
+    for row in _TABLE
 }
