@@ -7,6 +7,7 @@ sentences; tensors stay in the server-side cache, never in a browser session's s
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import re
 import threading
 import time
@@ -104,6 +105,28 @@ class Analysis:
     trace: Trace
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def _malloc_trim():
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Hand freed heap memory back to the OS.
+
+    A trace is tens of MB of tensors made and freed by whichever worker thread ran it; glibc keeps
+    freed blocks in per-thread arenas, so without this the server's RSS creeps up under load
+    (bench/README.md: +2 to +29 % per round of 50 sessions, with it +1.5 %). ~1 ms at 128 tokens,
+    and only when a new trace enters the cache.
+    """
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 class TraceCache:
@@ -304,4 +327,5 @@ class Engine:
             )
         analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start)
         self.cache.put(analysis)
+        release_freed_memory()  # what the forward pass and any evicted trace freed
         return analysis

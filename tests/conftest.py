@@ -46,3 +46,32 @@ def hf_bert():
 def _deterministic():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian Chromium driven by Playwright (never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.apphost import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page that fails its test if any JavaScript dialog opens (alert(1) and friends) or
+    an injected handler runs (window.__pwned set in any frame)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    pg = context.new_page()
+    dialogs: list[str] = []
+    pg.on("dialog", lambda d: (dialogs.append(f"{d.type}: {d.message}"), d.dismiss()))
+    pg.dialogs = dialogs  # type: ignore[attr-defined]
+    yield pg
+    pwned = [f.evaluate("() => window.__pwned ?? null") for f in pg.frames]
+    context.close()
+    assert dialogs == [], f"a JavaScript dialog opened: {dialogs}"
+    assert set(pwned) <= {None}, f"an injected handler ran: window.__pwned = {pwned}"

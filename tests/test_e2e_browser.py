@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.apphost import CHROMIUM, CHROMIUM_ARGS, ROOT, serve_app
+from tests.apphost import CHROMIUM, ROOT, serve_app
 
 pytestmark = [
     pytest.mark.browser,
@@ -46,28 +46,6 @@ DRAWN_JS = """
 def app_url():
     with serve_app() as (url, seconds):
         yield url, seconds
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    pg = context.new_page()
-    dialogs: list[str] = []
-    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    pg.dialogs = dialogs  # type: ignore[attr-defined]
-    yield pg
-    assert dialogs == [], f"a JavaScript dialog opened: {dialogs}"
-    context.close()
 
 
 def wait_status(page, contains: str, timeout: float = 30_000) -> None:

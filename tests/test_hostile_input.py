@@ -16,7 +16,7 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from engine import MAX_CHARS
-from tests.apphost import CHROMIUM, CHROMIUM_ARGS, ROOT, serve_app
+from tests.apphost import CHROMIUM, ROOT, serve_app
 from tests.corpus import BLANK, BLANK_CASES, CASES, IMG_PWNED, SVG_PWNED, Case
 from tests.test_e2e_browser import TAB_PLOTS, run_of, shot, wait_status, wait_tab
 
@@ -87,31 +87,6 @@ HEAD_CELL_JS = """(i) => {
 def app_url():
     with serve_app() as (url, _):
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    """A fresh page that records every JavaScript dialog (dismissed) and fails the test on one."""
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    pg = context.new_page()
-    dialogs: list[str] = []
-    pg.on("dialog", lambda d: (dialogs.append(f"{d.type}: {d.message}"), d.dismiss()))
-    pg.dialogs = dialogs  # type: ignore[attr-defined]
-    yield pg
-    pwned = [f.evaluate("() => window.__pwned ?? null") for f in pg.frames]
-    context.close()
-    assert dialogs == [], f"a JavaScript dialog opened: {dialogs}"
-    assert set(pwned) <= {None}, f"an injected handler ran: window.__pwned = {pwned}"
 
 
 # ---------------------------------------------------------------- helpers
