@@ -171,6 +171,7 @@ class Engine:
         self.cache = TraceCache()
         self._models: dict[str, LoadedModel] = {}  # insertion order = least recently used first
         self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
         self.bundled_error: str | None = None
 
     def warm_up(self) -> str | None:
@@ -181,22 +182,40 @@ class Engine:
 
     # ---- models -----------------------------------------------------------------------------
     def model(self, model_id: str) -> LoadedModel:
-        """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once."""
+        """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once.
+
+        Loading (seconds for a big preset, minutes for a hub download) holds only that model's own
+        lock, so requests for models already loaded never wait behind it.
+        """
         with self._lock:
             if model_id in self._models:
                 self._models[model_id] = self._models.pop(model_id)  # most recently used last
                 return self._models[model_id]
-            loaded = self._load(model_id)
-            if model_id.startswith(CUSTOM_PREFIX):  # keep one custom checkpoint at a time
-                for key in [k for k in self._models if k.startswith(CUSTOM_PREFIX)]:
-                    del self._models[key]
-            self._models[model_id] = loaded
-            # Bounded memory: the bundled BERT stays; beyond MAX_MODELS the least recently used
-            # other model is dropped (rebuilt from its seed, or reloaded, when asked for again).
-            others = [k for k in self._models if k != BUNDLED]
-            for key in others[: max(0, len(others) - MAX_MODELS)]:
-                del self._models[key]
+            loading = self._loading.setdefault(model_id, threading.Lock())
+        with loading:
+            with self._lock:
+                if model_id in self._models:  # another request loaded it while we waited
+                    return self._models[model_id]
+            try:
+                loaded = self._load(model_id)
+            finally:
+                with self._lock:
+                    self._loading.pop(model_id, None)
+            with self._lock:
+                self._keep(model_id, loaded)
             return loaded
+
+    def _keep(self, model_id: str, loaded: LoadedModel) -> None:
+        """Remember a model; memory stays bounded (call with self._lock held)."""
+        if model_id.startswith(CUSTOM_PREFIX):  # keep one custom checkpoint at a time
+            for key in [k for k in self._models if k.startswith(CUSTOM_PREFIX)]:
+                del self._models[key]
+        self._models[model_id] = loaded
+        # The bundled BERT stays; beyond MAX_MODELS the least recently used other model is
+        # dropped (rebuilt from its seed, or reloaded, when asked for again).
+        others = [k for k in self._models if k != BUNDLED]
+        for key in others[: max(0, len(others) - MAX_MODELS)]:
+            del self._models[key]
 
     def _load(self, model_id: str) -> LoadedModel:
         if model_id == BUNDLED:

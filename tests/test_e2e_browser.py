@@ -91,11 +91,12 @@ def wait_tab(page, tab: str, timeout: float = 30_000, run: str | None = None) ->
         page.wait_for_selector("#param-table table", timeout=timeout)
 
 
-def shot(page, name: str, docs: bool = False) -> None:
+def shot(page, name: str) -> None:
+    """Save a screenshot to artifacts/; with UPDATE_DOC_SCREENSHOTS=1 also to docs/ (README)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
-    if docs or os.environ.get("UPDATE_DOC_SCREENSHOTS"):
+    if os.environ.get("UPDATE_DOC_SCREENSHOTS"):
         DOC_SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, DOC_SHOTS / path.name)
 
@@ -152,7 +153,7 @@ def test_deep_link_opens_exactly_that_view(app_url, page):
     assert "2" in title and "5" in title
     assert page.input_value("#layer input[type=number]") == "2"
     assert page.input_value("#head input[type=number]") == "5"
-    shot(page, "attention", docs=True)
+    shot(page, "attention")
 
 
 def test_changing_head_redraws_without_a_new_forward_pass(app_url, page):

@@ -102,3 +102,30 @@ def test_loaded_models_are_bounded_and_the_bundled_bert_stays():
     assert BUNDLED in eng._models
     assert len(eng._models) == 1 + engine_mod.MAX_MODELS
     assert "seed000-tiny" not in eng._models  # the least recently used went first
+
+
+def test_a_slow_model_load_does_not_block_requests_for_loaded_models(monkeypatch):
+    import threading
+    import time
+
+    eng = Engine(device="cpu")
+    eng.warm_up()
+    started, release = threading.Event(), threading.Event()
+    real_load = eng._load
+
+    def slow_load(model_id):
+        if model_id == "seed002-encoder":
+            started.set()
+            release.wait(10)
+        return real_load(model_id)
+
+    monkeypatch.setattr(eng, "_load", slow_load)
+    loader = threading.Thread(target=eng.model, args=("seed002-encoder",))
+    loader.start()
+    assert started.wait(10)
+    t0 = time.perf_counter()
+    eng.analyse("the bundled model answers meanwhile", BUNDLED)
+    assert time.perf_counter() - t0 < 5
+    release.set()
+    loader.join(10)
+    assert "seed002-encoder" in eng._models
