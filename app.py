@@ -117,7 +117,7 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
     public = is_public(public)
     engine = engine or Engine(public=public)
     bundled_error = engine.warm_up()
-    choices = model_choices(public)
+    choices = model_choices()
     default_model = BUNDLED
     if bundled_error:  # the presets still work: say why BERT is missing and start with one
         choices = [c for c in choices if c[1] != BUNDLED]

@@ -27,7 +27,7 @@ DEFAULT_SECOND = "I have a dog."  # the second sentence of the Masks view's padd
 MAX_MODELS = 3  # models kept loaded besides the bundled BERT
 
 
-def model_choices(public: bool) -> list[tuple[str, str]]:
+def model_choices() -> list[tuple[str, str]]:
     """(label, id) pairs for the model dropdown; custom checkpoints come from a separate box."""
     choices = [(BUNDLED_LABEL, BUNDLED)]
     for name, cfg in PRESETS.items():

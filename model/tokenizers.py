@@ -42,10 +42,6 @@ class CharTokenizer:
         code = ord(char)
         return N_SPECIAL + code if code < BMP_SIZE else self.unk_token_id
 
-    def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
-        special = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
-        return [special[t] if t in special else self.char_to_id(t) for t in tokens]
-
     def convert_ids_to_tokens(self, ids: Sequence[int] | torch.Tensor) -> list[str]:
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()

@@ -127,8 +127,8 @@ def token_axes(fig: go.Figure, n_x: int, n_y: int, **where) -> go.Figure:
     Plotly thin by pixel width instead (nticks=0 keeps ~15 px per category label).
     """
     square_axes(fig, n_x, n_y, **where)
-    fig.update_xaxes(nticks=0, tickfont={"size": 10}, automargin=True, showgrid=False, **where)
-    fig.update_yaxes(nticks=0, tickfont={"size": 10}, automargin=True, showgrid=False, **where)
+    fig.update_xaxes(nticks=0, tickfont={"size": 10}, showgrid=False, **where)
+    fig.update_yaxes(nticks=0, tickfont={"size": 10}, showgrid=False, **where)
     return fig
 
 
@@ -239,13 +239,8 @@ def head_figure(
     base_layout(fig, title, height=min(860, max(380, 150 + 14 * n)))
     fig.update_layout(plot_bgcolor=HIDDEN_GREY)
     square_axes(fig, len(x_lab), len(y_lab))
-    # Fixed margins sized to the labels instead of Plotly's automargin, which draws the figure
-    # twice: ~80 ms of the 250 ms a head switch may take at 128 tokens.
-    fig.update_xaxes(title_text=x_title, showgrid=False, constrain="domain", automargin=False)
-    fig.update_yaxes(
-        title_text=y_title, showgrid=False, scaleanchor="x", constrain="domain", automargin=False
-    )
-    fig.update_layout(margin={"l": label_px(y_lab) + 30, "b": label_px(x_lab) + 34})
+    fig.update_xaxes(title_text=x_title, showgrid=False, constrain="domain")
+    fig.update_yaxes(title_text=y_title, showgrid=False, scaleanchor="x", constrain="domain")
     return fig
 
 
