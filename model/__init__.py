@@ -1,19 +1,26 @@
 """A from-scratch Transformer that returns a complete trace of its internals (see DESIGN.md)."""
 
+from model.attention import HeadAblation
 from model.bert import BertLoadError, load_bert
 from model.config import PRESETS, TransformerConfig
 from model.device import pick_device
-from model.tokenizers import CharTokenizer
+from model.tokenizers import CharTokenizer, VocabTokenizer
 from model.trace import Trace
+from model.trained import TRAINED, load_trained, predict_roles
 from model.transformer import Transformer
 
 __all__ = [
     "PRESETS",
+    "TRAINED",
     "BertLoadError",
     "CharTokenizer",
+    "HeadAblation",
     "Trace",
     "Transformer",
     "TransformerConfig",
+    "VocabTokenizer",
     "load_bert",
+    "load_trained",
     "pick_device",
+    "predict_roles",
 ]

@@ -6,10 +6,16 @@ shared by concurrent requests, so whatever one call computes must leave through 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import nn
 
 from model.config import TransformerConfig
+
+ABLATIONS = ("zero", "mean")
 
 
 def scaled_dot_product_attention(
@@ -46,6 +52,33 @@ def scaled_dot_product_attention(
         # so this zeroes exactly those rows; other rows' hidden entries are 0 already.
         weights.masked_fill_(~mask, 0.0)
     return weights @ v, weights, scores
+
+
+@dataclass(frozen=True)
+class HeadAblation:
+    """Remove chosen heads' contexts z_h before concat and W_O (Michel et al. 2019; HF head_mask).
+
+    keep is HF's head_mask for one sublayer: 1 keeps a head, 0 removes it (fractions scale it).
+    "zero" multiplies z_h by keep; "mean" blends z_h towards its mean over the real (unpadded)
+    query positions of the same batch item, so a removed head still adds its average output.
+    """
+
+    keep: torch.Tensor  # [H] float
+    mode: Literal["zero", "mean"] = "zero"
+    query_mask: torch.Tensor | None = None  # [B, T_q] 1 = real query, used by "mean"
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        """z [B, H, T_q, d_head] -> the same shape with the ablated heads replaced."""
+        keep = self.keep.to(device=z.device, dtype=z.dtype).view(1, -1, 1, 1)  # (1, H, 1, 1)
+        if self.mode == "zero":
+            return z * keep
+        if self.query_mask is None:
+            mean = z.mean(dim=2, keepdim=True)  # (B, H, 1, d_head)
+        else:
+            w = self.query_mask.to(device=z.device, dtype=z.dtype)  # (B, T_q)
+            w = w / w.sum(dim=1, keepdim=True).clamp(min=1.0)
+            mean = torch.einsum("bhtd,bt->bhd", z, w).unsqueeze(2)  # (B, H, 1, d_head)
+        return z * keep + mean * (1.0 - keep)
 
 
 class MultiHeadAttention(nn.Module):
@@ -85,7 +118,8 @@ class MultiHeadAttention(nn.Module):
         Args:
             x_q: [B, T_q, d_model]; x_kv: [B, T_k, d_model].
             mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
-            out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into.
+            out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into, and
+                {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported).
         Returns:
             out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
             [B, H, T_q, T_k]}.
@@ -95,6 +129,45 @@ class MultiHeadAttention(nn.Module):
         v = self.split(self.w_v(x_kv))  # (B, H, T_k, d_head)
         if mask is not None:
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
+        # z: (B, H, T_q, d_head), the heads' contexts before concat
         z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, out)
+        ablation = out.get("ablation") if out else None
+        if ablation is not None:
+            z = ablation(z)
         out = self.w_o(self.concat(z))  # (B, T_q, d_model)
         return out, {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}
+
+
+def head_masks(
+    config: TransformerConfig, head_mask: torch.Tensor | Mapping | None
+) -> dict[str, torch.Tensor]:
+    """HF-style head_mask -> {stack: float [L, H]}; a plain tensor means the model's first stack.
+
+    A dict may name "encoder", "decoder" and "cross" (the stacks this model has).
+    """
+    if head_mask is None:
+        return {}
+    stacks = [
+        name
+        for name, present in (
+            ("encoder", config.has_encoder),
+            ("decoder", config.has_decoder),
+            ("cross", config.arch == "encoder-decoder"),
+        )
+        if present
+    ]
+    if not isinstance(head_mask, Mapping):
+        head_mask = {stacks[0]: head_mask}
+    shape = (config.n_layers, config.n_heads)
+    masks = {}
+    for stack, mask in head_mask.items():
+        if stack not in stacks:
+            raise ValueError(f"head_mask names {stack!r}; this model's stacks are {stacks}.")
+        mask = torch.as_tensor(mask)
+        if tuple(mask.shape) != shape:
+            raise ValueError(
+                f"head_mask[{stack!r}] must be [layers, heads] = {list(shape)}, "
+                f"not {list(mask.shape)}."
+            )
+        masks[stack] = mask.detach().float()  # (L, H)
+    return masks

@@ -37,11 +37,22 @@ class TransformerConfig:
     lm_head: bool = False  # Linear(d_model, vocab_size) on the last stack (seed 000, seed 001)
     lm_head_bias: bool = True  # seed 000 uses nn.Linear's bias; seed 001 uses bias=False
     pooler: bool = False  # BERT's tanh(W·h[CLS]) pooler, present when a checkpoint carries it
+    # A LayerNorm at the end of each stack. None follows the norm: pre-norm -> True (seed 001's
+    # Encoder/Decoder end with self.norm), post-norm -> False (the paper, BERT: each layer ends
+    # with its own LayerNorm already). Seed 004's pre-norm TransformerEncoder has none: False.
+    final_norm: bool | None = None
+    # Label names of a per-token classifier, Linear(d_model, len(token_labels)) on the last
+    # stack's output (a tagger, like BERT's token classification head); () = no such head.
+    token_labels: tuple[str, ...] = ()
     pad_id: int = 0
     seed: int = 0  # seeds the random initialisation: same seed, same weights, same figures
     source: str = ""  # which seed tutorial (or checkpoint) this config follows
 
     def __post_init__(self) -> None:
+        if self.final_norm is None:
+            object.__setattr__(self, "final_norm", self.norm == "pre")
+        if isinstance(self.token_labels, list):  # read back from JSON
+            object.__setattr__(self, "token_labels", tuple(self.token_labels))
         if self.arch not in ("encoder", "decoder", "encoder-decoder"):
             raise ValueError(
                 f"arch must be 'encoder', 'decoder' or 'encoder-decoder', not {self.arch!r}."
@@ -74,6 +85,11 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), not {self.dropout}.")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive, not {self.layer_norm_eps}.")
+        if not isinstance(self.final_norm, bool):
+            raise ValueError(f"final_norm must be True, False or None, not {self.final_norm!r}.")
+        labels = self.token_labels
+        if not all(isinstance(x, str) for x in labels) or len(set(labels)) != len(labels):
+            raise ValueError(f"token_labels must be distinct strings, not {labels!r}.")
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(
                 f"pad_id {self.pad_id} is outside the vocabulary of {self.vocab_size}."
@@ -92,7 +108,9 @@ class TransformerConfig:
         return self.arch in ("decoder", "encoder-decoder")
 
     def replace(self, **changes) -> TransformerConfig:
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again); a new norm re-derives final_norm."""
+        if changes.get("norm", self.norm) != self.norm and "final_norm" not in changes:
+            changes["final_norm"] = None
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -111,14 +129,14 @@ _TABLE = [
     ("seed000-tiny", "encoder-decoder", 64, 4, 2, 256, "post", "relu", "sinusoidal",
      {"layer_norm_eps": 1e-12, "lm_head": True},
      "seed 000 at 64/4/2/256: same architecture, small enough for instant traces"),
-    ("seed001-prenorm", "encoder-decoder", 128, 4, 2, 512, "pre", "relu", "sinusoidal",
-     {"lm_head": True, "lm_head_bias": False},
+    ("seed001-prenorm", "encoder-decoder", 128, 4, 2, 128, "pre", "relu", "sinusoidal",
+     {"final_norm": True, "lm_head": True, "lm_head_bias": False},
      "seed 001 (Happy-LLM): pre-norm encoder-decoder, each stack ends with a LayerNorm, "
-     "lm_head Linear without bias"),
-    ("seed001-decoder", "decoder", 128, 4, 4, 512, "pre", "gelu", "sinusoidal",
-     {"lm_head": True, "lm_head_bias": False},
+     "FFN MLP(dim, dim) with ReLU (d_ff = d_model), lm_head Linear without bias"),
+    ("seed001-decoder", "decoder", 128, 4, 4, 128, "pre", "relu", "sinusoidal",
+     {"final_norm": True, "lm_head": True, "lm_head_bias": False},
      "seed 001's pre-norm decoder used alone (GPT-style, seed 004's 'pure decoder'): "
-     "masked self-attention + FFN, final LayerNorm, lm_head"),
+     "masked self-attention + ReLU FFN of d_ff = d_model, final LayerNorm, lm_head"),
     ("seed002-encoder", "encoder", 128, 8, 2, 512, "post", "relu", "sinusoidal",
      {},
      "seed 002: character-level encoder, sinusoidal PE, post-norm Add & Norm, ReLU FFN"),
@@ -127,9 +145,9 @@ _TABLE = [
      "seed 003: post-norm encoder-decoder whose FFN is conv1d(k=1) (the same function as two "
      "Linear layers), padding / causal / cross masks"),
     ("seed004-encoder", "encoder", 128, 4, 2, 512, "pre", "gelu", "learned",
-     {"embedding_norm": True, "layer_norm_eps": 1e-12},
+     {"embedding_norm": True, "layer_norm_eps": 1e-12, "final_norm": False},
      "seed 004: BERT-style pre-norm encoder with learned positions, embedding LayerNorm, "
-     "GELU FFN of 4 x d_model"),
+     "GELU FFN of 4 x d_model, no final LayerNorm (its TransformerEncoder ends with the layers)"),
 ]
 # fmt: on
 _COLUMNS = (

@@ -75,8 +75,13 @@ class TransformerEmbedding(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
+        self,
+        ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        positions: bool = True,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """positions=False drops the position term (reported as zeros): the same model blind to
+        word order, the seeds' reason for positional encoding (seed 001: 我喜欢你 / 你喜欢我)."""
         seq_len = ids.shape[1]
         if seq_len > self.config.max_len:
             raise ValueError(
@@ -84,6 +89,8 @@ class TransformerEmbedding(nn.Module):
             )
         tok = self.tok_emb(ids)  # (B, T, d_model)
         pos = self.pos_emb(seq_len)  # (T, d_model)
+        if not positions:
+            pos = torch.zeros_like(pos)
         x = tok + pos
         parts = {"token": tok, "position": pos}
         if self.type_emb is not None:

@@ -10,15 +10,13 @@ from model.layers import DecoderLayer, EncoderLayer
 
 
 class Encoder(nn.Module):
-    """N encoder layers; a pre-norm stack ends with a LayerNorm (seed 001)."""
+    """N encoder layers, ending with a LayerNorm when config.final_norm (seed 001; not seed 004)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
         self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-            if config.norm == "pre"
-            else None
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
         )
 
     def forward(
@@ -36,16 +34,14 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """N decoder layers (cross-attention when there is an encoder); pre-norm ends with LayerNorm."""
+    """N decoder layers (cross-attention with an encoder), then LayerNorm when config.final_norm."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         cross = config.arch == "encoder-decoder"
         self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.n_layers))
         self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-            if config.norm == "pre"
-            else None
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
         )
 
     def forward(

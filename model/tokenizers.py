@@ -53,6 +53,14 @@ class CharTokenizer:
             ids = [self.bos_token_id, *ids, self.eos_token_id]
         return ids
 
+    def decode(self, ids: Sequence[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
+        """Ids back to text; special tokens (padding, <s>, </s>) dropped unless asked for."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        if skip_special_tokens:
+            ids = [i for i in ids if i not in self.all_special_ids or i == self.unk_token_id]
+        return "".join(self.convert_ids_to_tokens(ids))
+
     def __call__(
         self,
         texts: str | Sequence[str],
@@ -79,3 +87,33 @@ class CharTokenizer:
                 "attention_mask": torch.tensor(mask, dtype=torch.long).view(len(batch), width),
             }
         return {"input_ids": input_ids, "attention_mask": mask}
+
+
+class VocabTokenizer(CharTokenizer):
+    """One token per character of a small fixed alphabet (the trained models'); others are [UNK].
+
+    The same special tokens and ids as CharTokenizer, then ``chars`` in order: a vocabulary of
+    a few dozen rows instead of 65,540, so a trained model's embedding table stays small.
+    """
+
+    def __init__(self, chars: str | Sequence[str], model_max_length: int = 128) -> None:
+        super().__init__(model_max_length)
+        chars = list(chars)
+        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise ValueError("A VocabTokenizer's alphabet must be distinct single characters.")
+        self.chars = "".join(chars)
+        self.tokens = [*SPECIAL_TOKENS, *chars]
+        self.vocab_size = len(self.tokens)
+        self.ids = {c: N_SPECIAL + i for i, c in enumerate(chars)}
+
+    def char_to_id(self, char: str) -> int:
+        return self.ids.get(char, self.unk_token_id)
+
+    def convert_ids_to_tokens(self, ids: Sequence[int] | torch.Tensor) -> list[str]:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return [self.tokens[i] for i in ids]
+
+    def to_dict(self) -> dict:
+        """What tokenizer.json holds; VocabTokenizer(**d) rebuilds it."""
+        return {"chars": self.chars, "model_max_length": self.model_max_length}

@@ -46,6 +46,10 @@ class Trace:
     tgt_attention_mask: torch.Tensor | None = None  # [B, T_tgt]
     logits: torch.Tensor | None = None  # [B, T, vocab] when the model has an LM head and asked for
     pooled: torch.Tensor | None = None  # [B, d_model] BERT pooler output, when present
+    label_logits: torch.Tensor | None = None  # [B, T, n_labels] per-token classifier, when present
+    positions: bool = True  # False: run with the positional-encoding term switched off
+    head_mask: Tensors = field(default_factory=dict)  # per stack [L, H] as applied; empty = none
+    ablation: str = "zero"  # how masked heads were removed: "zero" or "mean" (see HeadAblation)
     _score_cache: Tensors = field(default_factory=dict, repr=False)
 
     @property

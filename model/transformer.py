@@ -5,12 +5,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from model.attention import ABLATIONS, HeadAblation, head_masks
 from model.config import TransformerConfig
 from model.embeddings import TokenEmbedding, TransformerEmbedding
+from model.generate import generate
 from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
 from model.trace import Trace
+
+HeadMask = torch.Tensor | dict[str, torch.Tensor] | None
 
 
 def _mask_or_ones(mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
@@ -54,6 +58,9 @@ class Transformer(nn.Module):
                 else None
             )
             self.pooler = Pooler(config.d_model) if config.pooler else None
+            self.token_classifier = (
+                nn.Linear(config.d_model, len(config.token_labels)) if config.token_labels else None
+            )
             self.apply(self._init_weights)
         self.eval()
 
@@ -105,6 +112,7 @@ class Transformer(nn.Module):
             add(f"{name} final LayerNorm", stack.final_norm)
         add("LM head", self.lm_head)
         add("pooler", self.pooler)
+        add("token classifier", self.token_classifier)
         return groups
 
     # ---- forward and trace -----------------------------------------------------------------------
@@ -126,6 +134,9 @@ class Transformer(nn.Module):
         token_type_ids: torch.Tensor | None,
         padding: str,
         trace: bool = False,
+        positions: bool = True,
+        head_mask: HeadMask = None,
+        ablation: str = "zero",
     ) -> dict:
         """One forward pass; returns every intermediate, keyed by stack.
 
@@ -134,9 +145,13 @@ class Transformer(nn.Module):
         """
         if padding not in ("keys", "query_and_key"):
             raise ValueError("padding must be 'keys' (variant b) or 'query_and_key' (variant a).")
+        if ablation not in ABLATIONS:
+            raise ValueError(f"ablation must be one of {ABLATIONS}, not {ablation!r}.")
         ids = self._check_ids(ids, "input_ids")
         src_mask = _mask_or_ones(attention_mask, ids)
         run: dict = {"ids": ids, "trace": trace, "padding": padding, "slots": {}}
+        run.update(positions=bool(positions), ablation=ablation)
+        run["head_mask"] = head_masks(self.config, head_mask)
         for key in ("embeddings", "masks", "resid", "records", "outputs"):
             run[key] = {}
         if self.config.arch == "decoder":  # the decoder reads the (only) text
@@ -155,15 +170,27 @@ class Transformer(nn.Module):
         self._decode(run, tgt_ids, _mask_or_ones(tgt_attention_mask, tgt_ids), memory, src_mask)
         return run
 
-    def _slots(self, run: dict, name: str, t_q: int, t_k: int, ref: torch.Tensor) -> list | None:
-        """Per-layer views of one preallocated (L, B, H, T_q, T_k) pattern tensor, when tracing."""
-        if not run["trace"]:
+    def _slots(
+        self, run: dict, name: str, t_k: int, ref: torch.Tensor, query_mask: torch.Tensor
+    ) -> list | None:
+        """Per-layer options of one attention stack: a view of one preallocated
+        (L, B, H, T_q, T_k) pattern tensor when tracing, a HeadAblation where head_mask asks."""
+        keep = run["head_mask"].get(name)
+        if not run["trace"] and keep is None:
             return None
         cfg = self.config
-        shape = (cfg.n_layers, ref.shape[0], cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
-        pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
-        run["slots"][name] = pattern
-        return [{"pattern": pattern[i]} for i in range(cfg.n_layers)]
+        slots: list[dict] = [{} for _ in range(cfg.n_layers)]
+        if run["trace"]:
+            batch, t_q = query_mask.shape
+            shape = (cfg.n_layers, batch, cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
+            pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
+            run["slots"][name] = pattern
+            for i, slot in enumerate(slots):
+                slot["pattern"] = pattern[i]
+        if keep is not None:
+            for i, slot in enumerate(slots):
+                slot["ablation"] = HeadAblation(keep[i], run["ablation"], query_mask)
+        return slots
 
     @staticmethod
     def _padding(run: dict, q_mask: torch.Tensor, k_mask: torch.Tensor) -> torch.Tensor:
@@ -173,10 +200,10 @@ class Transformer(nn.Module):
         return padding_mask_query_key(q_mask, k_mask)
 
     def _encode(self, run, ids, src_mask, token_type_ids) -> torch.Tensor:
-        x, parts = self.embedding(ids, token_type_ids)
+        x, parts = self.embedding(ids, token_type_ids, run["positions"])
         parts["output"] = x
         mask = self._padding(run, src_mask, src_mask)  # (B, T, T)
-        slots = self._slots(run, "encoder", ids.shape[1], ids.shape[1], x)
+        slots = self._slots(run, "encoder", ids.shape[1], x, src_mask)
         layer_slots = [{"self": s} for s in slots] if slots else None
         memory, resid, records = self.encoder(x, mask, layer_slots)
         run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
@@ -187,11 +214,11 @@ class Transformer(nn.Module):
         return memory
 
     def _decode(self, run, dec_ids, dec_mask, memory, src_mask) -> None:
-        y, parts = self.embedding(dec_ids)
+        y, parts = self.embedding(dec_ids, None, run["positions"])
         parts["output"] = y
         t_tgt = dec_ids.shape[1]
         self_mask = self._padding(run, dec_mask, dec_mask) & causal_mask(t_tgt, y.device)
-        self_slots = self._slots(run, "decoder", t_tgt, t_tgt, y)
+        self_slots = self._slots(run, "decoder", t_tgt, y, dec_mask)
         cross_slots, memory_mask = None, None
         if memory is not None:
             # Target queries over source keys: padded source keys are hidden (cross_mask); in
@@ -201,13 +228,16 @@ class Transformer(nn.Module):
                 if run["padding"] == "keys"
                 else padding_mask_query_key(dec_mask, src_mask)
             )  # (B, T_tgt, T_src)
-            cross_slots = self._slots(run, "cross", t_tgt, memory.shape[1], y)
+            cross_slots = self._slots(run, "cross", memory.shape[1], y, dec_mask)
             run["masks"]["cross"] = memory_mask
         layer_slots = None
-        if self_slots is not None:
+        if self_slots is not None or cross_slots is not None:
             layer_slots = [
-                {"self": s, "cross": cross_slots[i] if cross_slots else None}
-                for i, s in enumerate(self_slots)
+                {
+                    "self": self_slots[i] if self_slots else None,
+                    "cross": cross_slots[i] if cross_slots else None,
+                }
+                for i in range(self.config.n_layers)
             ]
         y, resid, records = self.decoder(y, self_mask, memory, memory_mask, layer_slots)
         run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
@@ -222,13 +252,40 @@ class Transformer(nn.Module):
         tgt_ids: torch.Tensor | None = None,
         tgt_attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        positions: bool = True,
+        head_mask: HeadMask = None,
+        ablation: str = "zero",
     ) -> torch.Tensor:
-        """Logits [B, T, vocab] with an LM head, else the last hidden state [B, T, d_model]."""
+        """Logits [B, T, vocab] with an LM head, per-token label logits [B, T, n_labels] with a
+        token classifier, else the last hidden state [B, T, d_model]. Options as in trace()."""
         run = self._run(
-            input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids, "keys"
+            input_ids,
+            attention_mask,
+            tgt_ids,
+            tgt_attention_mask,
+            token_type_ids,
+            "keys",
+            positions=positions,
+            head_mask=head_mask,
+            ablation=ablation,
         )
         last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
-        return self.lm_head(last) if self.lm_head is not None else last
+        if self.lm_head is not None:
+            return self.lm_head(last)
+        if self.token_classifier is not None:
+            return self.token_classifier(last)
+        return last
+
+    def generate(
+        self,
+        src_ids: torch.Tensor,
+        max_new_tokens: int = 16,
+        attention_mask: torch.Tensor | None = None,
+        return_trace: bool = False,
+        **options,
+    ):
+        """Greedy decoding; see model.generate.generate for arguments and the returned ids."""
+        return generate(self, src_ids, max_new_tokens, attention_mask, return_trace, **options)
 
     def trace(
         self,
@@ -239,6 +296,9 @@ class Transformer(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         padding: str = "keys",
         with_logits: bool = False,
+        positions: bool = True,
+        head_mask: HeadMask = None,
+        ablation: str = "zero",
     ) -> Trace:
         """Run once and return every intermediate in a new Trace (safe on a shared model).
 
@@ -250,6 +310,12 @@ class Transformer(nn.Module):
             padding: "keys" hides padded keys only (seed 003 variant b, what BERT does);
                 "query_and_key" also empties padded query rows (variant a), for teaching.
             with_logits: also keep LM-head logits [B, T, vocab] (large for big vocabularies).
+            positions: False runs the same weights without the positional-encoding term.
+            head_mask: [L, H] for the first stack (encoder; decoder when decoder-only), or a dict
+                {"encoder" | "decoder" | "cross": [L, H]}: 1 keeps a head, 0 removes its context
+                z_h before the concat and W_O (HF's convention). Its weights are still reported.
+            ablation: "zero" (HF's) or "mean": a removed head's context becomes its mean over the
+                real query positions of the same text (mean-ablation).
         """
         if self.training:
             raise RuntimeError(
@@ -264,6 +330,9 @@ class Transformer(nn.Module):
                 token_type_ids,
                 padding,
                 True,
+                positions=positions,
+                head_mask=head_mask,
+                ablation=ablation,
             )
             ids = run["ids"]
             trace = Trace(
@@ -273,6 +342,9 @@ class Transformer(nn.Module):
                 input_ids=ids,
                 attention_mask=_mask_or_ones(attention_mask, ids),
                 pooled=run.get("pooled"),
+                positions=run["positions"],
+                head_mask={k: v.cpu() for k, v in run["head_mask"].items()},
+                ablation=run["ablation"],
             )
             if "dec_ids" in run and self.config.arch == "encoder-decoder":
                 trace.tgt_ids, trace.tgt_attention_mask = run["dec_ids"], run["dec_mask"]
@@ -294,9 +366,11 @@ class Transformer(nn.Module):
                     trace, "cross", run["records"]["decoder"], "cross", run["slots"]["cross"]
                 )
                 trace.masks["cross"] = run["masks"]["cross"]
+            last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
             if with_logits and self.lm_head is not None:
-                last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
                 trace.logits = self.lm_head(last)
+            if self.token_classifier is not None:
+                trace.label_logits = self.token_classifier(last)
         return trace
 
     @staticmethod

@@ -18,7 +18,7 @@ def closed_form_params(cfg: TransformerConfig) -> int:
     total = v * d
     total += cfg.max_len * d if cfg.positions == "learned" else 0
     total += cfg.type_vocab_size * d + (ln if cfg.embedding_norm else 0)
-    final_ln = ln if cfg.norm == "pre" else 0
+    final_ln = ln if cfg.final_norm else 0
     if cfg.has_encoder:
         total += cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
     if cfg.has_decoder:

@@ -1,0 +1,48 @@
+"""The three tasks as a table: data, model and training recipe of each trained model (issue 7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from train import dates, induction, roles
+from train.loop import TrainSpec
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task module (tokenizer, config, batches, loss, evaluate) and how to train on it."""
+
+    name: str
+    description: str
+    data: ModuleType
+    spec: TrainSpec
+
+
+# fmt: off
+TASKS: dict[str, Task] = {
+    "dates": Task(
+        "dates",
+        "Dates written in 8 Chinese and English formats -> ISO 8601 (2026-11-22); greedy decoding",
+        dates,
+        TrainSpec(steps=1500, batch_size=64, lr=2e-3, warmup=100, schedule="linear",
+                  snapshots=(0, 100, 300, 600, 1500)),
+    ),
+    "induction": Task(
+        "induction",
+        "Random letter strings repeated (<s> qzvkdm qzvkdm): predict the next letter of the "
+        "second copy, which only copying from the first copy can do (induction)",
+        induction,
+        TrainSpec(steps=3000, batch_size=64, lr=2e-3, warmup=100, schedule="constant",
+                  snapshots=(0, 1000, 1500, 2000, 3000)),
+    ),
+    "roles": Task(
+        "roles",
+        "Who did what to whom: tag each character of a Chinese or English SVO sentence as "
+        "agent / action / patient / other",
+        roles,
+        TrainSpec(steps=300, batch_size=64, lr=2e-3, warmup=30, schedule="linear",
+                  snapshots=(0, 25, 50, 100, 300)),
+    ),
+}
+# fmt: on
