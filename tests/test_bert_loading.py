@@ -144,6 +144,19 @@ def test_corrupt_weights_file_and_size_cap_are_refused(tiny):
         load_bert(tiny)
 
 
+def test_parameter_cap_is_refused_before_reading_weights(tiny):
+    with pytest.raises(BertLoadError) as exc:
+        load_bert(tiny, max_params=1000)
+    assert "parameters; the limit is" in sentence(exc)
+
+
+def test_a_transformers_checkpoint_passes_the_judge(tiny):
+    from model.checkpoint_guard import judge_checkpoint
+
+    hf, pooler, keys = judge_checkpoint(tiny, "tiny")
+    assert hf["hidden_size"] == 32 and pooler and len(keys) == 16 * 2 + 7
+
+
 def test_a_file_or_a_missing_path_is_refused(tiny, tmp_path):
     with pytest.raises(BertLoadError, match="is a file"):
         load_bert(tiny / "config.json")

@@ -1,0 +1,200 @@
+"""Read an untrusted checkpoint's files without trusting them: stat first, cap, then parse.
+
+A file is stat-ed before it is opened, so a device, a pipe or a loop of links is never read; JSON
+is capped in size before it is parsed, and deep nesting is one sentence, not a RecursionError. A
+safetensors file is described by its header alone: an 8-byte little-endian length, then JSON giving
+each tensor's dtype, shape and byte offsets (https://huggingface.co/docs/safetensors). Nothing of
+the tensor data is read here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+MB = 1_000_000
+HEADER_LIMIT = 1 * MB  # about 100 bytes per tensor: BERT-large's header is 40 kB
+MAX_TENSORS = 4096  # BERT-large has 390 tensors; a 128-layer BERT would have 2,060
+SHOWN = 60  # characters of a user's value quoted back in a message
+# Bytes per element of each safetensors dtype.
+DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}  # fmt: skip
+
+
+class BertLoadError(ValueError):
+    """A checkpoint could not be loaded; the message is one sentence a user can act on."""
+
+
+def size_text(n_bytes: float) -> str:
+    """Bytes for people: '1.3 GB', '25.0 MB', '612 bytes'."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:,.1f} {unit}"
+    return f"{n_bytes:,.0f} bytes"
+
+
+def shown(value: object, limit: int = SHOWN) -> str:
+    """A user's value quoted back, cut to `limit` characters so a message stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---- files and JSON ------------------------------------------------------------------------------
+def regular_file(path: Path, what: str, limit: int) -> int | None:
+    """The size of a regular file of at most `limit` bytes; None when absent; else one sentence."""
+    try:
+        info = path.stat()  # follows links: a link to a regular file is fine (the Hub cache)
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise BertLoadError(
+                f"{what} is a symbolic link to a file that does not exist."
+            ) from None
+        return None
+    except PermissionError:
+        raise BertLoadError(f"{what} cannot be read (permission denied).") from None
+    except OSError as exc:  # ELOOP, ENAMETOOLONG...
+        raise BertLoadError(f"{what} cannot be opened ({os.strerror(exc.errno or 0)}).") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise BertLoadError(
+            f"{what} is not a regular file (a folder, device or pipe); give a real file."
+        )
+    if info.st_size > limit:
+        raise BertLoadError(
+            f"{what} is {size_text(info.st_size)}; the limit is {size_text(limit)}."
+        )
+    return info.st_size
+
+
+def read_capped(path: Path, what: str, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file (files in /proc claim size 0, so count again)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise BertLoadError(f"{what} cannot be read ({os.strerror(exc.errno or 0)}).") from None
+    if len(data) > limit:
+        raise BertLoadError(f"{what} is larger than {size_text(limit)}, the limit.")
+    return data
+
+
+def parse_json(data: bytes, what: str) -> object:
+    """JSON from bytes; deep nesting, bad UTF-8 and overlong numbers each give one sentence."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BertLoadError(f"{what} is not UTF-8 text.") from None
+    except RecursionError:
+        raise BertLoadError(
+            f"{what} is nested too deeply to be read; it is not a config."
+        ) from None
+    except ValueError:  # JSONDecodeError, or an integer of more than 4,300 digits
+        raise BertLoadError(f"{what} is not valid JSON.") from None
+
+
+def read_json_object(path: Path, what: str, limit: int) -> dict:
+    """A capped, regular JSON file that must hold an object."""
+    obj = parse_json(read_capped(path, what, limit), what)
+    if not isinstance(obj, dict):
+        raise BertLoadError(f"{what} is not a JSON object.")
+    return obj
+
+
+# ---- safetensors header --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor as its safetensors header describes it (nothing of its data is read)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def header_length(first8: bytes, file_size: int, what: str) -> int:
+    """The JSON header's length from the first 8 bytes; refuses a cut or oversized header."""
+    n = int.from_bytes(first8, "little") if len(first8) == 8 else file_size
+    if len(first8) < 8 or 8 + n > file_size:
+        raise BertLoadError(
+            f"{what} could not be read: it is not a safetensors file, or is cut short."
+        )
+    if n > HEADER_LIMIT:
+        raise BertLoadError(
+            f"{what} has a {size_text(n)} header; a BERT's is under 0.1 MB and the limit is "
+            f"{size_text(HEADER_LIMIT)}."
+        )
+    return n
+
+
+def parse_header(raw: bytes, data_len: int, what: str) -> dict[str, TensorEntry]:
+    """Every tensor of a safetensors JSON header, checked for sense against the data size."""
+    header = parse_json(raw, what + "'s header")
+    if not isinstance(header, dict):
+        raise BertLoadError(f"{what} could not be read: its header is not a JSON object.")
+    header.pop("__metadata__", None)
+    if len(header) > MAX_TENSORS:
+        raise BertLoadError(
+            f"{what} holds {len(header):,} tensors; a BERT has a few hundred (at most "
+            f"{MAX_TENSORS:,} are read)."
+        )
+    entries = {}
+    for key, info in header.items():
+        entries[key] = _entry(key, info, data_len, what)
+    return entries
+
+
+def _entry(key: str, info: object, data_len: int, what: str) -> TensorEntry:
+    bad = f"{what} could not be read: the header entry for {shown(key)}"
+    if not isinstance(info, dict):
+        raise BertLoadError(f"{bad} is not an object.")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise BertLoadError(f"{bad} has the unknown dtype {shown(dtype)}.")
+    if not isinstance(shape, list) or len(shape) > 8 or not all(_count(x) for x in shape):
+        raise BertLoadError(f"{bad} has no valid shape.")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_count(x) for x in offsets):
+        raise BertLoadError(f"{bad} has no valid data_offsets.")
+    begin, end = offsets
+    if not begin <= end <= data_len or end - begin != math.prod(shape) * DTYPE_BYTES[dtype]:
+        raise BertLoadError(f"{bad} disagrees with its shape or lies outside the file.")
+    return TensorEntry(dtype, tuple(shape))
+
+
+def _count(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def read_header(path: Path, what: str, max_bytes: int) -> dict[str, TensorEntry]:
+    """The tensors a local safetensors file declares, read from its header alone."""
+    size = regular_file(path, what, max_bytes)
+    if size is None:
+        raise BertLoadError(f"{what} does not exist.")
+    try:
+        with path.open("rb") as f:
+            n = header_length(f.read(8), size, what)
+            raw = f.read(n)
+    except OSError as exc:
+        raise BertLoadError(f"{what} cannot be read ({os.strerror(exc.errno or 0)}).") from None
+    if len(raw) != n:
+        raise BertLoadError(
+            f"{what} could not be read: it is not a safetensors file, or is cut short."
+        )
+    return parse_header(raw, size - 8 - n, what)
+
+
+def count_lines(path: Path, what: str, stop_after: int) -> int:
+    """Lines of a text file as the WordPiece loader counts them, reading no further than needed."""
+    n = 0
+    try:
+        with path.open(encoding="utf-8") as f:  # universal newlines, as the loader reads it
+            for n, _ in enumerate(f, start=1):
+                if n > stop_after:
+                    break
+    except UnicodeDecodeError:
+        raise BertLoadError(f"{what} is not UTF-8 text.") from None
+    except OSError as exc:
+        raise BertLoadError(f"{what} cannot be read ({os.strerror(exc.errno or 0)}).") from None
+    return n
