@@ -1,0 +1,91 @@
+"""Exports read back exactly: stats CSV through pandas, the trace .npz through numpy (no pickle)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import analysis
+from model import PRESETS, Transformer
+from tests.conftest import LONG_TEXT
+
+
+def test_stats_csv_reads_back_as_the_same_table(bert):
+    net, tok = bert
+    tr = net.trace(tok(["time flies like an arrow"], return_tensors="pt")["input_ids"])
+    df = analysis.head_stats(tr)
+    text = analysis.stats_csv(df)
+    assert text.splitlines()[0] == "layer,head,entropy,prev,next,self,first,sep,punct,distance"
+    back = pd.read_csv(io.StringIO(text))
+    assert back[["layer", "head"]].equals(df[["layer", "head"]])
+    assert np.allclose(back.drop(columns=["layer", "head"]), df.drop(columns=["layer", "head"]))
+
+
+def test_nan_cells_of_cross_stats_survive_the_csv():
+    net = Transformer(PRESETS["seed000-tiny"])
+    ids = net.tokenizer(["hi"])["input_ids"]
+    df = analysis.head_stats(net.trace(ids, tgt_ids=ids), "cross")
+    back = pd.read_csv(io.StringIO(analysis.stats_csv(df)))
+    assert back["prev"].isna().all() and back["entropy"].notna().all()
+
+
+def test_trace_npz_holds_every_tensor_and_a_manifest(bert):
+    net, tok = bert
+    enc = tok(["A Titan RTX has 24GB of VRAM", "I have a dog"], padding=True, return_tensors="pt")
+    tr = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    data = analysis.trace_npz(tr, {"text": "A Titan RTX...", "hf_max_diff": 2.4e-6}, compress=True)
+    npz = np.load(io.BytesIO(data), allow_pickle=False)
+    manifest = json.loads(npz["manifest.json"])
+    assert manifest["text"] == "A Titan RTX..." and manifest["hf_max_diff"] == 2.4e-6
+    assert manifest["model"] == net.config.name and manifest["config"]["n_heads"] == 12
+    assert manifest["tokens"] == tr.tokens
+    names = set(manifest["tensors"])
+    for name in ("attentions/encoder", "hidden_states/encoder", "queries/encoder", "masks/encoder"):
+        assert name in names
+    assert "embeddings/encoder/token" in names and "input_ids" in names
+    assert names == {n for n in npz.files if n != "manifest.json"}
+    torch.testing.assert_close(
+        torch.from_numpy(npz["attentions/encoder"]), tr.attentions["encoder"], atol=0, rtol=0
+    )
+    assert npz["masks/encoder"].dtype == np.bool_ and npz["input_ids"].dtype == np.int64
+    for name, entry in manifest["tensors"].items():
+        assert list(npz[name].shape) == entry["shape"] and str(npz[name].dtype) == entry["dtype"]
+
+
+def test_half_precision_halves_a_128_token_bert_trace(bert):
+    net, tok = bert
+    enc = tok([LONG_TEXT], truncation=True, max_length=128, return_tensors="pt")
+    tr = net.trace(enc["input_ids"])
+    full, half = analysis.trace_npz(tr, {}), analysis.trace_npz(tr, {}, half=True)
+    raw = tr.nbytes()
+    assert len(full) < raw + 20_000 and len(half) < 0.6 * len(full)  # headers and manifest
+    assert len(full) < 14e6  # documented: 13.2 MB, 6.6 MB in float16
+    assert len(analysis.trace_npz(tr, {}, compress=True)) < len(full)
+    back = np.load(io.BytesIO(half))["attentions/encoder"]
+    assert back.dtype == np.float16
+    assert np.abs(back.astype(np.float32) - tr.attentions["encoder"].numpy()).max() < 1e-3
+
+
+def test_meta_cannot_replace_the_tensor_list(bert):
+    net, tok = bert
+    tr = net.trace(tok(["hi"], return_tensors="pt")["input_ids"])
+    data = analysis.trace_npz(tr, {"tensors": "nope", "numbers": np.arange(3)})
+    manifest = json.loads(np.load(io.BytesIO(data))["manifest.json"])
+    assert isinstance(manifest["tensors"], dict) and manifest["numbers"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("preset", ["seed000-tiny", "seed001-decoder"])
+def test_every_architecture_exports(preset):
+    net = Transformer(PRESETS[preset])
+    ids = net.tokenizer(["hello"])["input_ids"]
+    options = {"tgt_ids": ids} if net.config.arch == "encoder-decoder" else {}
+    tr = net.trace(ids, with_logits=True, **options)
+    npz = np.load(io.BytesIO(analysis.trace_npz(tr, {"text": "hello"})))
+    for stack in tr.stacks:
+        assert f"attentions/{stack}" in npz.files
+    assert "logits" in npz.files
