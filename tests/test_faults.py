@@ -8,12 +8,14 @@ import pytest
 import torch
 
 import engine as engine_mod
-import views
 from engine import BUNDLED, Engine
 from model import BertLoadError
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS
 from tests.inprocess import serve_demo
 from tests.test_e2e_browser import open_tab, wait_status
+from ui.render import render
+from ui.state import Selection
+from ui.tabs import attention as attention_tab
 
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
 
@@ -86,8 +88,8 @@ def test_one_failing_view_leaves_the_others_drawn(monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("overview exploded")
 
-    monkeypatch.setattr(views.attention, "overview_figure", explode)
-    out = views.render("attention", analysis, views.Selection())
+    monkeypatch.setattr(attention_tab.attention, "overview_figure", explode)
+    out = render("attention", analysis, Selection())
     assert "overview exploded" in out["overview_plot"].layout.annotations[0].text
     assert out["head_plot"].data and out["compare_plot"].data  # the other views are real
 
@@ -102,7 +104,7 @@ def test_a_failing_view_in_the_running_app_shows_a_sentence(monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("overview exploded")
 
-    monkeypatch.setattr(views.attention, "overview_figure", explode)
+    monkeypatch.setattr(attention_tab.attention, "overview_figure", explode)
     demo = app.build_demo(Engine(device="cpu"), public=False)
     with serve_demo(demo) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -111,9 +111,10 @@ def key_text(text: str) -> str:
 
 
 def open_app(page, url: str, model: str = "bert") -> None:
-    """Load the page (its default text runs on load) with ``model`` picked."""
+    """Load the page (it comes with the default text's view) with ``model`` picked: a deep link,
+    which the test waits for (typing and Run would cancel it, as any user action does)."""
     page.goto(url if model == "bert" else f"{url}?model={model}")
-    wait_status(page, "tokens")
+    wait_status(page, "tokens" if model == "bert" else f"{model} ·")
 
 
 def type_and_run(page, text: str, model: str = "bert") -> tuple[str, float]:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.apphost import serve_app
 from tests.test_api_client import REQUEST_TIMEOUT, connect, run, table_column
+from ui.state import LINK_TEXT_CHARS
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +74,7 @@ def crosstalk(out: dict, text: str, tok) -> str | None:
         return f"asked {want[:8]}..., got {got[:8]}..."
     link = out["status"].rsplit("(?", 1)[-1].rstrip(")")
     linked = parse_qs(link).get("text", [""])[0]
-    if linked != text[:500] or f"· {len(want)} tokens ·" not in out["status"]:
+    if linked != text[:LINK_TEXT_CHARS] or f"· {len(want)} tokens ·" not in out["status"]:
         return f"status belongs to another request: {out['status'][:120]!r}"
     return None
 

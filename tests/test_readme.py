@@ -55,3 +55,13 @@ def test_readme_screenshots_exist():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for path in re.findall(r"\((docs/screenshots/[^)]+\.png)\)", readme):
         assert (ROOT / path).is_file(), path
+
+
+def test_trained_models_and_analysis_example_runs_as_written():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)
+    example = next(e for e in examples if "load_trained" in e)
+    namespace: dict = {}
+    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    assert namespace["net"].tokenizer.decode(namespace["ids"][0]).endswith("2026-11-22")
+    assert namespace["tr"].attentions["encoder"].shape[1:3] == (6, 12)

@@ -198,13 +198,32 @@ def test_overview_is_one_tiled_trace_with_layer_and_head_ticks(families):
     assert list(fig.layout.xaxis.ticktext) == [f"H{i}" for i in range(12)]
     assert list(fig.layout.xaxis.tickvals) == [h * n + (n - 1) / 2 for h in range(12)]
     assert len(fig.layout.shapes) == 5 + 11  # separators between tiles
-    assert "each head scaled to its own max" in fig.layout.title.text
+    assert "as in the head view" in fig.layout.title.text
+    assert (
+        "each head scaled to its own max"
+        in A.overview_figure(tr, "encoder", scale="head").layout.title.text
+    )
+
+
+def test_overview_colours_the_real_weight_by_default(families):
+    """One colour convention: a tile's colour is its weight 0–1, as in the head view."""
+    tr = families["bert"]
+    n = len(tr.tokens[0])
+    cells = A.overview_figure(tr, "encoder").data[0]
+    tiles = z_of(cells).reshape(6, n, 12, n).transpose(0, 2, 1, 3)  # (L, H, T, T)
+    att = tr.attentions["encoder"][0].numpy()
+    np.testing.assert_array_equal(tiles, np.round(att * 100))
+    assert (cells.zmin, cells.zmax) == (0, 100) and cells.customdata is None
+    assert "weight %{z} % of the row" in cells.hovertemplate
 
 
 def test_overview_tiles_are_each_divided_by_their_own_max(families):
     tr = families["bert"]
     n = len(tr.tokens[0])
-    z = z_of(A.overview_figure(tr, "encoder").data[0])
+    fig = A.overview_figure(tr, "encoder", scale="head")
+    real = np.asarray(fig.data[0].customdata)  # the hover still gives the real weight
+    np.testing.assert_array_equal(real, z_of(A.overview_figure(tr, "encoder").data[0]))
+    z = z_of(fig.data[0])
     tiles = z.reshape(6, n, 12, n).transpose(0, 2, 1, 3)  # (L, H, T, T)
     assert (tiles.max(axis=(-2, -1)) == 100).all()
     att = tr.attentions["encoder"][0].numpy()
@@ -218,17 +237,17 @@ def test_overview_sends_one_byte_a_cell(families):
 
 
 def test_overview_hover_names_layer_head_and_tokens(families):
-    trace = A.overview_figure(families["bert"], "encoder").data[0]
+    trace = A.overview_figure(families["bert"], "encoder", scale="head").data[0]
     assert trace.y[0] == "L0 · 0·[CLS]" and trace.x[-1] == "H11 · 6·[SEP]"
-    assert "% of this head's max" in trace.hovertemplate
+    assert "% of this head's max" in trace.hovertemplate and "%{customdata}" in trace.hovertemplate
 
 
 @pytest.mark.parametrize("n", [128, 512])
 def test_overview_stays_small_and_keeps_peaks_on_long_texts(long_traces, n):
     tr = long_traces[n]
     assert len(tr.tokens[0]) == n
-    fig = A.overview_figure(tr, "encoder")
-    assert len(fig.to_json()) < OVERVIEW_BUDGET
+    fig = A.overview_figure(tr, "encoder", scale="head")
+    assert len(fig.to_json()) < 2 * OVERVIEW_BUDGET  # z and the real weights: a byte each
     z = z_of(fig.data[0])
     assert z.shape[0] <= 6 * A.MAX_TILE_CELLS and z.shape[1] <= 12 * A.MAX_TILE_CELLS
     tiles = z.reshape(6, z.shape[0] // 6, 12, z.shape[1] // 12)
@@ -256,6 +275,18 @@ def test_compare_shows_two_heads_and_their_difference(families):
     assert fig.layout.coloraxis2.colorscale == diverging
     assert "query %{y}" in fig.data[2].hovertemplate and "A − B" in fig.data[2].hovertemplate
     assert [a.text for a in fig.layout.annotations] == ["A = L0 H1", "B = L5 H7", "A − B"]
+    assert f"A − B from {diff.min():+.3f} to {diff.max():+.3f}" in fig.layout.title.text
+
+
+def test_compare_does_not_blow_noise_up(families):
+    """Near-uniform heads differing by 0.004: the difference stays pale (±1, not ±0.004)."""
+    tr = families["seed003-encdec"]  # random weights: near-uniform heads
+    fig = A.compare_figure(tr, tr.stacks[0], (0, 0), (0, 1))
+    assert fig.layout.coloraxis.cmax == 1.0  # A and B on the head view's 0–1 scale
+    assert fig.layout.coloraxis2.cmax >= 1.0
+    fig = A.compare_figure(tr, tr.stacks[0], (0, 0), (0, 1), scale="head")
+    peak = max(float(z_of(fig.data[0]).max()), float(z_of(fig.data[1]).max()))
+    assert fig.layout.coloraxis2.cmax == pytest.approx(max(peak, np.abs(z_of(fig.data[2])).max()))
 
 
 def test_compare_mean_pools_long_texts_and_keeps_the_difference_exact(long_traces):

@@ -41,7 +41,7 @@ def test_norms_equal_vector_norm_of_hidden_states(bert_trace):
     fig = norms_heatmap(bert_trace, "encoder", batch=0)
     expected = torch.linalg.vector_norm(bert_trace.hidden_states["encoder"][0], dim=-1)
     np.testing.assert_allclose(np.asarray(fig.data[0].z), expected.numpy(), rtol=1e-6)
-    assert list(fig.data[0].y) == ["embeddings"] + [f"layer {i}" for i in range(1, 7)]
+    assert list(fig.data[0].y) == ["embeddings"] + [f"after layer {i}" for i in range(6)]
     assert fig.layout.height and fig.layout.height > 200
 
 

@@ -24,13 +24,18 @@ from viz.common import (
     token_labels,
 )
 
+# One colour convention everywhere: white = weight 0, darkest blue = weight 1 (the "fixed" scale),
+# so the same head looks the same in every view; "this head's max" is a switch, named on the bar.
 CAPTIONS = {
     "head": "**softmax(QKᵀ/√d_k)** — each row is one query token's distribution over the keys it "
-    "may see; grey cells are hidden by the mask.",
-    "overview": "**Every layer × head at once** — each tile is one head's softmax(QKᵀ/√d_k), "
-    "divided by its own maximum so that weak heads stay visible; compare shapes, not brightness.",
+    "may see (it sums to 1); grey cells are hidden by the mask. Colour: white 0 → dark blue 1, "
+    "or 0 → this head's max with the scale switch.",
+    "overview": "**Every layer × head at once** — each tile is one head's softmax(QKᵀ/√d_k) on "
+    "the same colour scale as the head view (switch to \"this head's max\" to see weak heads' "
+    "shapes). Hover for the real weight; click a tile to open that head.",
     "compare": "**A − B** — two heads' softmax(QKᵀ/√d_k) side by side and their difference: red "
-    "where head A attends more, blue where head B does.",
+    "where head A attends more, blue where head B does, on ± the weights' own scale (so noise "
+    "stays pale); the title gives the difference's range.",
 }
 
 STACK_TITLES = {
@@ -236,6 +241,8 @@ def head_figure(
     masked = "" if allowed.all() else " · grey = hidden by the mask"
     pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "max")
     title = f"Layer {layer}, head {head} — {stack_title(stack)}{masked}{pooled}"
+    if scale == "head":
+        title += f"<br><sup>colours 0–{zmax:.3g}, this head's largest weight</sup>"
     base_layout(fig, title, height=min(860, max(380, 150 + 14 * n)))
     fig.update_layout(plot_bgcolor=HIDDEN_GREY)
     square_axes(fig, len(x_lab), len(y_lab))
@@ -248,12 +255,18 @@ def head_figure(
 
 
 def overview_tiles(
-    trace, stack: str, batch: int = 0, max_cells: int = MAX_TILE_CELLS
-) -> tuple[np.ndarray, int, int]:
-    """Every head as a tile of one image: uint8 (L·T_q', H·T_k'), 0–100 % of the head's max.
+    trace,
+    stack: str,
+    batch: int = 0,
+    max_cells: int = MAX_TILE_CELLS,
+    scale: Literal["fixed", "head"] = "fixed",
+) -> tuple[np.ndarray, int, int, np.ndarray]:
+    """Every head as a tile of one image, one byte a cell: (tiles, query pool, key pool, peaks).
 
-    Long texts are max-pooled to at most ``max_cells`` cells a tile side (max, so a sharp
-    one-token peak survives the downsampling). Returns (tiles, query pool, key pool).
+    tiles: uint8 (L·T_q', H·T_k'), the weight in % (scale "fixed": 0–100 = weight 0–1, the same
+    colours as the head view) or in % of that head's max (scale "head"). peaks: (L, H) float, each
+    head's largest weight. Long texts are max-pooled to at most ``max_cells`` cells a tile side
+    (max, so a sharp one-token peak survives the downsampling).
     """
     check_selection(trace, stack)
     q_tok, k_tok = stack_tokens(trace, stack, batch)
@@ -261,22 +274,32 @@ def overview_tiles(
     att = att.detach().cpu().float()
     n_layers, n_heads, t_q, t_k = att.shape
     peak = att.amax(dim=(-2, -1), keepdim=True).clamp_min(1e-12)  # (L, H, 1, 1)
-    att = att / peak
+    if scale == "head":
+        att = att / peak
     k_q, k_k = math.ceil(t_q / max_cells), math.ceil(t_k / max_cells)
     flat = pool(att.reshape(n_layers * n_heads, t_q, t_k), k_q, k_k, "max")  # (L·H, T_q', T_k')
     att = flat.reshape(n_layers, n_heads, *flat.shape[-2:])  # (L, H, T_q', T_k')
     percent = torch.round(att * 100).to(torch.uint8)  # a byte a cell, 1 % steps
     n_q, n_k = percent.shape[-2:]
     tiles = percent.permute(0, 2, 1, 3).reshape(n_layers * n_q, n_heads * n_k)  # (L·T_q', H·T_k')
-    return tiles.numpy(), k_q, k_k
+    return tiles.numpy(), k_q, k_k, peak[..., 0, 0].numpy()
 
 
 def overview_figure(
-    trace, stack: str, batch: int = 0, max_cells: int = MAX_TILE_CELLS
+    trace,
+    stack: str,
+    batch: int = 0,
+    max_cells: int = MAX_TILE_CELLS,
+    scale: Literal["fixed", "head"] = "fixed",
 ) -> go.Figure:
-    """All layers × heads as ONE tiled heatmap (rows = layers, columns = heads), each head scaled
-    to its own max; a 12 × 12 grid of subplots would take seconds to draw (DESIGN.md)."""
-    tiles, k_q, k_k = overview_tiles(trace, stack, batch, max_cells)
+    """All layers × heads as ONE tiled heatmap (rows = layers, columns = heads); a 12 × 12 grid of
+    subplots would take seconds to draw (DESIGN.md).
+
+    scale "fixed" colours the real weight 0–1, as the head view does (a uniform head over four
+    tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
+    Either way the hover gives the real weight (max-pooled cells: the window's largest).
+    """
+    tiles, k_q, k_k, peaks = overview_tiles(trace, stack, batch, max_cells, scale)
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
     q_tok, k_tok = stack_tokens(trace, stack, batch)
     q_lab = pool_labels(token_labels(q_tok), k_q)
@@ -284,6 +307,16 @@ def overview_figure(
     n_q, n_k = len(q_lab), len(k_lab)
     assert tiles.shape == (n_layers * n_q, n_heads * n_k)
     y_title, x_title = axis_titles(stack)
+    if scale == "head":
+        # The real weight = (% of the head's max) × that head's max: one number per head, sent as
+        # customdata per cell would double the bytes, so the hover names the head's max instead.
+        bar, ticks = "% of each head's max", ["0", "25 %", "50 %", "75 %", "100 %"]
+        hover = "weight %{customdata} % of the row (%{z} % of this head's max)"
+        real, _, _, _ = overview_tiles(trace, stack, batch, max_cells, "fixed")
+    else:
+        bar, ticks = "weight", ["0", "0.25", "0.5", "0.75", "1"]
+        hover = "weight %{z} % of the row"  # a query's weights sum to 100 %
+        real = None
     # Built here rather than with heatmap(), which widens z to float32: uint8 is ¼ of the bytes.
     cells = go.Heatmap(
         z=tiles,
@@ -292,18 +325,26 @@ def overview_figure(
         colorscale=ATTENTION_SCALE,
         zmin=0,
         zmax=100,
-        colorbar={"title": {"text": "% of head max", "side": "right"}, "thickness": 12},
-        hovertemplate=(
-            f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>%{{z}} % of this head's max<extra></extra>"
-        ),
+        colorbar={
+            "title": {"text": bar, "side": "right"},
+            "thickness": 12,
+            "tickvals": [0, 25, 50, 75, 100],
+            "ticktext": ticks,
+        },
+        customdata=real,
+        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{hover}<extra></extra>",
     )
     fig = go.Figure(cells)
     pooled = ""
     if k_q > 1 or k_k > 1:
         pooled = f" · {max(len(q_tok), len(k_tok))} tokens max-pooled to {max(n_q, n_k)} a tile"
+    if scale == "head":
+        note = "each head scaled to its own max (compare shapes, not brightness)"
+    else:
+        note = f"colour = weight 0–1 as in the head view; strongest weight {peaks.max():.2f}"
     title = (
         f"All {n_layers} layers × {n_heads} heads — {stack_title(stack)}"
-        f"<br><sup>each head scaled to its own max{pooled}</sup>"
+        f"<br><sup>{note}{pooled} · click a tile to open that head</sup>"
     )
     tile_px = min(110, (OVERVIEW_WIDTH_PX - 90) / n_heads)  # few heads: no giant tiles
     plot_px = n_layers * tile_px * n_q / n_k
@@ -351,11 +392,15 @@ def compare_figure(
     b: tuple[int, int],
     batch: int = 0,
     max_cells: int = MAX_PANEL_CELLS,
+    scale: Literal["fixed", "head"] = "fixed",
 ) -> go.Figure:
     """Heads A and B side by side and their difference A − B (diverging, centred at 0).
 
     Args:
         a, b: (layer, head) of the two heads.
+        scale: "fixed" colours A and B 0–1 (as the head view), "head" 0–the larger max of the two;
+            A − B always uses ± that scale (or its own extreme when larger), and the title gives
+            its range in numbers.
         max_cells: longer texts are mean-pooled to at most this many cells a side.
     """
     q_tok, k_tok = stack_tokens(trace, stack, batch)
@@ -376,15 +421,18 @@ def compare_figure(
         heatmap(pat_b, x_lab, y_lab, value_name=f"{name_b}:", **common),
         heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt="+.3f", **common),
     ]
-    top = max(float(np.abs(diff).max()), 1e-6)
-    peak = max(float(pat_a.max()), float(pat_b.max()), 1e-6)  # one scale for A and B
+    peak = max(float(pat_a.max()), float(pat_b.max()), 1e-6)
+    cmax = 1.0 if scale == "fixed" else peak  # A and B share one scale: the head view's
+    # The difference is drawn on ±(the weights' own scale), never stretched to its own extremes:
+    # two near-uniform heads differing by 0.004 stay near white instead of saturating red/blue.
+    top = max(cmax, float(np.abs(diff).max()))
     colorbars = (
         {
             "colorscale": ATTENTION_SCALE,
             "cmin": 0.0,
-            "cmax": peak,
+            "cmax": cmax,
             "colorbar": {
-                "title": {"text": "weight (0–max of A, B)", "side": "right"},
+                "title": {"text": "weight" if scale == "fixed" else "weight (0–max of A, B)"},
                 "thickness": 12,
             },
         },
@@ -399,9 +447,9 @@ def compare_figure(
     fig = three_panels(
         panels, [name_a, name_b, "A − B"], len(x_lab), len(y_lab), x_title, y_title, colorbars
     )
-    title = (
-        f"Two heads compared — {stack_title(stack)}{pool_note(q_tok, k_tok, y_lab, x_lab, 'mean')}"
-    )
+    span = f"A − B from {float(diff.min()):+.3f} to {float(diff.max()):+.3f}"
+    pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "mean")
+    title = f"Two heads compared — {stack_title(stack)}{pooled}<br><sup>{span}</sup>"
     base_layout(fig, title, height=panel_height(x_lab, max(len(q_tok), len(k_tok))))
     fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
     return fig

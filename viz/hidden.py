@@ -32,8 +32,11 @@ CAPTIONS = {
 
 
 def layer_names(n_layers: int) -> list[str]:
-    """["embeddings", "layer 1", ..., "layer L"]: the rows of hidden_states."""
-    return ["embeddings"] + [f"layer {i}" for i in range(1, n_layers + 1)]
+    """["embeddings", "after layer 0", ..., "after layer L-1"]: the rows of hidden_states.
+
+    Layers are numbered from 0 everywhere in the app (sliders, attention titles, tables, links).
+    """
+    return ["embeddings"] + [f"after layer {i}" for i in range(n_layers)]
 
 
 def _default_stack(trace, stack: str | None) -> str:
@@ -58,7 +61,9 @@ def hidden_norms(trace, stack: str | None = None, batch: int = 0) -> tuple[np.nd
 
 def _norm_note(config) -> str:
     if config.norm == "pre":
-        return "pre-norm: the residual stream before the final LayerNorm"
+        if getattr(config, "final_norm", True):
+            return "pre-norm: the residual stream before the final LayerNorm"
+        return "pre-norm: the raw residual stream (this stack has no final LayerNorm)"
     return "post-norm: each layer's output is already LayerNorm-ed"
 
 

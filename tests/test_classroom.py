@@ -1,0 +1,261 @@
+"""A classroom at once (issue 13) and honest staleness (issue 9), in Debian Chromium.
+
+The server's forward passes are made slow on purpose (the engine sleeps for chosen texts), which
+turns the race a busy classroom meets by chance into one that happens every time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from engine import Engine
+from tests.apphost import CHROMIUM
+from tests.inprocess import serve_demo
+from tests.test_e2e_browser import run_of, shot, wait_status, wait_tab
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium"),
+]
+
+SLOW_TEXT = "the linked sentence that takes long"
+SLOW_SECONDS = 4.0
+CHIP_RUN_JS = "() => document.querySelector('#token-chips .ta-run')?.dataset.run"
+
+
+class SlowEngine(Engine):
+    """An engine whose forward pass for SLOW_TEXT takes SLOW_SECONDS (a busy server)."""
+
+    def __init__(self) -> None:
+        super().__init__(device="cpu")
+        self.slow = threading.Event()
+
+    def analyse(self, text, *args, **kwargs):
+        if text == SLOW_TEXT:
+            self.slow.set()
+            time.sleep(SLOW_SECONDS)
+        return super().analyse(text, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def slow_app():
+    import app
+
+    engine = SlowEngine()
+    with serve_demo(app.build_demo(engine, public=False)) as url:
+        yield url, engine
+
+
+def test_first_view_is_in_the_page_before_any_event(slow_app, browser):
+    """The default analysis comes with the page: nothing in the queue can delay or replace it."""
+    url, _ = slow_app
+    context = browser.new_context()
+    page = context.new_page()
+    joins: list[str] = []
+    page.on("request", lambda r: joins.append(r.url) if "/queue/join" in r.url else None)
+    page.route("**/gradio_api/queue/join**", lambda route: route.abort())  # no event can run
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip", timeout=20_000)
+    assert "7 tokens" in page.inner_text("#status")
+    assert page.evaluate(CHIP_RUN_JS) == run_of("time flies like an arrow")
+    context.close()
+
+
+def test_a_late_deep_link_never_replaces_what_the_user_ran(slow_app, page):
+    url, engine = slow_app
+    engine.slow.clear()
+    page.goto(f"{url}?text={quote(SLOW_TEXT)}&tab=tokens")
+    assert engine.slow.wait(20), "the deep link's analysis never started"
+    own = "dogs bark"
+    page.fill("#text textarea", own)
+    page.click("#run")
+    wait_status(page, "4 tokens")
+    time.sleep(SLOW_SECONDS + 2)  # the deep link's analysis has finished on the server by now
+    assert page.input_value("#text textarea") == own
+    assert page.evaluate(CHIP_RUN_JS) == run_of(own)
+    assert "4 tokens" in page.inner_text("#status")
+    shot(page, "classroom_race_kept_own_text")
+
+
+def test_an_untouched_deep_link_opens_its_view_with_every_parameter(slow_app, page):
+    url, _ = slow_app
+    query = (
+        f"?text={quote('我喜欢你')}&model=seed003-encdec&target={quote('I love you')}"
+        "&tab=attention&stack=cross&layer=1&head=2&layer_b=0&head_b=3&colour=red"
+    )
+    page.goto(url + query)
+    wait_status(page, "seed003-encdec")
+    wait_tab(page, "attention")
+    assert page.input_value("#target textarea") == "I love you"
+    status = page.inner_text("#status")
+    assert "No target text" not in status
+    notes = page.inner_text("#link-notes")
+    assert "Link parameter ignored: 'colour' is not a link parameter" in notes
+    title = page.evaluate(
+        "() => document.querySelector('#head-plot .js-plotly-plot').layout.title.text"
+    )
+    assert title.startswith("Layer 1, head 2") and "cross" in title
+    assert page.input_value("#head-b input[type=number]") == "3"
+    link = page.get_attribute("#status a", "href")
+    assert "target=I+love+you" in link and "head_b=3" in link
+
+
+def test_typing_marks_the_figures_stale_until_run(slow_app, page):
+    url, _ = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    assert not page.locator("#stale").is_visible()
+    page.fill("#text textarea", "")
+    page.type("#text textarea", "a new sentence")
+    page.wait_for_selector("#stale", state="visible")
+    assert page.evaluate("() => document.body.classList.contains('ta-stale')")
+    page.click("#run")
+    wait_status(page, "5 tokens")
+    page.wait_for_selector("#stale", state="hidden")
+    page.wait_for_function("() => !document.body.classList.contains('ta-stale')")
+
+
+def test_an_error_marks_the_old_figures_stale(slow_app, page):
+    url, _ = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.fill("#text textarea", "   ")
+    page.click("#run")
+    wait_status(page, "Text is empty")
+    page.wait_for_selector("#stale", state="visible")
+    page.wait_for_function("() => document.body.classList.contains('ta-stale')")
+
+
+def test_clicking_an_example_runs_it(slow_app, page):
+    url, _ = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.get_by_text("2026年11月22日").first.click()
+    wait_status(page, "dates (trained")
+    assert page.input_value("#text textarea") == "2026年11月22日"
+    wait_status(page, "greedy output is “2026-11-22”")
+
+
+def test_clicking_an_overview_tile_selects_that_head(slow_app, page):
+    url, _ = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention")
+    page.locator("#overview-plot").scroll_into_view_if_needed()
+    box = page.locator("#overview-plot .nsewdrag").bounding_box()
+    # 6 layers × 12 heads of square tiles: the tile of layer 4, head 9 (centre of that tile).
+    page.mouse.click(box["x"] + box["width"] * (9.5 / 12), box["y"] + box["height"] * (4.5 / 6))
+    page.wait_for_function(
+        "() => (document.querySelector('#head-plot .js-plotly-plot')?.layout?.title?.text || '')"
+        ".startsWith('Layer 4, head 9')"
+    )
+    assert page.input_value("#layer input[type=number]") == "4"
+    assert page.input_value("#head input[type=number]") == "9"
+
+
+def test_scale_switch_recolours_the_head_view_and_names_its_max(slow_app, page):
+    url, _ = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention")
+    zmax = "() => document.querySelector('#head-plot .js-plotly-plot').data[0].zmax"
+    assert page.evaluate(zmax) == 1
+    page.get_by_label("0–this head's max").check()
+    page.wait_for_function(f"() => ({zmax})() < 1")
+    title = page.evaluate(
+        "() => document.querySelector('#head-plot .js-plotly-plot').layout.title.text"
+    )
+    assert "this head's largest weight" in title
+    over = "() => document.querySelector('#overview-plot .js-plotly-plot').layout.title.text"
+    page.wait_for_function(f'() => ({over})().includes("own max")')
+
+
+def test_figures_are_slide_ready_png_and_svg(slow_app, browser):
+    """Titles name the model and the text; the camera saves a 3× PNG and the SVG button an SVG,
+    both named after the view and the model."""
+    url, _ = slow_app
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention")
+    gd = "document.querySelector('#head-plot .js-plotly-plot')"
+    title = page.evaluate(f"() => {gd}.layout.title.text")
+    assert "bert" in title and "time flies like an arrow" in title
+    options = page.evaluate(f"() => {gd}._context.toImageButtonOptions")
+    assert options == {"format": "png", "filename": "head_bert", "scale": 3}
+    page.locator("#head-plot").hover()
+    with page.expect_download() as png:
+        page.locator("#head-plot .modebar-btn[data-title='Download plot as a PNG']").click()
+    assert png.value.suggested_filename == "head_bert.png"
+    from PIL import Image
+
+    width, _ = Image.open(png.value.path()).size
+    css_width = page.evaluate(f"() => {gd}._fullLayout.width")
+    assert width == 3 * css_width
+    with page.expect_download() as svg:
+        page.click("#head-plot button[title='SVG']")
+    assert svg.value.suggested_filename == "head_bert.svg"
+    assert Path(svg.value.path()).read_text(encoding="utf-8").lstrip().startswith("<svg")
+    shot(page, "slide_ready_attention")
+    context.close()
+
+
+def test_a_head_switch_during_a_slow_run_shows_the_new_text(slow_app, page):
+    """The redraw for a head picked while Run is still working waits for that Run and draws its
+    text; it never lands first and is then overwritten with the head the Run was started with."""
+    url, engine = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention")
+    page.fill("#text textarea", SLOW_TEXT)
+    engine.slow.clear()
+    page.click("#run")
+    assert engine.slow.wait(20)
+    page.fill("#head input[type=number]", "7")
+    page.press("#head input[type=number]", "Enter")
+    slow_run = run_of(SLOW_TEXT)
+    head = "document.querySelector('#head-plot .js-plotly-plot')"
+    page.wait_for_function(
+        f"() => {head}?.layout?.meta?.run === '{slow_run}'"
+        f" && {head}.layout.title.text.startsWith('Layer 0, head 7')",
+        timeout=30_000,
+    )
+    time.sleep(2)  # nothing older may arrive afterwards
+    assert page.evaluate(f"() => {head}.layout.title.text").startswith("Layer 0, head 7")
+    assert page.evaluate(f"() => {head}.layout.meta.run") == slow_run
+    assert page.input_value("#head input[type=number]") == "7"
+
+
+def test_presentation_mode_hides_the_inputs_and_enlarges_the_figures(slow_app, browser):
+    url, _ = slow_app
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.goto(url + "?tab=attention&layer=1&head=3&present=1")
+    wait_status(page, "7 tokens")
+    wait_tab(page, "attention")
+    assert page.evaluate("() => document.body.classList.contains('ta-present')")
+    for hidden in ("#inputs", "#examples", "#intro"):
+        assert not page.locator(hidden).is_visible(), hidden
+    plain = browser.new_page(viewport={"width": 1280, "height": 800})
+    plain.goto(url + "?tab=attention&layer=1&head=3")
+    wait_tab(plain, "attention")
+
+    def head_px(p) -> float:
+        return p.locator("#head-plot .nsewdrag").bounding_box()["height"]
+
+    assert head_px(page) > 1.2 * head_px(plain)
+    head_top = page.locator("#head-plot").bounding_box()["y"]
+    assert head_top < 800  # the head figure starts on the first screen
+    shot(page, "presentation_mode")
+    plain.close()
+    context.close()

@@ -1,0 +1,104 @@
+"""Draw one tab: call its makers, isolate a failing view, finish and stamp every output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from engine import Analysis
+from ui.state import Selection
+from ui.tabs import BY_ID, View
+from viz.common import compact, fixed_margins, safe
+
+
+def failed_view(name: str, exc: Exception):
+    """What a view shows when it raised: a sentence, so the other views keep working."""
+    message = f"This view could not be drawn ({type(exc).__name__}: {exc})."[:300]
+    if name.endswith(("_csv", "_npz")):  # a download: nothing to offer (the status says why)
+        return None
+    if name.endswith("_plot") or name.startswith("norms"):
+        import plotly.graph_objects as go
+
+        fig = go.Figure()
+        fig.add_annotation(
+            text=safe(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper"
+        )
+        fig.update_layout(
+            height=160, xaxis_visible=False, yaxis_visible=False, template="plotly_white"
+        )
+        return fig
+    if name.endswith("_table"):
+        import pandas as pd
+
+        return pd.DataFrame({"error": [message]})
+    return f"<p class='ta-error'>{safe(message)}</p>"
+
+
+def finish(value):
+    """Figures leave with fixed margins (one layout pass) and compact JSON."""
+    if hasattr(value, "layout"):
+        value = compact(fixed_margins(value))
+    return value
+
+
+def slide_ready(fig, name: str, model: str, text: str):
+    """A figure a lecturer can put on a slide: its title names the model and the text, and the
+    camera button saves a 3× PNG named after the view (the SVG button beside it saves the same)."""
+    from gradio.components.plot import PlotData
+
+    short = text if len(text) <= 60 else text[:59] + "…"
+    fig.layout.title.text = (
+        f"{fig.layout.title.text or ''}<br><sup>{safe(model)} · “{safe(short)}”</sup>"
+    )
+    fig.layout.margin.t = (fig.layout.margin.t or 48) + 26
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{name.removesuffix('_plot')}_{model}")[:80]
+    config = {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": "png", "filename": stem, "scale": 3},
+    }
+    # gr.Plot hands a top-level "config" to Plotly (GRADIO6.md §6); the figure JSON is reused as is.
+    plot = '{"config":' + json.dumps(config) + "," + fig.to_json()[1:]
+    return PlotData(type="plotly", plot=plot)
+
+
+def run_id(key: tuple) -> str:
+    """A short stable id of one analysed input; every output carries it, so a test (or a reader of
+    the page) can tell a fresh figure from one left over from the previous run."""
+    return hashlib.sha1(repr(key).encode("utf-8")).hexdigest()[:12]
+
+
+def stamp(value, run: str):
+    """Mark an output with its run id: figures in layout.meta, HTML with a hidden span."""
+    if hasattr(value, "layout"):
+        value.layout.meta = {**(value.layout.meta or {}), "run": run}
+    elif isinstance(value, str) and value.lstrip().startswith("<"):
+        value = f'<span class="ta-run" data-run="{run}" hidden></span>' + value
+    return value
+
+
+def render(
+    tab: str,
+    analysis: Analysis,
+    sel: Selection,
+    batch: Analysis | None = None,
+    only: set[str] | None = None,
+) -> dict:
+    """The outputs of one tab (or just those named in ``only``; by default all but its lazy ones),
+    keyed by output name.
+
+    A view that raises is replaced by a sentence saying so; the other views are still drawn.
+    """
+    if only is None:
+        only = BY_ID[tab].eager
+    makers = BY_ID[tab].makers(View(analysis, sel.clamp(analysis), batch))
+    run = run_id(analysis.key)
+    out = {}
+    for name, make in makers.items():
+        if only is not None and name not in only:
+            continue
+        try:
+            out[name] = stamp(finish(make()), run)
+        except Exception as exc:  # one broken view must not take the others down
+            out[name] = failed_view(name, exc)
+    return out

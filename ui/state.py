@@ -1,0 +1,184 @@
+"""The view state a page shows, and its deep-link form (one parser, one writer).
+
+A deep link carries everything needed to reopen the same view: text, model, target, the Masks
+view's second sentence, the tab, the stack, layer and head, the A/B heads, the dimensions and the
+bertviz view. Parameters that are not valid are named in the status line, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from urllib.parse import parse_qs, urlencode
+
+STACKS = ("encoder", "decoder", "cross")
+BERTVIZ_VIEWS = ("head", "model")
+SCALES = ("fixed", "head")  # attention colours: 0–1 for every head, or 0–this head's max
+MEASURES = ("weights", "norms")  # attention maps: α, or ‖α f(x)‖ (Kobayashi et al. 2020)
+ABLATIONS = ("zero", "mean")
+DEFAULT_DIMS = "0, 1, 2, 3"
+LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user picked in the view controls (all small values, safe to keep per session)."""
+
+    stack: str = "encoder"
+    layer: int = 0
+    head: int = 0
+    layer_a: int = 0
+    head_a: int = 0
+    layer_b: int = 0
+    head_b: int = 1
+    dims: str = DEFAULT_DIMS
+    bertviz_view: str = "head"
+    scale: str = "fixed"
+    measure: str = "weights"
+    ablation: str = "zero"
+    query: int = 0
+    key: int = 0
+
+    def clamp(self, analysis) -> Selection:
+        """The same selection made valid for this model (layer, head and stack in range)."""
+        cfg = analysis.trace.config
+        stack = self.stack if self.stack in analysis.trace.stacks else analysis.trace.stacks[0]
+
+        def fit(value, last: int) -> int:
+            return min(max(_int(value), 0), last)
+
+        last_layer, last_head = cfg.n_layers - 1, cfg.n_heads - 1
+        return Selection(
+            stack=stack,
+            layer=fit(self.layer, last_layer),
+            head=fit(self.head, last_head),
+            layer_a=fit(self.layer_a, last_layer),
+            head_a=fit(self.head_a, last_head),
+            layer_b=fit(self.layer_b, last_layer),
+            head_b=fit(self.head_b, last_head),
+            dims=str(self.dims)[:200],
+            bertviz_view=self.bertviz_view if self.bertviz_view in BERTVIZ_VIEWS else "head",
+            scale=self.scale if self.scale in SCALES else "fixed",
+            measure=self.measure if self.measure in MEASURES else "weights",
+            ablation=self.ablation if self.ablation in ABLATIONS else "zero",
+            query=max(_int(self.query), 0),  # clamped to the text by the view that reads it
+            key=max(_int(self.key), 0),
+        )
+
+
+SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
+INT_FIELDS = ("layer", "head", "layer_a", "head_a", "layer_b", "head_b", "query", "key")
+
+
+def _int(value) -> int:
+    """An integer from a slider or a link; 0 for anything that is not a finite number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    if number != number or number in (float("inf"), float("-inf")):  # NaN, ±inf
+        return 0
+    return int(number)
+
+
+def parse_dims(text: str, d_model: int) -> tuple[tuple[int, ...], str | None]:
+    """ "0, 1, 2, 3" -> (0, 1, 2, 3); a note when something was out of range or unreadable."""
+    found = [int(x) for x in re.findall(r"\d{1,6}", str(text or "")[:200])][:8]
+    dims = tuple(dict.fromkeys(d for d in found if d < d_model))
+    if not dims:
+        note = f"Dimensions must be numbers from 0 to {d_model - 1}; showing 0–3."
+        return (0, 1, 2, 3)[: min(4, d_model)], note
+    if len(dims) < len(found):
+        return dims, f"Dimensions above {d_model - 1} were left out."
+    return dims, None
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """Everything a view depends on: the inputs of one run plus the selection and the tab."""
+
+    text: str
+    model: str
+    target: str = ""
+    second: str = ""
+    tab: str = "tokens"
+    sel: Selection = Selection()
+    positions: bool = True  # False: the same weights without the positional-encoding term
+
+
+def share_link(state: ViewState) -> str:
+    """The query string that reopens exactly this view."""
+    query = {"text": state.text[:LINK_TEXT_CHARS], "model": state.model, "tab": state.tab}
+    if state.target:
+        query["target"] = state.target[:LINK_TEXT_CHARS]
+    if state.second:
+        query["second"] = state.second[:LINK_TEXT_CHARS]
+    if not state.positions:
+        query["pe"] = "off"
+    defaults = Selection()
+    for name in SELECTION_FIELDS:
+        value = getattr(state.sel, name)
+        if name == "stack" or name in INT_FIELDS or value != getattr(defaults, name):
+            query[name] = value
+    return "?" + urlencode(query)
+
+
+def parse_link(
+    query: str, models: set[str], tabs: tuple[str, ...], default: ViewState
+) -> tuple[ViewState, list[str]]:
+    """A deep link's ViewState (``default`` where a parameter is absent) and a sentence for every
+    parameter that was invalid and therefore ignored."""
+    params = {k: v[-1] for k, v in parse_qs(query.lstrip("?"), max_num_fields=64).items()}
+    invalid: list[str] = []
+    values: dict = {}
+    for name in ("text", "target", "second"):
+        if name in params:
+            values[name] = params[name][:20_000]
+    if "model" in params:
+        if params["model"] in models:
+            values["model"] = params["model"]
+        else:
+            invalid.append(f"model={params['model'][:40]!r} is not a model here")
+    if "tab" in params:
+        if params["tab"] in tabs:
+            values["tab"] = params["tab"]
+        else:
+            invalid.append(f"tab={params['tab'][:40]!r} is not one of {', '.join(tabs)}")
+    sel: dict = {}
+    for name in INT_FIELDS:
+        if name in params:
+            raw = params[name]
+            if re.fullmatch(r"\d{1,4}", raw.strip()):
+                sel[name] = int(raw)
+            else:
+                invalid.append(f"{name}={raw[:20]!r} is not a whole number")
+    choices = {
+        "stack": STACKS,
+        "bertviz_view": BERTVIZ_VIEWS,
+        "scale": SCALES,
+        "measure": MEASURES,
+        "ablation": ABLATIONS,
+    }
+    for name, allowed in choices.items():
+        if name in params:
+            if params[name] in allowed:
+                sel[name] = params[name]
+            else:
+                invalid.append(f"{name}={params[name][:20]!r} is not {' or '.join(allowed)}")
+    if "pe" in params:
+        if params["pe"] in ("on", "off"):
+            values["positions"] = params["pe"] == "on"
+        else:
+            invalid.append(f"pe={params['pe'][:20]!r} is not on or off")
+    if "dims" in params:
+        sel["dims"] = params["dims"][:200]
+    known = {"text", "target", "second", "model", "tab", "pe", "present", *SELECTION_FIELDS}
+    invalid += [f"{name[:20]!r} is not a link parameter" for name in params if name not in known]
+    if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
+        layer, head = sel.get("layer", 0), sel.get("head", 0)
+        sel.setdefault("layer_a", layer)
+        sel.setdefault("head_a", head)
+        sel.setdefault("layer_b", layer)
+        sel.setdefault("head_b", head + 1)
+    state = replace(default, **values, sel=replace(default.sel, **sel))
+    return state, invalid

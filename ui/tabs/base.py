@@ -1,0 +1,110 @@
+"""What a tab is: its layout (build), what it draws (makers) and what each drawing depends on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+from engine import Analysis
+from ui.state import Selection
+
+SAVE_SVG = """() => { const id = %s;
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  if (!gd || !window.Plotly) return;
+  const name = gd._context?.toImageButtonOptions?.filename || id;
+  window.Plotly.downloadImage(gd, {format: 'svg', filename: name}); }"""
+
+
+def plot(elem_id: str) -> gr.Plot:
+    """A figure with Plotly's camera (a 3× PNG, see ui.render.slide_ready) and an SVG button."""
+    svg = gr.Button("SVG", size="sm", elem_id=f"{elem_id}-svg")
+    component = gr.Plot(elem_id=elem_id, show_label=False, buttons=[svg])
+    svg.click(fn=None, js=SAVE_SVG % json.dumps(elem_id))
+    return component
+
+
+class Slider(gr.Slider):
+    """A layer/head slider that accepts any number (the selection clamps it to the model).
+
+    Gradio checks a slider's value against its build-time bounds and answers anything else with a
+    bare "Error" and a server traceback; here the bounds follow the model (a 24-layer checkpoint
+    after the 6-layer default), and an API client may send null or 1e300 — each becomes a valid
+    selection instead (ui.state.Selection.clamp).
+    """
+
+    def preprocess(self, payload):
+        try:
+            number = float(payload)
+        except (TypeError, ValueError, OverflowError):
+            return 0
+        return number if number == number and abs(number) != float("inf") else 0
+
+
+class Radio(gr.Radio):
+    """A choice that passes any text through (the selection falls back to its default).
+
+    Gradio refuses a value outside the choices it was built with, with a bare "Error" and a
+    server traceback; an API client may send anything, and the view state makes it valid.
+    """
+
+    def preprocess(self, payload):
+        return payload if isinstance(payload, str | bool | int | float) else None
+
+
+@dataclass(frozen=True)
+class View:
+    """What a tab draws from: one analysis, the (clamped) selection, and the Masks view's batch."""
+
+    analysis: Analysis
+    sel: Selection
+    batch: Analysis | None = None
+
+
+@dataclass
+class Built:
+    """The components a tab made inside its gr.Tab."""
+
+    outputs: dict  # output name -> component, in drawing order
+    controls: dict = field(default_factory=dict)  # Selection field -> component (tab's own)
+    inputs: dict = field(default_factory=dict)  # run input name -> component (e.g. "second")
+    # Components whose value "layer,head[,…]" selects that head everywhere (a clicked overview
+    # tile, a chosen row of the head table).
+    picks: list = field(default_factory=list)
+    row_picks: list = field(
+        default_factory=list
+    )  # tables whose clicked row (layer, head, …) selects
+    actions: dict = field(default_factory=dict)  # action name -> button that draws the outputs
+    # reading that name (see Tab.lazy)
+
+
+@dataclass(frozen=True)
+class Tab:
+    """One view of the app. A new view is one module defining a Tab, plus one line in tabs/__init__.
+
+    depends: output name -> the Selection fields it reads; changing a field redraws only the
+    outputs that read it, from the cached trace (no forward pass).
+    """
+
+    id: str
+    label: str
+    build: Callable[[], Built]
+    makers: Callable[[View], dict[str, Callable[[], object]]]
+    depends: dict[str, tuple[str, ...]]
+    needs_batch: bool = False  # draws from a two-text padded batch (the Masks view)
+    lazy: tuple[str, ...] = ()  # outputs drawn only by their action button, not with the tab
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(self.depends)
+
+    @property
+    def eager(self) -> set[str]:
+        """The outputs drawn whenever the tab is."""
+        return set(self.depends) - set(self.lazy)
+
+    def redrawn_by(self, field_name: str) -> set[str]:
+        """The outputs a change of this selection field redraws."""
+        return {name for name, fields_ in self.depends.items() if field_name in fields_}

@@ -1,0 +1,57 @@
+"""Embeddings: token embeddings, positional encodings and their sum; the PE table and curves."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ui.state import DEFAULT_DIMS, parse_dims
+from ui.tabs.base import Built, Tab, View, plot
+from viz import embeddings
+from viz.embeddings import CAPTIONS
+
+
+def build() -> Built:
+    gr.Markdown(CAPTIONS.get("embeddings", ""), elem_classes="ta-caption")
+    embedding_plot = plot("embedding-plot")
+    gr.Markdown(CAPTIONS.get("positions", ""), elem_classes="ta-caption")
+    table_plot = plot("position-table-plot")
+    gr.Markdown(CAPTIONS.get("position_curves", ""), elem_classes="ta-caption")
+    dims = gr.Textbox(
+        DEFAULT_DIMS, label="Dimensions to plot (up to 8)", elem_id="dims", max_lines=1
+    )
+    curves_plot = plot("position-curves-plot")
+    return Built(
+        outputs={
+            "embedding_plot": embedding_plot,
+            "position_table_plot": table_plot,
+            "position_curves_plot": curves_plot,
+        },
+        controls={"dims": dims},
+    )
+
+
+def makers(view: View) -> dict:
+    trace = view.analysis.trace
+    first_stack = "encoder" if trace.config.has_encoder else "decoder"
+    dims, note = parse_dims(view.sel.dims, trace.config.d_model)
+
+    def curves():
+        fig = embeddings.position_curves_figure(trace, first_stack, dims=dims)
+        if note:  # an unreadable or out-of-range dimension is said on the figure, not dropped
+            fig.layout.title.text = f"{fig.layout.title.text}<br>⚠️ {note}"
+        return fig
+
+    return {
+        "embedding_plot": lambda: embeddings.embedding_figure(trace, first_stack),
+        "position_table_plot": lambda: embeddings.position_table_figure(trace, first_stack),
+        "position_curves_plot": curves,
+    }
+
+
+TAB = Tab(
+    "embeddings",
+    "Embeddings",
+    build,
+    makers,
+    depends={"embedding_plot": (), "position_table_plot": (), "position_curves_plot": ("dims",)},
+)

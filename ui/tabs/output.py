@@ -1,0 +1,140 @@
+"""Output: what the model predicts — greedy decoding step by step, or each token's role."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+import torch
+
+from model import predict_roles
+from ui.tabs.base import Built, Tab, View, plot
+from viz import attention
+from viz.common import display_token
+
+CAPTION = (
+    "**What the model outputs.** A model with an LM head predicts the next token from each "
+    "position: p(next) = softmax(h_t W_vocab). Greedy decoding (seed 000's inference loop) feeds "
+    "the most likely token back in until `</s>`. Under the causal mask, row t of the attention is "
+    "exactly the step that chose token t + 1, so the map below shows where each step looked. A "
+    "token tagger (the roles model) labels every token instead."
+)
+
+
+def build() -> Built:
+    gr.Markdown(CAPTION, elem_classes="ta-caption")
+    return Built(
+        outputs={
+            "prediction": gr.Markdown(elem_id="prediction"),
+            "steps_table": gr.Dataframe(elem_id="steps-table", interactive=False, wrap=True),
+            "steps_plot": plot("steps-plot"),
+        }
+    )
+
+
+def steps_table(trace, stack: str, tokenizer, top: int = 3) -> pd.DataFrame:
+    """One row per decoding step: what the step read, what it chose, and how sure it was."""
+    tokens = trace.tokens_for(stack)[0][0]  # one text, no padding (the main analysis)
+    probs = torch.softmax(trace.logits[0].float(), dim=-1)  # (T, vocab)
+    best_p, best = probs.topk(min(top, probs.shape[-1]), dim=-1)  # (T, top)
+    rows = []
+    for t in range(len(tokens)):
+        chosen = tokenizer.convert_ids_to_tokens(best[t].tolist())
+        actual = tokens[t + 1] if t + 1 < len(tokens) else "—"
+        rows.append(
+            {
+                "step": t,
+                "reads": display_token(tokens[t]),
+                "predicts": display_token(chosen[0]),
+                "p": round(float(best_p[t, 0]), 3),
+                "next in text": display_token(actual),
+                "alternatives": ", ".join(
+                    f"{display_token(c)} {float(p):.2f}"
+                    for c, p in zip(chosen[1:], best_p[t, 1:], strict=True)
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def roles_markdown(answer: dict) -> str:
+    parts = [f"**{label}**: {answer[label] or '—'}" for label in ("agent", "action", "patient")]
+    return "Who did what to whom: " + " · ".join(parts)
+
+
+def makers(view: View) -> dict:
+    analysis, sel = view.analysis, view.sel
+    trace, net = analysis.trace, analysis.model.net
+    cfg = trace.config
+    positions = getattr(trace, "positions", True)
+    if getattr(cfg, "token_labels", None):
+        text = "".join(t for t in trace.tokens[0] if t not in net.tokenizer.all_special_tokens)
+        answer = predict_roles(net, text, positions=positions)
+        table = pd.DataFrame(
+            {
+                "position": range(len(answer["tokens"])),
+                "token": [display_token(t) for t in answer["tokens"]],
+                "role": answer["labels"],
+                "p": [round(p, 3) for p in answer["confidence"]],
+            }
+        )
+        note = "" if positions else " (positional encoding off: order is invisible to it)"
+        layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
+
+        def looked():
+            fig = attention.head_figure(trace, "encoder", layer, head, scale=sel.scale)
+            fig.layout.title.text = (
+                f"Where each token looked before being tagged — layer {layer}, head {head}"
+            )
+            return fig
+
+        return {
+            "prediction": lambda: roles_markdown(answer) + note,
+            "steps_table": lambda: table,
+            "steps_plot": looked,
+        }
+    if trace.logits is None:
+        why = (
+            "This model has no LM head or classifier here"
+            if net.lm_head is None
+            else "This model's vocabulary is too large to keep its predictions for every token"
+        )
+        return {
+            "prediction": lambda: (
+                f"{why}: pick a trained model (dates, induction, roles) to see "
+                "what a Transformer outputs."
+            ),
+            "steps_table": lambda: pd.DataFrame(),
+            "steps_plot": lambda: None,
+        }
+    stack = "cross" if cfg.arch == "encoder-decoder" else "decoder"
+    layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
+
+    def steps_plot():
+        fig = attention.head_figure(trace, stack, layer, head, scale=sel.scale)
+        fig.layout.title.text = (
+            f"Decoding step by step — layer {layer}, head {head}: row t is the step that wrote "
+            f"token t + 1 ({attention.stack_title(stack)})"
+        )
+        return fig
+
+    what = "translation" if cfg.arch == "encoder-decoder" else "continuation"
+    return {
+        "prediction": lambda: (
+            f"Greedy {what}, one row per step (layer and head above choose the attention map)."
+        ),
+        "steps_table": lambda: steps_table(trace, stack, net.tokenizer),
+        "steps_plot": steps_plot,
+    }
+
+
+TAB = Tab(
+    "output",
+    "Output",
+    build,
+    makers,
+    depends={
+        "prediction": (),
+        "steps_table": (),
+        "steps_plot": ("layer", "head", "scale"),
+    },
+)
