@@ -114,6 +114,13 @@ async def classroom(url: str, users: int, rounds: int, api_users: int, settle: f
                 or (d["shown_text"] in texts and d["shown_text"] != d["text"])
                 for d in done
             )
+            for d in done:
+                if d["shown_text"] != d["text"] or d["shown_run"] != own_run(d["text"]):
+                    print(
+                        f"  lost: typed {d['text']!r}, box {d['shown_text']!r}, "
+                        f"figures of {d['shown_run']} (own {own_run(d['text'])})",
+                        flush=True,
+                    )
             secs = sorted(d["seconds"] for d in done)
             p95 = secs[min(len(secs) - 1, round(0.95 * (len(secs) - 1)))]
             results.append((r + 1, lost, crossed, statistics.median(secs), p95))
