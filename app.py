@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import html
 import inspect
+import json
 import logging
 import os
 import re
@@ -71,8 +72,13 @@ STALE_NOTE = "⚠️ The figures below show the previous run: press **Run** to u
 READ_QUERY = """() => { const q = new URLSearchParams(location.search);
   /* ?present=1: presentation mode for a projector (inputs hidden, all larger; CSS only) */
   if (q.get('present') === '1') document.body.classList.add('ta-present');
-  if (![...q.keys()].length) return [undefined, undefined, undefined];
-  return [location.search, q.get('text') ?? undefined, '⏳ Opening the linked view…']; }"""
+  window.__taTab = q.get('tab') || 'tokens';
+  if (![...q.keys()].length) return [undefined, undefined];
+  setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
+  return [q.get('text') ?? undefined, '⏳ Opening the linked view…']; }"""
+# A tab click: write its id only when it differs from the visible one (see App.tab_box).
+PICK_TAB = """() => { const id = %s; if ((window.__taTab || 'tokens') === id) return undefined;
+  window.__taTab = id; return id + '|' + Date.now(); }"""
 MARK_STALE = """() => { document.body.classList.add('ta-stale');
   return {__type__: 'update', visible: true}; }"""
 SYNC_STALE = """() => { const s = document.querySelector('#stale');
@@ -261,6 +267,13 @@ class App:
             self.current_tab = gr.State("tokens")
             self.drawn = gr.State(first_seen)
             self.query = gr.Textbox(visible=False, elem_id="query")
+            # Clicked by the page itself, and only when its address carries a deep link: a page
+            # without one sends no event at all as it opens.
+            self.deeplink = gr.Button("open the linked view", elem_id="deeplink-go")
+            self.deeplink.elem_classes = ["ta-hidden"]
+            # The visible tab, written in the browser only when it really changes (a tab reports
+            # a select as the page mounts; that must not cost a round trip).
+            self.tab_box = gr.Textbox("tokens|0", visible=False, elem_id="tab-box")
             self.page = gr.Textbox("", visible=False, elem_id="page")
             self._wire(demo)
         demo.queue(
@@ -557,8 +570,14 @@ class App:
         ordered = {"js": STAMP, "cancels": [], **PRIVATE}
         # Deep links: read in the browser at once, then analysed in the queue like any run; every
         # user action cancels a pending one, so a late link result never replaces the user's own.
-        deep = demo.load(fn=None, js=READ_QUERY, outputs=[self.query, self.text, self.status]).then(
-            self.on_deeplink, [self.query, page], every_output, show_progress="hidden", **PRIVATE
+        demo.load(fn=None, js=READ_QUERY, outputs=[self.text, self.status])
+        deep = self.deeplink.click(
+            self.on_deeplink,
+            [self.query, page],
+            every_output,
+            js="(query, page) => [location.search, page]",
+            show_progress="hidden",
+            **PRIVATE,
         )
         ordered["cancels"] = [deep]
         run_event = self.run.click(
@@ -583,16 +602,16 @@ class App:
         for control in (self.snapshot, self.positions):
             control.input(run_fn, run_args, every_output, **ordered).then(fn=None, js=SYNC_STALE)
         for tab_id, block in self.tab_blocks.items():
-            own = [self.outputs[n] for n in BY_ID[tab_id].outputs]
-            block.select(
-                lambda state, seen, *rest, _t=tab_id: self.on_tab(
-                    _t, state, seen, Selection(*rest[:-1]), rest[-1]
-                ),
-                [self.last_run, self.drawn, *sel_components, page],
-                [self.current_tab, self.drawn, self.status, *own],
-                trigger_mode="always_last",
-                **{**ordered, "cancels": []},  # a tab may report a select as the page mounts
-            )
+            block.select(fn=None, js=PICK_TAB % json.dumps(tab_id), outputs=[self.tab_box])
+        self.tab_box.change(
+            lambda tab, state, seen, *rest: self.on_tab(
+                str(tab).partition("|")[0], state, seen, Selection(*rest[:-1]), rest[-1]
+            ),
+            [self.tab_box, self.last_run, self.drawn, *sel_components, page],
+            [self.current_tab, self.drawn, self.status, *self.outputs.values()],
+            trigger_mode="always_last",
+            **{**ordered, "cancels": []},
+        )
         head_outputs = sorted(
             {o for tab in TABS for o in tab.redrawn_by("layer") | tab.redrawn_by("head")}
         )

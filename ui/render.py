@@ -84,13 +84,14 @@ def render(
     batch: Analysis | None = None,
     only: set[str] | None = None,
 ) -> dict:
-    """The outputs of one tab (or just those named in ``only``; by default all but its lazy ones),
-    keyed by output name.
+    """The outputs of one tab (or just those named in ``only``), keyed by output name. By default
+    the on-demand ("lazy") outputs are cleared rather than drawn.
 
     A view that raises is replaced by a sentence saying so; the other views are still drawn.
     """
-    if only is None:
-        only = BY_ID[tab].eager
+    lazy = ()
+    if only is None:  # the whole tab: its on-demand outputs are cleared (they showed older input)
+        only, lazy = BY_ID[tab].eager, BY_ID[tab].lazy
     makers = BY_ID[tab].makers(View(analysis, sel.clamp(analysis), batch))
     run = run_id(analysis.key)
     out = {}
@@ -101,4 +102,4 @@ def render(
             out[name] = stamp(finish(make()), run)
         except Exception as exc:  # one broken view must not take the others down
             out[name] = failed_view(name, exc)
-    return out
+    return {**out, **dict.fromkeys(lazy)}
