@@ -172,3 +172,22 @@ def test_the_default_masks_batch_is_visibly_padded():
         batch = eng.analyse(app.DEFAULT_TEXT, model_id, second=DEFAULT_SECOND)
         lengths = batch.trace.attention_mask.sum(dim=1).tolist()
         assert lengths[1] < lengths[0], (model_id, lengths)
+
+
+def test_a_chosen_set_of_heads_is_ablated_singly_and_together():
+    from ui.tabs.heads import chosen_heads
+
+    analysis = Engine(device="cpu").analyse("dogs bark at night", BUNDLED)
+    sel = views.Selection(layer=3, heads_set="0:2, 5:11")
+    table = render("heads", analysis, sel, only={"ablation_table"})["ablation_table"]
+    assert list(table["kind"]) == ["single", "single", "set", "sum of singles"]
+    assert [
+        (int(a), int(b)) for a, b in zip(table["layer"][:2], table["head"][:2], strict=True)
+    ] == [
+        (0, 2),
+        (5, 11),
+    ]
+    assert len(chosen_heads("", 3, 6, 12)) == 12  # empty: the chosen layer's heads
+    for wrong in ("7:0", "0:12", "two", "0:1 and more"):
+        with pytest.raises(ValueError):
+            chosen_heads(wrong, 0, 6, 12)

@@ -38,6 +38,7 @@ class Selection:
     ablation: str = "zero"
     query: int = 0
     key: int = 0
+    heads_set: str = ""  # heads to ablate together, "0:2, 3:5"; empty = the chosen layer's
 
     def clamp(self, analysis) -> Selection:
         """The same selection made valid for this model (layer, head and stack in range)."""
@@ -63,6 +64,7 @@ class Selection:
             ablation=self.ablation if self.ablation in ABLATIONS else "zero",
             query=max(_int(self.query), 0),  # clamped to the text by the view that reads it
             key=max(_int(self.key), 0),
+            heads_set=str(self.heads_set or "")[:400],
         )
 
 
@@ -172,6 +174,8 @@ def parse_link(
             invalid.append(f"pe={params['pe'][:20]!r} is not on or off")
     if "dims" in params:
         sel["dims"] = params["dims"][:200]
+    if "heads_set" in params:
+        sel["heads_set"] = params["heads_set"][:400]
     known = {"text", "target", "second", "model", "tab", "pe", "present", *SELECTION_FIELDS}
     invalid += [f"{name[:20]!r} is not a link parameter" for name in params if name not in known]
     if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it

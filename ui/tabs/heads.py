@@ -43,12 +43,12 @@ ROLLOUT_CAPTION = (
     "sizes are ignored — so read it as a flow estimate, not a measurement."
 )
 ABLATION_CAPTION = (
-    "**Head ablation** of the chosen layer (on demand: one forward pass per head): each head's "
-    "context z_h is removed before W_O "
+    "**Head ablation** of the heads you list, or of every head of the chosen layer (on demand: "
+    "one forward pass per head): each head's context z_h is removed before W_O "
     "(**zero**, Hugging Face's head_mask) or replaced by its mean over the text (**mean**), and "
     "the model runs again. *hidden change* = mean ‖Δh‖/‖h‖ of the last stack's output; with an "
     "output head also the share of predictions that changed and KL(p‖p_ablated). The **set** row "
-    "removes all of the layer's heads at once — compare it with the **sum of singles**: effects "
+    "removes all of them at once — compare it with the **sum of singles**: effects "
     "do not add up."
 )
 BREAKDOWN_CAPTION = (
@@ -73,7 +73,16 @@ def build() -> Built:
     mode = Radio(
         [("zero", "zero"), ("mean", "mean")], value="zero", label="Ablation", elem_id="ablation"
     )
-    ablate = gr.Button("Ablate each head of the chosen layer", size="sm", elem_id="ablate")
+    with gr.Row():
+        heads_set = gr.Textbox(
+            "",
+            label="Heads to remove (layer:head, …); empty = every head of the chosen layer",
+            placeholder="0:2, 1:5, 3:0",
+            max_lines=1,
+            elem_id="heads-set",
+            scale=3,
+        )
+        ablate = gr.Button("Ablate", size="sm", elem_id="ablate", scale=1)
     ablation = gr.Dataframe(elem_id="ablation-table", interactive=False)
     gr.Markdown(BREAKDOWN_CAPTION, elem_classes="ta-caption")
     with gr.Row():
@@ -89,7 +98,7 @@ def build() -> Built:
             "ablation_table": ablation,
             "breakdown": breakdown,
         },
-        controls={"ablation": mode, "query": query, "key": key},
+        controls={"ablation": mode, "query": query, "key": key, "heads_set": heads_set},
         row_picks=[stats],
         actions={"export": export, "ablate": ablate},
     )
@@ -171,8 +180,27 @@ def model_inputs(trace) -> dict:
     return inputs
 
 
-def ablation_table(net, trace, stack: str, layer: int, mode: str) -> pd.DataFrame:
-    heads = [(layer, h) for h in range(trace.config.n_heads)]
+def chosen_heads(text: str, layer: int, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
+    """ "0:2, 3:5" -> [(0, 2), (3, 5)]; empty -> every head of ``layer``; one sentence if wrong."""
+    if not str(text or "").strip():
+        return [(layer, h) for h in range(n_heads)]
+    pairs = re.findall(r"(\d{1,4})\s*[:/.,]\s*(\d{1,4})", str(text))
+    rest = re.sub(r"\d{1,4}\s*[:/.,]\s*\d{1,4}", "", str(text))
+    if not pairs or re.sub(r"[\s,;]", "", rest):
+        raise ValueError(f"write the heads as layer:head pairs, e.g. 0:2, 1:5 (not {text[:40]!r})")
+    heads = list(dict.fromkeys((int(a), int(b)) for a, b in pairs))
+    wrong = [f"{a}:{b}" for a, b in heads if a >= n_layers or b >= n_heads]
+    if wrong:
+        raise ValueError(
+            f"{', '.join(wrong[:4])} is not a head here: layers 0–{n_layers - 1}, heads "
+            f"0–{n_heads - 1}"
+        )
+    if len(heads) > 2 * n_heads:  # one forward pass each: keep the view within its budget
+        raise ValueError(f"choose at most {2 * n_heads} heads (one forward pass each)")
+    return heads
+
+
+def ablation_table(net, trace, stack: str, heads: list[tuple[int, int]], mode: str) -> pd.DataFrame:
     df = analysis.ablation_effects(net, model_inputs(trace), stack, heads, mode)
     return df.round(4)
 
@@ -264,7 +292,13 @@ def makers(view: View) -> dict:
         ),
         "trace_npz": npz,
         "rollout_plot": rollout,
-        "ablation_table": lambda: ablation_table(net, trace, stack, layer, sel.ablation),
+        "ablation_table": lambda: ablation_table(
+            net,
+            trace,
+            stack,
+            chosen_heads(sel.heads_set, layer, trace.config.n_layers, trace.config.n_heads),
+            sel.ablation,
+        ),
         "breakdown": lambda: breakdown_markdown(net, trace, stack, layer, head, sel.query, sel.key),
     }
 
