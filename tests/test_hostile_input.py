@@ -115,6 +115,10 @@ def open_app(page, url: str, model: str = "bert") -> None:
     which the test waits for (typing and Run would cancel it, as any user action does)."""
     page.goto(url if model == "bert" else f"{url}?model={model}")
     wait_status(page, "tokens" if model == "bert" else f"{model} ·")
+    # The first view's status comes with the page and can show before every component has
+    # mounted; the page's load script (which sets __taTab) runs once they have.
+    page.wait_for_function("() => window.__taTab !== undefined")
+    page.wait_for_selector("#text textarea")
 
 
 def type_and_run(page, text: str, model: str = "bert") -> tuple[str, float]:
