@@ -313,7 +313,7 @@ TAB = Tab(
         "stats_csv": ("stack",),
         "trace_npz": ("export",),  # only when its button is clicked (110 MB at 512 tokens)
         "rollout_plot": ("stack", "layer"),
-        # One forward pass per head: on demand (about 1.2 s for a layer at 512 tokens, quiet CPU).
+        # One forward pass per head: on demand (1.6 s for a layer at 512 tokens, quiet CPU).
         "ablation_table": ("ablate",),
         "breakdown": ("stack", "layer", "head", "query", "key"),
     },
