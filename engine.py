@@ -202,6 +202,9 @@ class Engine:
         self.device = pick_device(device)
         self.public = public
         self.cache = TraceCache()
+        # A trained decoder's greedy output decides the trace's cache key, so it is asked for on
+        # every redraw: keep the last few instead of decoding again (strings only, small).
+        self._continuations: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
         self._models: dict[str, LoadedModel] = {}  # insertion order = least recently used first
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
@@ -341,7 +344,21 @@ class Engine:
 
     # ---- decoding ---------------------------------------------------------------------------
     def continuation(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:
-        """A trained model's greedy output for ``text`` and a sentence saying what it is.
+        """A trained model's greedy output for ``text`` and a sentence saying so (cached)."""
+        key = (loaded.model_id, text, positions)
+        with self._lock:
+            if key in self._continuations:
+                self._continuations.move_to_end(key)
+                return self._continuations[key]
+        found = self._decode(loaded, text, positions)
+        with self._lock:
+            self._continuations[key] = found
+            while len(self._continuations) > 256:
+                self._continuations.popitem(last=False)
+        return found
+
+    def _decode(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:
+        """Greedy decoding for ``continuation``.
 
         Encoder-decoder: the translation, which becomes the decoder's input; decoder-only: the
         continuation, appended to the text. Under the causal mask, row t of the decoder (and

@@ -129,3 +129,16 @@ def test_a_slow_model_load_does_not_block_requests_for_loaded_models(monkeypatch
     release.set()
     loader.join(10)
     assert "seed002-encoder" in eng._models
+
+
+def test_a_trained_decoders_output_is_decoded_once_per_text():
+    """Tab switches and slider moves ask for the same analysis again: no second decoding."""
+    eng = Engine(device="cpu")
+    loaded = eng.model("dates")
+    calls = []
+    real = loaded.net.generate
+    loaded.net.generate = lambda *a, **k: calls.append(1) or real(*a, **k)
+    first = eng.analyse("Nov 22, 2026", "dates")
+    again = eng.analyse("Nov 22, 2026", "dates")
+    assert again is first and len(calls) == 1
+    assert first.trace.tgt_tokens[0][1:] == list("2026-11-22")
