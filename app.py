@@ -9,7 +9,6 @@ Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto] [--public]
 from __future__ import annotations
 
 import argparse
-import html
 import inspect
 import json
 import logging
@@ -38,6 +37,7 @@ from ui.render import render, slide_ready
 from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
 from ui.tabs import BY_ID, TAB_IDS, TABS
 from ui.tabs.base import Radio, Slider
+from viz.common import md_literal
 
 log = logging.getLogger("transformer_anatomy")
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -101,14 +101,6 @@ def is_public(flag: bool | None = None) -> bool:
         return bool(os.environ.get("SPACE_ID"))
     # Only an explicit "off" turns public mode off: anything unrecognised fails closed (public).
     return env.strip().lower() not in ("0", "false", "no", "off")
-
-
-_MD_PUNCT = re.compile(r"([\\`*_\[\]{}()#+!|~])")
-
-
-def md_literal(text: str) -> str:
-    """Text shown as itself inside gr.Markdown: no HTML element, no emphasis, no link."""
-    return _MD_PUNCT.sub(r"\\\1", html.escape(text, quote=False))
 
 
 def status_markdown(analysis: Analysis | None, notices: list[str], link: str | None) -> str:
@@ -202,7 +194,7 @@ class App:
                 state.text, state.model, state.target, state.second, positions=state.positions
             )
         signature = repr((analysis.key, state.sel, state.second, sorted(only or [])))
-        if not force and seen.get(state.tab) == signature:
+        if (not force and seen.get(state.tab) == signature) or (only is not None and not only):
             return analysis, {}, seen
         values = render(state.tab, analysis, state.sel, batch, only)
         if only is None:
@@ -269,8 +261,9 @@ class App:
             self.query = gr.Textbox(visible=False, elem_id="query")
             # Clicked by the page itself, and only when its address carries a deep link: a page
             # without one sends no event at all as it opens.
-            self.deeplink = gr.Button("open the linked view", elem_id="deeplink-go")
-            self.deeplink.elem_classes = ["ta-hidden"]
+            self.deeplink = gr.Button(
+                "open the linked view", elem_id="deeplink-go", elem_classes="ta-hidden"
+            )
             # The visible tab, written in the browser only when it really changes (a tab reports
             # a select as the page mounts; that must not cost a round trip).
             self.tab_box = gr.Textbox("tokens|0", visible=False, elem_id="tab-box")
@@ -414,15 +407,18 @@ class App:
 
     def _tab(self, tab: str, state: ViewState, seen: dict, sel: Selection) -> dict:
         state = replace(state, tab=tab, sel=sel)
+        return self._redraw(state, seen, fixed={self.current_tab: tab})[1]
+
+    def _redraw(self, state: ViewState, seen: dict, only=None, fixed: dict | None = None):
+        """(analysis or None, updates) for a redraw of the state's tab from the cache, with the
+        ``fixed`` updates sent either way; an error is one sentence in the status line."""
+        fixed = fixed or {}
         try:
-            analysis, values, seen = self.draw(state, seen)
+            analysis, values, seen = self.draw(state, seen, only=only)
         except Exception as exc:
-            return {
-                self.current_tab: tab,
-                self.status: status_markdown(None, [sentence(exc)], None),
-            }
-        return {
-            self.current_tab: tab,
+            return None, {**fixed, self.status: status_markdown(None, [sentence(exc)], None)}
+        return analysis, {
+            **fixed,
             self.drawn: seen,
             self.status: self.status_of(analysis, state),
             **self.view_outputs(values, state),
@@ -440,16 +436,7 @@ class App:
         only = BY_ID[state.tab].redrawn_by(field)
         if not only:
             return {}
-        state = replace(state, sel=sel)
-        try:
-            analysis, values, seen = self.draw(state, seen, only=only)
-        except Exception as exc:
-            return {self.status: status_markdown(None, [sentence(exc)], None)}
-        return {
-            self.drawn: seen,
-            self.status: self.status_of(analysis, state),
-            **self.view_outputs(values, state),
-        }
+        return self._redraw(replace(state, sel=sel), seen, only=only)[1]
 
     def on_pick(
         self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
@@ -463,20 +450,14 @@ class App:
         if match is None:
             return {}
         sel = replace(sel, layer=int(match[1]), head=int(match[2]))
-        state = replace(state, tab=tab, sel=sel)
         only = BY_ID[tab].redrawn_by("layer") | BY_ID[tab].redrawn_by("head")
-        try:
-            analysis, values, seen = self.draw(state, seen, only=only or None)
-        except Exception as exc:
-            return {self.status: status_markdown(None, [sentence(exc)], None)}
-        clamped = sel.clamp(analysis)
-        return {
-            self.controls["layer"]: clamped.layer,
-            self.controls["head"]: clamped.head,
-            self.drawn: seen,
-            self.status: self.status_of(analysis, state),
-            **(self.view_outputs(values, state) if only else {}),
-        }
+        analysis, result = self._redraw(replace(state, tab=tab, sel=sel), seen, only=only)
+        if analysis is not None:  # the sliders show the head, clamped to this model
+            clamped = sel.clamp(analysis)
+            result.update(
+                {self.controls["layer"]: clamped.layer, self.controls["head"]: clamped.head}
+            )
+        return result
 
     def on_row_pick(self, evt: gr.SelectData, state, tab, seen, *rest) -> dict:
         """A table row (layer, head, …) was clicked: select that head everywhere."""

@@ -46,7 +46,7 @@ class Selection:
         stack = self.stack if self.stack in analysis.trace.stacks else analysis.trace.stacks[0]
 
         def fit(value, last: int) -> int:
-            return min(max(_int(value), 0), last)
+            return min(max(as_int(value), 0), last)
 
         last_layer, last_head = cfg.n_layers - 1, cfg.n_heads - 1
         return Selection(
@@ -62,8 +62,8 @@ class Selection:
             scale=self.scale if self.scale in SCALES else "fixed",
             measure=self.measure if self.measure in MEASURES else "weights",
             ablation=self.ablation if self.ablation in ABLATIONS else "zero",
-            query=max(_int(self.query), 0),  # clamped to the text by the view that reads it
-            key=max(_int(self.key), 0),
+            query=max(as_int(self.query), 0),  # clamped to the text by the view that reads it
+            key=max(as_int(self.key), 0),
             heads_set=str(self.heads_set or "")[:400],
         )
 
@@ -72,7 +72,7 @@ SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
 INT_FIELDS = ("layer", "head", "layer_a", "head_a", "layer_b", "head_b", "query", "key")
 
 
-def _int(value) -> int:
+def as_int(value) -> int:
     """An integer from a slider or a link; 0 for anything that is not a finite number."""
     try:
         number = float(value)

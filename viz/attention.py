@@ -255,18 +255,16 @@ def head_figure(
 
 
 def overview_tiles(
-    trace,
-    stack: str,
-    batch: int = 0,
-    max_cells: int = MAX_TILE_CELLS,
-    scale: Literal["fixed", "head"] = "fixed",
-) -> tuple[np.ndarray, int, int, np.ndarray]:
-    """Every head as a tile of one image, one byte a cell: (tiles, query pool, key pool, peaks).
+    trace, stack: str, batch: int = 0, max_cells: int = MAX_TILE_CELLS
+) -> tuple[np.ndarray, np.ndarray, int, int, np.ndarray]:
+    """Every head as a tile of one image, one byte a cell: (weights, of_max, query pool, key
+    pool, peaks).
 
-    tiles: uint8 (L·T_q', H·T_k'), the weight in % (scale "fixed": 0–100 = weight 0–1, the same
-    colours as the head view) or in % of that head's max (scale "head"). peaks: (L, H) float, each
-    head's largest weight. Long texts are max-pooled to at most ``max_cells`` cells a tile side
-    (max, so a sharp one-token peak survives the downsampling).
+    weights: uint8 (L·T_q', H·T_k'), the weight in % (0–100 = weight 0–1, the head view's
+    colours); of_max: the same in % of that head's max; peaks: (L, H), each head's largest weight.
+    Long texts are max-pooled to at most ``max_cells`` cells a tile side (max, so a sharp
+    one-token peak survives the downsampling; pooling the max commutes with dividing by a head's
+    peak, so both tiles come from one pooling).
     """
     check_selection(trace, stack)
     q_tok, k_tok = stack_tokens(trace, stack, batch)
@@ -274,15 +272,16 @@ def overview_tiles(
     att = att.detach().cpu().float()
     n_layers, n_heads, t_q, t_k = att.shape
     peak = att.amax(dim=(-2, -1), keepdim=True).clamp_min(1e-12)  # (L, H, 1, 1)
-    if scale == "head":
-        att = att / peak
     k_q, k_k = math.ceil(t_q / max_cells), math.ceil(t_k / max_cells)
     flat = pool(att.reshape(n_layers * n_heads, t_q, t_k), k_q, k_k, "max")  # (L·H, T_q', T_k')
     att = flat.reshape(n_layers, n_heads, *flat.shape[-2:])  # (L, H, T_q', T_k')
-    percent = torch.round(att * 100).to(torch.uint8)  # a byte a cell, 1 % steps
-    n_q, n_k = percent.shape[-2:]
-    tiles = percent.permute(0, 2, 1, 3).reshape(n_layers * n_q, n_heads * n_k)  # (L·T_q', H·T_k')
-    return tiles.numpy(), k_q, k_k, peak[..., 0, 0].numpy()
+    n_q, n_k = att.shape[-2:]
+
+    def tiles(values: torch.Tensor) -> np.ndarray:
+        percent = torch.round(values * 100).to(torch.uint8)  # a byte a cell, 1 % steps
+        return percent.permute(0, 2, 1, 3).reshape(n_layers * n_q, n_heads * n_k).numpy()
+
+    return tiles(att), tiles(att / peak), k_q, k_k, peak[..., 0, 0].numpy()
 
 
 def overview_figure(
@@ -299,7 +298,8 @@ def overview_figure(
     tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
     Either way the hover gives the real weight (max-pooled cells: the window's largest).
     """
-    tiles, k_q, k_k, peaks = overview_tiles(trace, stack, batch, max_cells, scale)
+    weights, of_max, k_q, k_k, peaks = overview_tiles(trace, stack, batch, max_cells)
+    tiles = of_max if scale == "head" else weights
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
     q_tok, k_tok = stack_tokens(trace, stack, batch)
     q_lab = pool_labels(token_labels(q_tok), k_q)
@@ -308,11 +308,10 @@ def overview_figure(
     assert tiles.shape == (n_layers * n_q, n_heads * n_k)
     y_title, x_title = axis_titles(stack)
     if scale == "head":
-        # The real weight = (% of the head's max) × that head's max: one number per head, sent as
-        # customdata per cell would double the bytes, so the hover names the head's max instead.
+        # Colours show the shape; the hover still gives the real weight (a second byte a cell).
         bar, ticks = "% of each head's max", ["0", "25 %", "50 %", "75 %", "100 %"]
         hover = "weight %{customdata} % of the row (%{z} % of this head's max)"
-        real, _, _, _ = overview_tiles(trace, stack, batch, max_cells, "fixed")
+        real = weights
     else:
         bar, ticks = "weight", ["0", "0.25", "0.5", "0.75", "1"]
         hover = "weight %{z} % of the row"  # a query's weights sum to 100 %

@@ -8,6 +8,7 @@ on a Plotly axis; labels therefore carry their position ("3·the") and stay dist
 from __future__ import annotations
 
 import html
+import re
 import unicodedata
 
 import numpy as np
@@ -45,6 +46,14 @@ def safe(text: str) -> str:
     """Escape text for Plotly's label/hover HTML dialect and for gr.HTML alike."""
     # Plotly decodes &lt; &gt; &amp; and numeric entities, not &quot;: write the quote as &#34;.
     return html.escape(text, quote=True).replace("&quot;", "&#34;")
+
+
+_MD_PUNCT = re.compile(r"([\\`*_\[\]{}()#+!|~])")
+
+
+def md_literal(text: str) -> str:
+    """Text shown as itself inside gr.Markdown (a table cell too): no HTML, emphasis or link."""
+    return _MD_PUNCT.sub(r"\\\1", html.escape(str(text), quote=False))
 
 
 def token_labels(tokens: list[str]) -> list[str]:

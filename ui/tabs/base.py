@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from engine import Analysis
-from ui.state import Selection
+from ui.state import Selection, as_int
 
 SAVE_SVG = """() => { const id = %s;
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
@@ -36,11 +36,7 @@ class Slider(gr.Slider):
     """
 
     def preprocess(self, payload):
-        try:
-            number = float(payload)
-        except (TypeError, ValueError, OverflowError):
-            return 0
-        return number if number == number and abs(number) != float("inf") else 0
+        return as_int(payload)
 
 
 class Radio(gr.Radio):

@@ -5,6 +5,7 @@ Everything here is computed by analysis/ (pure functions over the trace); this m
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ from viz.common import (
     base_layout,
     display_token,
     heatmap,
+    md_literal,
     square_axes,
     stack_tokens,
     token_labels,
@@ -215,7 +217,7 @@ def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int
         return "−∞" if x == float("-inf") else f"{x:.4f}"
 
     def cell(token: str) -> str:
-        return md_cell(display_token(token))
+        return md_literal(display_token(token))
 
     lines = [
         f"**Layer {layer}, head {head}: query {query} “{cell(q_tok[query])}” → key {key} "
@@ -235,12 +237,12 @@ def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int
             by_part[name] = term["value"]
         terms = ", ".join(f"{k} {v:+.3f}" for k, v in by_part.items() if abs(v) > 5e-4)
         lines.append(
-            f"| split ({md_cell(split['reason'])}): {terms} | sum {f(split['sum'])} | "
+            f"| split ({md_literal(split['reason'])}): {terms} | sum {f(split['sum'])} | "
             f"Δ {split['difference']:.1e} |"
         )
     elif split:
         lines.append(
-            f"| token / position split | not exact here: {md_cell(split.get('reason', ''))} | |"
+            f"| token / position split | not exact here: {md_literal(split.get('reason', ''))} | |"
         )
     lines += [
         f"| mask | {'may attend' if b['mask'] else 'hidden'}: adds {f(b['mask_value'])} | |",
@@ -257,11 +259,6 @@ def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int
     return "\n".join(lines)
 
 
-def md_cell(text: str) -> str:
-    """Text that stays itself inside a Markdown table cell (no markup, no column break)."""
-    return re.sub(r"([\\`*_\[\]{}()#+!|~<>])", r"\\\1", str(text))
-
-
 def makers(view: View) -> dict:
     analysis_, sel = view.analysis, view.sel
     trace, net = analysis_.trace, analysis_.model.net
@@ -270,8 +267,9 @@ def makers(view: View) -> dict:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     model = analysis_.model.model_id.removeprefix("checkpoint:").rsplit("/", 1)[-1]
 
-    def stats() -> pd.DataFrame:
-        return analysis.head_stats(trace, stack).round(3)
+    @functools.cache
+    def stats() -> pd.DataFrame:  # computed once for the table and the CSV
+        return analysis.head_stats(trace, stack)
 
     def npz() -> str:
         meta = {"model": analysis_.model.label, "text": trace.tokens[0], "stack": stack}
@@ -286,7 +284,7 @@ def makers(view: View) -> dict:
         return rollout_figure(trace, stack, layer)
 
     return {
-        "head_stats_table": stats,
+        "head_stats_table": lambda: stats().round(3),
         "stats_csv": lambda: export_file(
             f"head_stats_{model}_{stack}.csv", analysis.stats_csv(stats())
         ),
