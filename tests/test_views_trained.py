@@ -51,6 +51,7 @@ def test_roles_model_tells_who_did_what_and_loses_it_without_positions(app_url, 
     )
     prediction = page.inner_text("#prediction")
     assert "agent: 你" in prediction and "patient: 我" in prediction
+    page.wait_for_selector("#steps-plot .js-plotly-plot .main-svg")  # where each token looked
     shot(page, "roles_output")
     page.uncheck("#positions input")
     wait_status(page, "Positional encoding is off")
@@ -61,6 +62,7 @@ def test_roles_model_tells_who_did_what_and_loses_it_without_positions(app_url, 
     assert "agent: 你 我" in off or "agent: 我 你" in off  # both read as the same bag of tokens
     link = page.get_attribute("#status a", "href")
     assert "pe=off" in link
+    page.wait_for_selector("#steps-plot .js-plotly-plot .main-svg")
     shot(page, "roles_output_no_positions")
 
 
