@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import re
 import threading
 import time
@@ -90,6 +91,55 @@ except ImportError:  # anywhere else the decorator is not needed
 
     def gpu(fn: Callable) -> Callable:
         return fn
+
+
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+SMALL_INPUT = 64  # token positions in a batch below which one forward pass takes milliseconds
+
+
+class CpuShare:
+    """How many CPU threads each forward pass may use, so passes never oversubscribe the cores.
+
+    PyTorch's OpenMP threads spin while they wait for each other; when more threads want the CPU
+    than there are cores (two passes at once, or the server sharing its cores with other work),
+    a 9-token pass goes from 14 ms to 155 ms (2 cores, 4 busy processes beside it; 60 ms with
+    one thread). So a small input always runs on one thread, and a large one on its share of the
+    cores among the passes running now. The setting is per thread (OpenMP), so each request's
+    worker thread sets its own and restores it afterwards.
+    """
+
+    def __init__(self, cores: int = CORES) -> None:
+        self.cores = max(1, cores)
+        self.running = 0
+        self._lock = threading.Lock()
+
+    def threads_for(self, positions: int) -> int:
+        if positions < SMALL_INPUT:
+            return 1
+        return max(1, self.cores // max(1, self.running))
+
+    @contextlib.contextmanager
+    def __call__(self, positions: int):
+        with self._lock:
+            self.running += 1
+            threads = self.threads_for(positions)
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            yield threads
+        finally:
+            torch.set_num_threads(before)
+            with self._lock:
+                self.running -= 1
+
+
+cpu_share = CpuShare()  # one per process: every forward pass the app runs goes through it
+
+
+def positions_of(inputs: dict) -> int:
+    """Token positions the forward pass computes (every batch item, source and target)."""
+    ids = [inputs.get("input_ids"), inputs.get("tgt_ids")]
+    return sum(int(t.numel()) for t in ids if t is not None)
 
 
 @gpu
@@ -372,9 +422,10 @@ class Engine:
             ids = [tok.bos_token_id, *ids]
         limit = net.config.max_len - (0 if net.config.arch == "encoder-decoder" else len(ids))
         src = torch.tensor([ids[: net.config.max_len]], dtype=torch.long)
-        out = net.generate(
-            src, max_new_tokens=max(0, min(MAX_NEW_TOKENS, limit)), positions=positions
-        )
+        with cpu_share(src.numel() + MAX_NEW_TOKENS):
+            out = net.generate(
+                src, max_new_tokens=max(0, min(MAX_NEW_TOKENS, limit)), positions=positions
+            )
         new = out[0].tolist()
         new = new[1:] if net.config.arch == "encoder-decoder" else new[len(ids) :]
         specials = set(tok.all_special_ids)
@@ -455,14 +506,16 @@ class Engine:
             inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
         start = time.perf_counter()
         try:
-            trace = run_trace(loaded.net, inputs)
+            with cpu_share(positions_of(inputs)):
+                trace = run_trace(loaded.net, inputs)
         except Exception as exc:
             if not is_device_failure(exc):
                 raise
             # The GPU failed this request (out of memory, lost device): answer it on the CPU.
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            trace = loaded.on_cpu().trace(**inputs).cpu()
+            with cpu_share(positions_of(inputs)):
+                trace = loaded.on_cpu().trace(**inputs).cpu()
             cut.append(
                 f"The GPU could not run this text ({type(exc).__name__}); it was analysed on "
                 "the CPU instead."

@@ -43,6 +43,30 @@ WORDS = [
     "candle",
 ]
 CHIP_RUN = "() => document.querySelector('#token-chips .ta-run')?.dataset.run"
+# Records when each finished result reaches the page (Gradio streams them over one fetch), so the
+# click → figures time splits into the server's part (queue and work, until the result arrives)
+# and the browser's (parsing and drawing it).
+ARRIVALS = """(() => {
+  window.__taArrived = [];
+  const real = window.fetch;
+  window.fetch = async (...args) => {
+    const response = await real(...args);
+    const url = String(args[0]?.url || args[0]);
+    if (!url.includes('/queue/data') || !response.body) return response;
+    const [mine, theirs] = response.body.tee();
+    (async () => {
+      const reader = mine.getReader(), dec = new TextDecoder();
+      for (;;) {
+        const {done, value} = await reader.read();
+        if (done) break;
+        const now = performance.now();
+        for (const m of dec.decode(value).matchAll(/"msg": ?"(\\w+)"/g))
+          window.__taArrived.push([m[1], now]);
+      }
+    })();
+    return new Response(theirs, response);
+  };
+})()"""
 
 
 def user_text(round_no: int, user: int) -> str:
@@ -56,19 +80,32 @@ def own_run(text: str) -> str:
 async def one_user(browser, url: str, text: str, start: asyncio.Event, settle: float) -> dict:
     context = await browser.new_context()
     page = await context.new_page()
+    await page.add_init_script(ARRIVALS)
     await start.wait()
     await page.goto(url)
     await page.wait_for_selector("#run")
     await page.fill("#text textarea", text)
     clicked = time.perf_counter()
+    click_ms = await page.evaluate("() => performance.now()")
     await page.click("#run")
     await page.wait_for_function(f"() => ({CHIP_RUN})() === '{own_run(text)}'", timeout=60_000)
     seconds = time.perf_counter() - clicked
+    drawn_ms, arrived = await page.evaluate("() => [performance.now(), window.__taArrived]")
+    after = [t for m, t in arrived if t >= click_ms and m == "process_completed"]
+    server = (after[0] - click_ms) / 1e3 if after else float("nan")
+    browser = (drawn_ms - after[0]) / 1e3 if after else float("nan")
     await asyncio.sleep(settle)  # anything late (a deep link, the page load) would land by now
     shown_text = await page.input_value("#text textarea")
     shown_run = await page.evaluate(CHIP_RUN)
     await context.close()
-    return {"text": text, "seconds": seconds, "shown_text": shown_text, "shown_run": shown_run}
+    return {
+        "text": text,
+        "seconds": seconds,
+        "server": server,
+        "browser": browser,
+        "shown_text": shown_text,
+        "shown_run": shown_run,
+    }
 
 
 def busy_clients(url: str, stop: threading.Event, n: int) -> list[threading.Thread]:
@@ -124,9 +161,12 @@ async def classroom(url: str, users: int, rounds: int, api_users: int, settle: f
             secs = sorted(d["seconds"] for d in done)
             p95 = secs[min(len(secs) - 1, round(0.95 * (len(secs) - 1)))]
             results.append((r + 1, lost, crossed, statistics.median(secs), p95))
+            server = statistics.median(d["server"] for d in done)
+            drawing = statistics.median(d["browser"] for d in done)
             print(
                 f"round {r + 1}: lost {lost}/{users}, crossed {crossed}/{users}, "
-                f"click→own figures p50 {statistics.median(secs):.2f} s, p95 {p95:.2f} s",
+                f"click→own figures p50 {statistics.median(secs):.2f} s, p95 {p95:.2f} s "
+                f"(median click→result arrived {server:.2f} s, arrived→drawn {drawing:.2f} s)",
                 flush=True,
             )
         await browser.close()

@@ -142,3 +142,50 @@ def test_a_trained_decoders_output_is_decoded_once_per_text():
     again = eng.analyse("Nov 22, 2026", "dates")
     assert again is first and len(calls) == 1
     assert first.trace.tgt_tokens[0][1:] == list("2026-11-22")
+
+
+def test_small_inputs_run_on_one_thread_and_large_ones_share_the_cores():
+    """Two passes at once (or a pass beside other work) must not oversubscribe the cores:
+    PyTorch's spinning OpenMP threads make a small pass ten times slower then."""
+    import threading
+
+    import torch
+
+    share = engine_mod.CpuShare(cores=4)
+    before = torch.get_num_threads()
+    with share(9) as threads:
+        assert threads == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with share(512) as alone:
+        assert alone == 4
+        held, seen = [], []
+
+        def second_pass():  # another request's thread: it gets its share, not all the cores
+            held.append(share(512))
+            seen.append(held[0].__enter__())
+
+        worker = threading.Thread(target=second_pass)
+        worker.start()
+        worker.join()
+        assert seen == [2] and share.running == 2
+    assert share.running == 1
+    held[0].__exit__(None, None, None)  # here, not in its thread: restores that thread's count
+    assert share.running == 0
+    torch.set_num_threads(before)
+
+
+def test_every_forward_pass_of_a_request_goes_through_the_cpu_share(eng, monkeypatch):
+    threads = []
+    real = engine_mod.run_trace
+
+    def spy(net, inputs):
+        threads.append(torch.get_num_threads())
+        return real(net, inputs)
+
+    import torch
+
+    monkeypatch.setattr(engine_mod, "run_trace", spy)
+    monkeypatch.setattr(engine_mod, "cpu_share", engine_mod.CpuShare(cores=2))
+    eng.analyse("a short text for the thread test", BUNDLED)
+    eng.analyse(" ".join(["long"] * 100) + " thread test", BUNDLED)
+    assert threads == [1, 2]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 import analysis
+from engine import cpu_share, positions_of
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz.attention import stack_title
 from viz.common import (
@@ -203,7 +204,9 @@ def chosen_heads(text: str, layer: int, n_layers: int, n_heads: int) -> list[tup
 
 
 def ablation_table(net, trace, stack: str, heads: list[tuple[int, int]], mode: str) -> pd.DataFrame:
-    df = analysis.ablation_effects(net, model_inputs(trace), stack, heads, mode)
+    inputs = model_inputs(trace)
+    with cpu_share(positions_of(inputs)):  # one forward pass per head, like any other pass
+        df = analysis.ablation_effects(net, inputs, stack, heads, mode)
     return df.round(4)
 
 
