@@ -83,6 +83,27 @@ MARK_STALE = """() => { document.body.classList.add('ta-stale');
   return {__type__: 'update', visible: true}; }"""
 SYNC_STALE = """() => { const s = document.querySelector('#stale');
   document.body.classList.toggle('ta-stale', !!s && s.offsetParent !== null); }"""
+# A layer or head change: the visible tab redraws what it can in the browser (Tab.switch); the
+# server is asked only when the tab has an output it must draw (then the field's gate box changes,
+# and its change event redraws from the cached trace). %(calls)s: one "if (tab === id) …" each.
+GATE = """async (...args) => {
+  const tab = window.__taTab || 'tokens', server = %(server)s;
+  let drawn = true;
+  %(calls)s
+  return server.includes(tab) || !drawn ? %(field)s + '|' + Date.now() : undefined; }"""
+# After the server redraws a switch's output or sends new data for it, re-apply what the sliders
+# show now (read from the page each frame for ~2 s, as Gradio mounts the new figure when it likes):
+# a head chosen while the server was drawing the older one must stay the one shown. The switch
+# does nothing when the figure already shows it. %(fresh)s: per argument, a slider to read or null.
+RESWITCH = """async (...args) => {
+  const fresh = %(fresh)s;
+  for (let i = 0; i < 120; i++) {
+    if ((window.__taTab || 'tokens') === %(tab)s) {
+      const now = args.map((a, k) => fresh[k] ? document.querySelector(fresh[k])?.value ?? a : a);
+      await (%(switch)s)(...now);
+    }
+    await new Promise(r => requestAnimationFrame(r));
+  } }"""
 
 
 # The Run endpoint's parameters, in input order ("tab" is a gr.State: the API does not list it;
@@ -267,6 +288,13 @@ class App:
             # The visible tab, written in the browser only when it really changes (a tab reports
             # a select as the page mounts; that must not cost a round trip).
             self.tab_box = gr.Textbox("tokens|0", visible=False, elem_id="tab-box")
+            # Per selection field that some tab redraws in the browser: written only when the
+            # server must draw something for it (see GATE).
+            self.gates = {
+                name: gr.Textbox("", visible=False, elem_id=f"gate-{name}")
+                for name in SELECTION_FIELDS
+                if any(tab.browser_redraws(name) for tab in TABS)
+            }
             self.page = gr.Textbox("", visible=False, elem_id="page")
             self._wire(demo)
         demo.queue(
@@ -638,9 +666,13 @@ class App:
                 [self.status, self.drawn, *(self.outputs[o] for o in drawn_by)],
                 **ordered,
             )
+        self._wire_switches()
         for name in SELECTION_FIELDS:
             redrawn = sorted({o for tab in TABS for o in tab.redrawn_by(name)})
-            self.controls[name].input(
+            trigger = self.controls[name].input
+            if name in self.gates:  # the browser redraws first; the server only when needed
+                trigger = self.gates[name].change
+            trigger(
                 lambda state, tab, seen, *rest, _f=name: self.on_selection(
                     _f, state, tab, seen, Selection(*rest[:-1]), rest[-1]
                 ),
@@ -650,6 +682,50 @@ class App:
                 show_progress="hidden",
                 **ordered,
             )
+
+    def _wire_switches(self) -> None:
+        """Selection changes the browser redraws by itself (Tab.switch), with no request."""
+        switching = [tab for tab in TABS if tab.switch]
+
+        def component(name: str):
+            return self.controls.get(name) or self.outputs[name]
+
+        for name, gate in self.gates.items():
+            inputs = []
+            for n in (n for tab in switching for n in tab.switch_inputs):
+                if component(n) not in inputs:
+                    inputs.append(component(n))
+            calls = []
+            for tab in switching:
+                if tab.browser_redraws(name):
+                    args = ", ".join(
+                        f"args[{inputs.index(component(n))}]" for n in tab.switch_inputs
+                    )
+                    calls.append(
+                        f"if (tab === {json.dumps(tab.id)}) drawn = await ({tab.switch})({args});"
+                    )
+            server = [tab.id for tab in TABS if tab.server_redraws(name)]
+            js = GATE % {
+                "server": json.dumps(server),
+                "calls": "\n  ".join(calls),
+                "field": json.dumps(name),
+            }
+            self.controls[name].input(fn=None, js=js, inputs=inputs, outputs=[gate])
+        for tab in switching:  # a server redraw re-applies the browser's choice
+            inputs = [component(n) for n in tab.switch_inputs]
+            fresh = [
+                f"#{self.controls[n].elem_id} input[type=number]" if n in self.controls else None
+                for n in tab.switch_inputs
+            ]
+            sliders = [self.controls[n] for n in tab.switch_inputs if n in self.controls]
+            assert all(isinstance(c, gr.Slider) for c in sliders), "a switch reads sliders"
+            js = RESWITCH % {
+                "tab": json.dumps(tab.id),
+                "switch": tab.switch,
+                "fresh": json.dumps(fresh),
+            }
+            for name in {*tab.in_browser, *(n for n in tab.switch_inputs if n in self.outputs)}:
+                self.outputs[name].change(fn=None, js=js, inputs=inputs)
 
     def api_run(self):
         """The Run handler, with one named parameter per input (the API page and gradio_client

@@ -6,6 +6,7 @@ turns the race a busy classroom meets by chance into one that happens every time
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -259,3 +260,78 @@ def test_presentation_mode_hides_the_inputs_and_enlarges_the_figures(slow_app, b
     shot(page, "presentation_mode")
     plain.close()
     context.close()
+
+
+def hover_numbers(z) -> list[str]:
+    """A head map's cells as its hover prints them (".3f", JavaScript's toFixed: halves up)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return [
+        "gap"
+        if v is None or v != v
+        else str(Decimal(float(v)).quantize(Decimal("0.001"), ROUND_HALF_UP))
+        for row in z
+        for v in row
+    ]
+
+
+def set_slider(page, elem_id: str, value: int) -> None:
+    page.fill(f"#{elem_id} input[type=number]", str(value))
+    page.press(f"#{elem_id} input[type=number]", "Enter")
+
+
+def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app, page):
+    """Layer and head switches on the Attention tab send no request, and the head drawn in the
+    browser shows exactly the hover numbers, colour range and title of the server's figure."""
+    from viz import attention
+
+    url, engine = slow_app
+    text = "the cat sat on the mat because it was tired"
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    joins: list[str] = []
+    page.on("request", lambda r: joins.append(r.url) if "/queue/join" in r.url else None)
+    set_slider(page, "layer", 2)  # the Tokens tab reads no layer: nothing to ask the server
+    page.fill("#text textarea", text)
+    page.click("#run")
+    wait_status(page, "12 tokens")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention", run=run_of(text))
+    time.sleep(0.5)
+    assert len(joins) == 2  # the Run and the tab, no request for the layer
+    gd = "document.querySelector('#head-plot .js-plotly-plot')"
+    for layer, head in ((2, 5), (4, 5), (4, 0)):
+        set_slider(page, "layer", layer)
+        set_slider(page, "head", head)
+        page.wait_for_function(
+            f"() => {gd}.layout.title.text.startsWith('Layer {layer}, head {head} ')"
+        )
+        trace = engine.analyse(text, "bert").trace
+        server = attention.head_figure(trace, "encoder", layer, head)
+        shown = page.evaluate(f"() => ({{z: {gd}.data[0].z, zmax: {gd}.data[0].zmax}})")
+        assert hover_numbers(shown["z"]) == hover_numbers(server.data[0].z)
+        assert shown["zmax"] == server.data[0].zmax
+    assert len(joins) == 2, "a head switch on the Attention tab asked the server"
+    link = page.get_attribute("#status a[href^='?']", "href")
+    assert "layer=4&head=0" in link  # the link to this view follows the switch
+    shot(page, "head_switch_in_browser")
+    # A browser that cannot decompress the data gets the same head from the server.
+    page.evaluate("() => { delete window.DecompressionStream; window.__taHeads = {}; }")
+    set_slider(page, "head", 6)
+    page.wait_for_function(f"() => {gd}.layout.title.text.startsWith('Layer 4, head 6 ')")
+    assert len(joins) == 3
+    server = attention.head_figure(engine.analyse(text, "bert").trace, "encoder", 4, 6)
+    shown = page.evaluate(f"() => Array.from({gd}._fullData[0].z, row => Array.from(row))")
+    assert hover_numbers(shown) == hover_numbers(server.data[0].z)
+
+
+def test_a_layer_switch_on_the_heads_tab_still_redraws_there(slow_app, page):
+    url, _ = slow_app
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.click("#tab-heads-button")
+    page.wait_for_selector("#rollout-plot .js-plotly-plot .main-svg", timeout=20_000)
+    rollout = "document.querySelector('#rollout-plot .js-plotly-plot')?.layout?.title?.text || ''"
+    before = page.evaluate(f"() => {rollout}")
+    set_slider(page, "layer", 3)
+    page.wait_for_function(f"() => ({rollout}) !== {json.dumps(before)}", timeout=20_000)

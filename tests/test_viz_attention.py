@@ -389,3 +389,63 @@ def test_attention_views_draw_in_chromium_within_two_seconds(long_traces, tmp_pa
     ]
     ms = draw_in_chromium(figures, SCREENSHOTS / "viz_attention.png", tmp_path)
     assert ms < 2000
+
+
+# ---------------------------------------------------------------- the browser's head switch
+
+
+def decode_switch_data(data: dict) -> np.ndarray:
+    """What the browser's SWITCH_HEAD decodes: (L, H, rows, cols) hover numbers, NaN = hidden."""
+    import base64
+    import zlib
+
+    planes = np.frombuffer(zlib.decompress(base64.b64decode(data["data"])), dtype=np.uint8)
+    half = planes.size // 2
+    codes = (planes[:half].astype(np.int64) << 8) | planes[half:]
+    values = np.where(codes == A.NAN_CODE, np.nan, codes / 1000)
+    shape = (data["layers"], data["heads"], data["cols"], data["rows"])  # stored key by key
+    return values.reshape(shape).transpose(0, 1, 3, 2)
+
+
+def hover_strings(z: np.ndarray) -> list[str]:
+    """A heatmap's hover numbers as Plotly prints them (d3 ".3f": JavaScript's toFixed(3))."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return [
+        "gap" if np.isnan(v) else str(Decimal(float(v)).quantize(Decimal("0.001"), ROUND_HALF_UP))
+        for v in np.asarray(z, dtype=np.float64).ravel()
+    ]
+
+
+@pytest.mark.parametrize(("family", "stack"), STACKS)
+@pytest.mark.parametrize("scale", ["fixed", "head"])
+def test_switch_data_shows_every_head_as_the_server_figure_does(families, family, stack, scale):
+    """A head drawn in the browser shows the same hover numbers, gaps, colour range and title as
+    the server's figure of that head."""
+    tr = families[family]
+    data = A.head_switch_data(tr, stack, scale=scale)
+    values = decode_switch_data(data)
+    for layer in range(data["layers"]):
+        for head in range(data["heads"]):
+            fig = A.head_figure(tr, stack, layer, head, scale=scale)
+            assert hover_strings(values[layer, head]) == hover_strings(fig.data[0].z)
+            assert data["zmax"][layer][head] == fig.data[0].zmax
+            assert fig.layout.title.text == data["titles"][layer][head]
+            assert fig.layout.meta["head"] == [layer, head]
+
+
+def test_switch_data_pools_like_the_head_view_and_stays_small(long_traces):
+    import zlib
+
+    for n, budget in ((128, 1_000_000), (512, None)):
+        tr = long_traces[n]
+        data = A.head_switch_data(tr, "encoder")
+        values = decode_switch_data(data)
+        assert values.shape == (6, 12, min(n, 256), min(n, 256))
+        fig = A.head_figure(tr, "encoder", 5, 11)
+        assert hover_strings(values[5, 11]) == hover_strings(fig.data[0].z)
+        if budget:  # the whole stack for the browser, at 128 tokens (DESIGN: a run ≤ 1 MB)
+            assert len(json.dumps(data)) < 0.8 * budget
+        assert zlib.decompress(__import__("base64").b64decode(data["data"])).__len__() == (
+            2 * values.size
+        )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
 from engine import Analysis
-from ui.state import Selection
+from ui.state import Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, fixed_margins, safe
 
@@ -60,12 +59,6 @@ def slide_ready(fig, name: str, model: str, text: str):
     # gr.Plot hands a top-level "config" to Plotly (GRADIO6.md §6); the figure JSON is reused as is.
     plot = '{"config":' + json.dumps(config) + "," + fig.to_json()[1:]
     return PlotData(type="plotly", plot=plot)
-
-
-def run_id(key: tuple) -> str:
-    """A short stable id of one analysed input; every output carries it, so a test (or a reader of
-    the page) can tell a fresh figure from one left over from the previous run."""
-    return hashlib.sha1(repr(key).encode("utf-8")).hexdigest()[:12]
 
 
 def stamp(value, run: str):

@@ -7,6 +7,7 @@ bertviz view. Parameters that are not valid are named in the status line, never 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qs, urlencode
@@ -186,3 +187,9 @@ def parse_link(
         sel.setdefault("head_b", head + 1)
     state = replace(default, **values, sel=replace(default.sel, **sel))
     return state, invalid
+
+
+def run_id(key: tuple) -> str:
+    """A short stable id of one analysed input; every output carries it, so a test (or a reader of
+    the page) can tell a fresh figure from one left over from the previous run."""
+    return hashlib.sha1(repr(key).encode("utf-8")).hexdigest()[:12]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
+from collections import OrderedDict
 from dataclasses import replace
 
 import gradio as gr
 
 import analysis
+from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz import attention
 from viz.attention import CAPTIONS
@@ -31,6 +34,56 @@ const hook = () => {
 hook();
 setInterval(hook, 300);
 """
+
+# Draws another head into the head view from the run's payload (viz.attention.head_switch_data,
+# kept in the hidden #head-data box): no request. Resolves true when the figure shows that head,
+# false when it cannot (no payload yet, the figure is from another run, or the browser lacks
+# DecompressionStream): the server draws it then.
+# The "Link to this view" in the status line follows the switch.
+SWITCH_HEAD = r"""async (layer, head, data) => { try {
+  const t0 = performance.now();
+  const gd = document.querySelector('#head-plot .js-plotly-plot');
+  if (!data || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
+  gd.__taSeen = true;  /* this figure follows the sliders now (see app.RESWITCH) */
+  const c = window.__taHeads || (window.__taHeads = {});
+  if (c.src !== data) {
+    const d = JSON.parse(data);
+    const bin = atob(d.data), packed = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
+    d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
+    c.src = data; c.d = d;
+  }
+  const d = c.d, meta = gd.layout.meta;
+  if (meta.run !== d.run || !Array.isArray(meta.head)) return false;
+  const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
+  const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
+  if (meta.head[0] !== L || meta.head[1] !== H) {
+    const n = d.rows * d.cols, at = (L * d.heads + H) * n, low = d.layers * d.heads * n;
+    const z = new Array(d.rows);
+    for (let r = 0; r < d.rows; r++) {
+      const row = new Array(d.cols);
+      for (let k = 0, i = at + r; k < d.cols; k++, i += d.rows) {  /* stored key by key */
+        const code = (d.codes[i] << 8) | d.codes[low + i];
+        row[k] = code === 65535 ? null : code / 1000;
+      }
+      z[r] = row;
+    }
+    const was = d.titles[meta.head[0]]?.[meta.head[1]];
+    const title = String(gd.layout.title.text ?? '');
+    meta.head = [L, H];
+    await window.Plotly.update(gd, {z: [z], zmax: [d.zmax[L][H]]},
+      {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
+  }
+  const link = document.querySelector('#status a[href^="?"]');
+  if (link) {
+    const q = new URLSearchParams(link.getAttribute('href').slice(1));
+    q.set('layer', L); q.set('head', H);
+    link.setAttribute('href', '?' + q.toString());
+  }
+  window.__taSwitchMs = performance.now() - t0;
+  return true;
+} catch (e) { return false; } }"""
 
 
 def build() -> Built:
@@ -61,7 +114,13 @@ def build() -> Built:
         }
     compare_plot = plot("compare-plot")
     picker = gr.HTML("", js_on_load=PICK_TILE, elem_id="overview-pick", elem_classes="ta-hidden")
-    outputs = {"head_plot": head_plot, "overview_plot": overview_plot, "compare_plot": compare_plot}
+    head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for SWITCH_HEAD
+    outputs = {
+        "head_plot": head_plot,
+        "head_data": head_data,
+        "overview_plot": overview_plot,
+        "compare_plot": compare_plot,
+    }
     return Built(
         outputs=outputs, controls={**controls, "scale": scale, "measure": measure}, picks=[picker]
     )
@@ -91,6 +150,22 @@ def norms_trace(trace, stack: str, net):
 NORMS_NOTE = "‖α·f(x)‖ (Kobayashi et al. 2020): not a distribution, colours 0–this map's max"
 
 
+_SWITCH_DATA: OrderedDict[tuple, str] = OrderedDict()  # the last few runs' payloads
+
+
+def switch_data(view: View, trace, sel) -> str:
+    """The head switch's payload (JSON) for this run, stack and scale; "" when there is none."""
+    key = (view.analysis.key, sel.stack, sel.scale, view.sel.measure)
+    if key not in _SWITCH_DATA:
+        data = attention.head_switch_data(trace, sel.stack, scale=sel.scale)
+        run = run_id(view.analysis.key)
+        _SWITCH_DATA[key] = json.dumps({**data, "run": run}) if data else ""
+        while len(_SWITCH_DATA) > 8:
+            _SWITCH_DATA.popitem(last=False)
+    _SWITCH_DATA.move_to_end(key)
+    return _SWITCH_DATA[key]
+
+
 def makers(view: View) -> dict:
     trace, sel = view.analysis.trace, view.sel
     if sel.measure == "norms":
@@ -110,6 +185,7 @@ def makers(view: View) -> dict:
         "head_plot": lambda: note(
             attention.head_figure(trace, sel.stack, sel.layer, sel.head, scale=sel.scale)
         ),
+        "head_data": lambda: switch_data(view, trace, sel),
         "overview_plot": lambda: note(attention.overview_figure(trace, sel.stack, scale=sel.scale)),
         "compare_plot": lambda: note(
             attention.compare_figure(trace, sel.stack, a, b, scale=sel.scale)
@@ -124,7 +200,11 @@ TAB = Tab(
     makers,
     depends={
         "head_plot": ("stack", "layer", "head", "scale", "measure"),
+        "head_data": ("stack", "scale", "measure"),
         "overview_plot": ("stack", "scale", "measure"),
         "compare_plot": ("stack", "layer_a", "head_a", "layer_b", "head_b", "scale", "measure"),
     },
+    in_browser={"head_plot": ("layer", "head")},
+    switch=SWITCH_HEAD,
+    switch_inputs=("layer", "head", "head_data"),
 )

@@ -91,6 +91,12 @@ class Tab:
     depends: dict[str, tuple[str, ...]]
     needs_batch: bool = False  # draws from a two-text padded batch (the Masks view)
     lazy: tuple[str, ...] = ()  # outputs drawn only by their action button, not with the tab
+    # output -> the selection fields whose change the browser redraws by itself (no request),
+    # with ``switch``: an async JS function of the values named in ``switch_inputs`` (selection
+    # fields or this tab's outputs) that redraws them and resolves false when it could not.
+    in_browser: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    switch: str = ""
+    switch_inputs: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -104,3 +110,13 @@ class Tab:
     def redrawn_by(self, field_name: str) -> set[str]:
         """The outputs a change of this selection field redraws."""
         return {name for name, fields_ in self.depends.items() if field_name in fields_}
+
+    def server_redraws(self, field_name: str) -> bool:
+        """Whether a change of this field needs the server here (some output reads it and the
+        browser cannot redraw that output itself)."""
+        return any(
+            field_name not in self.in_browser.get(name, ()) for name in self.redrawn_by(field_name)
+        )
+
+    def browser_redraws(self, field_name: str) -> bool:
+        return any(field_name in fields_ for fields_ in self.in_browser.values())
