@@ -1,0 +1,111 @@
+"""A layer/head switch on the Attention tab: drawn in the browser vs asked of the server (issue 11).
+
+Against `python app.py` in headless Debian Chromium, at 128 and 512 tokens of the bundled 6 × 12
+BERT, side by side in one page:
+  * browser: the head slider's input event -> the head figure shows the new head, next frame
+    painted (the switch data is already in the page: it came with the tab);
+  * server: the same, with the browser's switch disabled (no DecompressionStream), so every switch
+    is a request, as before issue 11;
+  * bytes the page received for the Attention tab (figures + every head's switch data).
+Then the switch data's size for the same text on BERT-base- and BERT-large-shaped checkpoints
+(seeded random weights, bench/shapes.py; random weights attend nearly uniformly, which compresses
+differently from trained ones). Budget (DESIGN.md): switch ≤ 50 ms at 128 tokens, ≤ 150 ms at
+512; a run's bytes ≤ 1 MB at 128 tokens.
+
+    .venv/bin/python bench/bench_switch.py [--switches 12] [--no-shapes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_browser import SWITCH_JS, ByteCounter, run_and_wait, text_of  # noqa: E402
+from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app  # noqa: E402
+from tests.test_e2e_browser import run_of, wait_tab  # noqa: E402
+
+SERVER_ONLY = "() => { delete window.DecompressionStream; window.__taHeads = {}; }"
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+
+
+def switches(page, n: int, start: int) -> list[float]:
+    return [page.evaluate(SWITCH_JS, (start + i) % 12) for i in range(n)]
+
+
+def browser_part(n_switches: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with serve_app() as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for n in (128, 512):
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            counter = ByteCounter(page)
+            page.goto(url)
+            page.wait_for_selector("#token-chips .ta-chip")
+            text = text_of(n)
+            run_and_wait(page, text, n)
+            counter.reset()
+            page.click("#tab-attention-button")
+            wait_tab(page, "attention", timeout=60_000, run=run_of(text))
+            page.wait_for_timeout(2500)  # the switch data is decoded once, after the figures
+            received = counter.reset()
+            fast = switches(page, n_switches, 1)
+            page.evaluate(SERVER_ONLY)
+            slow = switches(page, n_switches, 1)
+            print(
+                f"{n} tokens: Attention tab received {received / 1e6:.2f} MB; head switch "
+                f"browser median {statistics.median(fast):.0f} ms (p95 {p95(fast):.0f}, max "
+                f"{max(fast):.0f}) vs server median {statistics.median(slow):.0f} ms (p95 "
+                f"{p95(slow):.0f}): {statistics.median(slow) / statistics.median(fast):.1f}× "
+                f"faster; budget {50 if n == 128 else 150} ms",
+                flush=True,
+            )
+            page.close()
+        browser.close()
+
+
+def payload_sizes() -> None:
+    """The switch data per model shape at 128 and 512 tokens (computed here, as the server does)."""
+    from model import load_bert
+    from viz.attention import head_switch_data
+
+    shapes = {"bundled 6×12": None}
+    try:
+        from bench.shapes import make_checkpoint
+
+        shapes.update({"BERT-base 12×12": "base", "BERT-large 24×16": "large"})
+    except ImportError:
+        make_checkpoint = None
+    for label, shape in shapes.items():
+        net, tok = load_bert(make_checkpoint(shape)) if shape else load_bert()
+        sizes = []
+        for n in (128, 512):
+            enc = tok([text_of(n)], return_tensors="pt")
+            trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+            sizes.append(len(json.dumps(head_switch_data(trace, "encoder"))) / 1e6)
+            del trace
+        print(f"switch data, {label}: {sizes[0]:.2f} MB at 128 tokens, {sizes[1]:.2f} MB at 512")
+        del net
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--switches", type=int, default=12)
+    parser.add_argument("--no-shapes", action="store_true", help="skip the switch-data sizes")
+    args = parser.parse_args()
+    browser_part(args.switches)
+    if not args.no_shapes:
+        payload_sizes()
+
+
+if __name__ == "__main__":
+    main()
