@@ -186,7 +186,6 @@ def three_panels(
     under = {
         "orientation": "h",
         "thickness": 10,
-        "nticks": 5,
         "yref": "container",
         "yanchor": "bottom",
     }
@@ -198,6 +197,7 @@ def three_panels(
         # bar's left end, so the bar starts a quarter into its panels to leave the title room.
         title = {**bar["colorbar"].get("title", {}), "side": "right"}
         colorbar = {**bar["colorbar"], **under, "title": title}
+        colorbar["nticks"] = 5 if name == "coloraxis" else 3  # a short bar: labels stay upright
         span = right - left
         colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
         fig.layout[name] = {**bar, "colorbar": colorbar}
