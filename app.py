@@ -32,6 +32,7 @@ from engine import (
     well_formed,
 )
 from model import PRESETS, TRAINED
+from ui.i18n import I18N, Blocks, language_switch, plain_headers, t, wire_language
 from ui.pages import STAMP, Pages
 from ui.render import render, slide_ready
 from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
@@ -59,9 +60,9 @@ EXAMPLES = [  # each on a model that reads its language; [UNK] only where [UNK] 
     [(ASSETS / "examples" / "long_paragraph.txt").read_text(encoding="utf-8").strip(), BUNDLED],
 ]
 STACK_LABELS = {
-    "encoder": "Encoder self-attention",
-    "decoder": "Decoder masked self-attention",
-    "cross": "Cross-attention (decoder → encoder)",
+    "encoder": t("Encoder self-attention"),
+    "decoder": t("Decoder masked self-attention"),
+    "cross": t("Cross-attention (decoder → encoder)"),
 }
 # One bound for every event that can run a forward pass (GRADIO6.md §4): the same group and the
 # same explicit limit on each member, so deep links, tab clicks and sliders share it with Run.
@@ -73,7 +74,8 @@ READ_QUERY = """() => { const q = new URLSearchParams(location.search);
   /* ?present=1: presentation mode for a projector (inputs hidden, all larger; CSS only) */
   if (q.get('present') === '1') document.body.classList.add('ta-present');
   window.__taTab = q.get('tab') || 'tokens';
-  if (![...q.keys()].length) return [undefined, undefined];
+  /* ?lang=… alone is no view to open: ui/i18n.py applies it in the browser */
+  if (![...q.keys()].filter((k) => k !== 'lang').length) return [undefined, undefined];
   setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
   return [q.get('text') ?? undefined, '⏳ Opening the linked view…']; }"""
 # A tab click: write its id only when it differs from the visible one (see App.tab_box).
@@ -233,26 +235,26 @@ class App:
     def build(self) -> gr.Blocks:
         analysis, first_values, first_seen = self.first
         cfg = analysis.trace.config
-        with gr.Blocks(title="Transformer Anatomy", analytics_enabled=False) as demo:
+        with Blocks(title="Transformer Anatomy", analytics_enabled=False) as demo:
             self._header()
             self._inputs()
             self.status = gr.Markdown(self.status_of(analysis, self.default), elem_id="status")
             self.link_notes = gr.Markdown(elem_id="link-notes")
-            self.stale = gr.Markdown(STALE_NOTE, visible=False, elem_id="stale")
+            self.stale = gr.Markdown(t(STALE_NOTE), visible=False, elem_id="stale")
             with gr.Row(elem_id="selection"):
                 self.controls = {
                     "stack": Radio(
                         [(STACK_LABELS[s], s) for s in analysis.trace.stacks],
                         value=analysis.trace.stacks[0],
-                        label="Stack",
+                        label=t("Stack"),
                         elem_id="stack",
                         scale=2,
                     ),
                     "layer": Slider(
-                        0, cfg.n_layers - 1, value=0, step=1, label="Layer", elem_id="layer"
+                        0, cfg.n_layers - 1, value=0, step=1, label=t("Layer"), elem_id="layer"
                     ),
                     "head": Slider(
-                        0, cfg.n_heads - 1, value=0, step=1, label="Head", elem_id="head"
+                        0, cfg.n_heads - 1, value=0, step=1, label=t("Head"), elem_id="head"
                     ),
                 }
             self.outputs: dict[str, gr.components.Component] = {}
@@ -263,7 +265,7 @@ class App:
             self.actions: dict[str, gr.Button] = {}
             with gr.Tabs(selected="tokens", elem_id="tabs") as self.tabs:
                 for tab in TABS:
-                    with gr.Tab(tab.label, id=tab.id, elem_id=f"tab-{tab.id}") as block:
+                    with gr.Tab(t(tab.label), id=tab.id, elem_id=f"tab-{tab.id}") as block:
                         built = tab.build()
                     self.tab_blocks[tab.id] = block
                     self.outputs.update(built.outputs)
@@ -297,17 +299,21 @@ class App:
             }
             self.page = gr.Textbox("", visible=False, elem_id="page")
             self._wire(demo)
+            wire_language(demo, self.language)
         demo.queue(
             default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
         )
         return demo
 
     def _header(self) -> None:
+        self.language = language_switch()
         gr.Markdown(
-            "# Transformer Anatomy\n"
-            "Type a sentence and watch a Transformer — written from scratch, loaded with real BERT "
-            "weights or a seed tutorial's architecture — turn it into tokens, vectors, attention "
-            "and hidden states.",
+            t(
+                "# Transformer Anatomy\n"
+                "Type a sentence and watch a Transformer — written from scratch, loaded with real "
+                "BERT weights or a seed tutorial's architecture — turn it into tokens, vectors, "
+                "attention and hidden states."
+            ),
             elem_id="intro",
         )
         gr.Markdown(
@@ -322,21 +328,21 @@ class App:
         with gr.Row(equal_height=False, elem_id="inputs"):
             with gr.Column(scale=3):
                 self.text = gr.Textbox(
-                    label="Text", value=DEFAULT_TEXT, lines=2, max_lines=8, elem_id="text"
+                    label=t("Text"), value=DEFAULT_TEXT, lines=2, max_lines=8, elem_id="text"
                 )
                 self.target = gr.Textbox(
                     "",
-                    label="Target text (the decoder's input; empty = the source text)",
+                    label=t("Target text (the decoder's input; empty = the source text)"),
                     visible=False,
                     elem_id="target",
                 )
             with gr.Column(scale=2):
                 self.model = gr.Dropdown(
-                    self.choices, value=self.default_model, label="Model", elem_id="model"
+                    self.choices, value=self.default_model, label=t("Model"), elem_id="model"
                 )
                 self.checkpoint = gr.Textbox(
                     "",
-                    label="BERT checkpoint: local folder or Hugging Face Hub id",
+                    label=t("BERT checkpoint: local folder or Hugging Face Hub id"),
                     placeholder="/path/to/bert-folder or google-bert/bert-base-uncased",
                     visible=False,
                     elem_id="checkpoint",
@@ -345,19 +351,19 @@ class App:
                     self.snapshot = Radio(
                         [(FINAL, FINAL)],
                         value=FINAL,
-                        label="Training snapshot (watch the attention form)",
+                        label=t("Training snapshot (watch the attention form)"),
                         visible=False,
                         elem_id="snapshot",
                         scale=3,
                     )
                     self.positions = gr.Checkbox(
                         True,
-                        label="Positional encoding",
-                        info="Off: the same weights, without token order",
+                        label=t("Positional encoding"),
+                        info=t("Off: the same weights, without token order"),
                         elem_id="positions",
                         scale=1,
                     )
-                self.run = gr.Button("Run", variant="primary", elem_id="run")
+                self.run = gr.Button(t("Run"), variant="primary", elem_id="run")
         self.examples = gr.Examples(
             [
                 [row[0], self.default_model if row[1] == BUNDLED else row[1], *row[2:]]
@@ -365,10 +371,11 @@ class App:
                 for row in EXAMPLES
             ],
             inputs=[self.text, self.model, self.target],
-            label="Examples that teach (a click runs it)",
+            label=t("Examples that teach (a click runs it)"),
             examples_per_page=6,
             elem_id="examples",
         )
+        plain_headers(self.examples.dataset)
 
     # ---- handlers ----------------------------------------------------------------------------
     def selector_updates(self, analysis: Analysis, sel: Selection) -> dict:
@@ -789,6 +796,8 @@ LAUNCH_KWARGS = {
     # Gradio keeps each session's last outputs for an hour; outputs here are one tab's figures
     # (< 1 MB) and no tensors, and at most this many sessions are kept.
     "state_session_capacity": 200,
+    # The page in the browser's language, English or 简体中文 (ui/i18n.py).
+    "i18n": I18N,
 }
 
 

@@ -19,6 +19,7 @@ from tests.apphost import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import ARTIFACTS, LONG_TEXT
 from viz import attention as A
 from viz.common import DIVERGING_SCALE
+from viz.masks import score_steps_figure
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 SCREENSHOTS = ARTIFACTS / "screenshots"
@@ -449,3 +450,26 @@ def test_switch_data_pools_like_the_head_view_and_stays_small(long_traces):
         assert zlib.decompress(__import__("base64").b64decode(data["data"])).__len__() == (
             2 * values.size
         )
+
+
+def boxes_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@pytest.mark.parametrize("make", ["compare", "score_steps"])
+def test_three_panel_colour_bars_sit_under_the_panels(bert, make):
+    """No colour bar between the panels (it covered A − B on a phone): both lie horizontally
+    below, side by side, each under its own panels."""
+    net, tok = bert
+    enc = tok(["time flies like an arrow"], return_tensors="pt")
+    trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    if make == "compare":
+        fig = A.compare_figure(trace, "encoder", (0, 0), (0, 1))
+    else:
+        fig = score_steps_figure(trace, "encoder", 0, 0)
+    bars = [fig.layout.coloraxis.colorbar, fig.layout.coloraxis2.colorbar]
+    assert all(b.orientation == "h" and b.yref == "container" for b in bars)
+    spans = [(b.x - b.len / 2, b.x + b.len / 2) for b in bars]
+    assert not boxes_overlap(*spans)
+    assert spans[1][0] >= fig.layout.xaxis3.domain[0]  # the second bar is under panel 3
+    assert fig.layout.margin.b >= 64 and all(b.y * fig.layout.height < 8 for b in bars)

@@ -177,7 +177,8 @@ def parse_link(
         sel["dims"] = params["dims"][:200]
     if "heads_set" in params:
         sel["heads_set"] = params["heads_set"][:400]
-    known = {"text", "target", "second", "model", "tab", "pe", "present", *SELECTION_FIELDS}
+    # "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
+    known = {"text", "target", "second", "model", "tab", "pe", "present", "lang", *SELECTION_FIELDS}
     invalid += [f"{name[:20]!r} is not a link parameter" for name in params if name not in known]
     if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
         layer, head = sel.get("layer", 0), sel.get("head", 0)

@@ -20,6 +20,7 @@ from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
     base_layout,
+    fixed_margins,
     heatmap,
     square_axes,
     stack_tokens,
@@ -49,6 +50,7 @@ HIDDEN_GREY = "#d4d4d4"  # plot background behind NaN (masked) cells
 MAX_TILE_CELLS = 48  # overview: cells per tile side before max-pooling
 MAX_HEAD_CELLS = 256  # head view: exact up to 256 tokens, max-pooled beyond (512 → 256)
 MAX_PANEL_CELLS = 160  # three-panel views: cells per side before mean-pooling (~2 px a cell)
+COLORBAR_BAND_PX = 64  # three-panel figures: the band under the axes for the colour bars
 OVERVIEW_WIDTH_PX = 1000  # the width the app gives a plot; used only to pick a height
 
 
@@ -158,10 +160,11 @@ def three_panels(
     y_title: str,
     colorbars: tuple[dict, dict],
 ) -> go.Figure:
-    """Three heatmaps in a row sharing one token y axis; panels 1–2 share a colour bar (placed
-    between panels 2 and 3), panel 3 has its own. Three axes, not a subplot grid: fast to draw."""
+    """Three heatmaps in a row sharing one token y axis; panels 1–2 share a colour bar, panel 3
+    has its own, both horizontal under the panels (``colorbars_below`` makes room for them once
+    the figure's height is set). Three axes, not a subplot grid: fast to draw."""
     fig = go.Figure()
-    domains = [(0.0, 0.285), (0.305, 0.59), (0.685, 0.97)]
+    domains = [(0.0, 0.31), (0.345, 0.655), (0.69, 1.0)]
     for i, (cells, dom) in enumerate(zip(panels, domains, strict=True)):
         suffix = "" if i == 0 else str(i + 1)
         cells.update(
@@ -180,12 +183,39 @@ def three_panels(
             showarrow=False,
             font={"size": 13},
         )
-    fig.update_layout(
-        coloraxis={**colorbars[0], "colorbar": {**colorbars[0]["colorbar"], "x": 0.6}},
-        coloraxis2={**colorbars[1], "colorbar": {**colorbars[1]["colorbar"], "x": 0.98}},
-    )
+    # Vertical bars between or beside the panels covered panel 3 on a phone; under the panels
+    # they take no width, so they overlap nothing at any screen width.
+    under = {
+        "orientation": "h",
+        "thickness": 10,
+        "yref": "container",
+        "yanchor": "bottom",
+    }
+    for name, bar, (left, right) in (
+        ("coloraxis", colorbars[0], (domains[0][0], domains[1][1])),
+        ("coloraxis2", colorbars[1], domains[2]),
+    ):
+        # Plotly.js draws a horizontal bar's "top" title over the bar; "right" puts it at the
+        # bar's left end, so the bar starts a quarter into its panels to leave the title room.
+        title = {**bar["colorbar"].get("title", {}), "side": "right"}
+        colorbar = {**bar["colorbar"], **under, "title": title}
+        colorbar["nticks"] = 5 if name == "coloraxis" else 3  # a short bar: labels stay upright
+        span = right - left
+        colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
+        fig.layout[name] = {**bar, "colorbar": colorbar}
     fig.layout.yaxis = {"title": {"text": y_title}}
     token_axes(fig, n_x, n_y)  # no row/col: every x axis and the shared y axis
+    return fig
+
+
+def colorbars_below(fig: go.Figure) -> go.Figure:
+    """Reserve a band under a three-panel figure's axes (its height grows by as much) and put
+    its horizontal colour bars there, below the tick labels and axis titles."""
+    fixed_margins(fig)  # the tick labels' room; ui.render keeps the larger margin it finds
+    fig.layout.margin.b += COLORBAR_BAND_PX
+    fig.layout.height += COLORBAR_BAND_PX
+    for name in ("coloraxis", "coloraxis2"):
+        fig.layout[name].colorbar.y = 2 / fig.layout.height
     return fig
 
 
@@ -543,4 +573,4 @@ def compare_figure(
     title = f"Two heads compared — {stack_title(stack)}{pooled}<br><sup>{span}</sup>"
     base_layout(fig, title, height=panel_height(x_lab, max(len(q_tok), len(k_tok))))
     fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
-    return fig
+    return colorbars_below(fig)

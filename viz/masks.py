@@ -19,6 +19,7 @@ from viz.attention import (
     MAX_PANEL_CELLS,
     axis_titles,
     check_selection,
+    colorbars_below,
     label_px,
     panel_height,
     pool,
@@ -269,4 +270,4 @@ def score_steps_figure(
     title = f"Layer {layer}, head {head} — {stack_title(stack)}{pooled}{note}"
     base_layout(fig, title, height=panel_height(x_lab, max(len(x_lab), len(y_lab))) + 20)
     fig.update_layout(plot_bgcolor=HIDDEN_GREY, margin={"l": 10, "r": 10, "t": 90, "b": 10})
-    return fig
+    return colorbars_below(fig)

@@ -10,6 +10,7 @@ from dataclasses import replace
 import gradio as gr
 
 import analysis
+from ui.i18n import t
 from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz import attention
@@ -87,30 +88,30 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
 
 
 def build() -> Built:
-    gr.Markdown(CAPTIONS.get("head", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["head"]), elem_classes="ta-caption")
     scale = Radio(
-        [("0–1, every head alike", "fixed"), ("0–this head's max", "head")],
+        [(t("0–1, every head alike"), "fixed"), (t("0–this head's max"), "head")],
         value="fixed",
-        label="Colour scale",
+        label=t("Colour scale"),
         elem_id="scale",
     )
     measure = Radio(
-        [("weights α", "weights"), ("norms ‖α·f(x)‖", "norms")],
+        [(t("weights α"), "weights"), (t("norms ‖α·f(x)‖"), "norms")],
         value="weights",
-        label="Show",
-        info="norms: how much each key actually moves the output (Kobayashi et al. 2020)",
+        label=t("Show"),
+        info=t("norms: how much each key actually moves the output (Kobayashi et al. 2020)"),
         elem_id="measure",
     )
     head_plot = plot("head-plot")
-    gr.Markdown(CAPTIONS.get("overview", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
     overview_plot = plot("overview-plot")
-    gr.Markdown(CAPTIONS.get("compare", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["compare"]), elem_classes="ta-caption")
     with gr.Row():
         controls = {
-            "layer_a": Slider(0, 5, value=0, step=1, label="A: layer", elem_id="layer-a"),
-            "head_a": Slider(0, 11, value=0, step=1, label="A: head", elem_id="head-a"),
-            "layer_b": Slider(0, 5, value=0, step=1, label="B: layer", elem_id="layer-b"),
-            "head_b": Slider(0, 11, value=1, step=1, label="B: head", elem_id="head-b"),
+            "layer_a": Slider(0, 5, value=0, step=1, label=t("A: layer"), elem_id="layer-a"),
+            "head_a": Slider(0, 11, value=0, step=1, label=t("A: head"), elem_id="head-a"),
+            "layer_b": Slider(0, 5, value=0, step=1, label=t("B: layer"), elem_id="layer-b"),
+            "head_b": Slider(0, 11, value=1, step=1, label=t("B: head"), elem_id="head-b"),
         }
     compare_plot = plot("compare-plot")
     picker = gr.HTML("", js_on_load=PICK_TILE, elem_id="overview-pick", elem_classes="ta-hidden")

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ui.i18n import t
 from ui.tabs.base import Built, Radio, Tab, View
 from viz.bertviz_embed import bertviz_iframe
 
 
 def build() -> Built:
     gr.Markdown(
-        "bertviz's own head view and model view of this trace, drawn from local scripts inside a "
-        "sandboxed frame (works offline).",
+        t(
+            "bertviz's own head view and model view of this trace, drawn from local scripts "
+            "inside a sandboxed frame (works offline)."
+        ),
         elem_classes="ta-caption",
     )
     view = Radio(
-        [("Head view", "head"), ("Model view", "model")],
+        [(t("Head view"), "head"), (t("Model view"), "model")],
         value="head",
-        label="bertviz view",
+        label=t("bertviz view"),
         elem_id="bertviz-view",
     )
     return Built(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ui.i18n import t
 from ui.state import DEFAULT_DIMS, parse_dims
 from ui.tabs.base import Built, Tab, View, plot
 from viz import embeddings
@@ -11,13 +12,13 @@ from viz.embeddings import CAPTIONS
 
 
 def build() -> Built:
-    gr.Markdown(CAPTIONS.get("embeddings", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["embeddings"]), elem_classes="ta-caption")
     embedding_plot = plot("embedding-plot")
-    gr.Markdown(CAPTIONS.get("positions", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["positions"]), elem_classes="ta-caption")
     table_plot = plot("position-table-plot")
-    gr.Markdown(CAPTIONS.get("position_curves", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["position_curves"]), elem_classes="ta-caption")
     dims = gr.Textbox(
-        DEFAULT_DIMS, label="Dimensions to plot (up to 8)", elem_id="dims", max_lines=1
+        DEFAULT_DIMS, label=t("Dimensions to plot (up to 8)"), elem_id="dims", max_lines=1
     )
     curves_plot = plot("position-curves-plot")
     return Built(

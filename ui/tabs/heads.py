@@ -18,6 +18,7 @@ import pandas as pd
 
 import analysis
 from engine import cpu_share, positions_of
+from ui.i18n import t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz.attention import stack_title
 from viz.common import (
@@ -64,33 +65,36 @@ MAX_EXPORTS = 40  # files kept; older exports are deleted as new ones are writte
 
 
 def build() -> Built:
-    gr.Markdown(STATS_CAPTION, elem_classes="ta-caption")
+    gr.Markdown(t(STATS_CAPTION), elem_classes="ta-caption")
     stats = gr.Dataframe(elem_id="head-stats", interactive=False, max_height=420)
     with gr.Row():
-        csv = gr.DownloadButton("Head statistics (CSV)", elem_id="stats-csv", size="sm")
-        export = gr.Button("Export the whole trace (NPZ + JSON manifest)", size="sm")
-    npz = gr.File(label="Trace export", elem_id="trace-npz", visible=False)
-    gr.Markdown(ROLLOUT_CAPTION, elem_classes="ta-caption")
+        csv = gr.DownloadButton(t("Head statistics (CSV)"), elem_id="stats-csv", size="sm")
+        export = gr.Button(t("Export the whole trace (NPZ + JSON manifest)"), size="sm")
+    npz = gr.File(label=t("Trace export"), elem_id="trace-npz", visible=False)
+    gr.Markdown(t(ROLLOUT_CAPTION), elem_classes="ta-caption")
     rollout_plot = plot("rollout-plot")
-    gr.Markdown(ABLATION_CAPTION, elem_classes="ta-caption")
+    gr.Markdown(t(ABLATION_CAPTION), elem_classes="ta-caption")
     mode = Radio(
-        [("zero", "zero"), ("mean", "mean")], value="zero", label="Ablation", elem_id="ablation"
+        [(t("zero"), "zero"), (t("mean"), "mean")],
+        value="zero",
+        label=t("Ablation"),
+        elem_id="ablation",
     )
     with gr.Row():
         heads_set = gr.Textbox(
             "",
-            label="Heads to remove (layer:head, …); empty = every head of the chosen layer",
+            label=t("Heads to remove (layer:head, …); empty = every head of the chosen layer"),
             placeholder="0:2, 1:5, 3:0",
             max_lines=1,
             elem_id="heads-set",
             scale=3,
         )
-        ablate = gr.Button("Ablate", size="sm", elem_id="ablate", scale=1)
+        ablate = gr.Button(t("Ablate"), size="sm", elem_id="ablate", scale=1)
     ablation = gr.Dataframe(elem_id="ablation-table", interactive=False)
-    gr.Markdown(BREAKDOWN_CAPTION, elem_classes="ta-caption")
+    gr.Markdown(t(BREAKDOWN_CAPTION), elem_classes="ta-caption")
     with gr.Row():
-        query = Slider(0, 511, value=0, step=1, label="Query position", elem_id="query")
-        key = Slider(0, 511, value=0, step=1, label="Key position", elem_id="key")
+        query = Slider(0, 511, value=0, step=1, label=t("Query position"), elem_id="query")
+        key = Slider(0, 511, value=0, step=1, label=t("Key position"), elem_id="key")
     breakdown = gr.Markdown(elem_id="breakdown")
     return Built(
         outputs={

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ui.i18n import t
 from ui.tabs.base import Built, Tab, View, plot
 from viz import hidden
 from viz.hidden import CAPTIONS
 
 
 def build() -> Built:
-    gr.Markdown(CAPTIONS.get("norms", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["norms"]), elem_classes="ta-caption")
     heatmap = plot("norms-heatmap")
-    gr.Markdown(CAPTIONS.get("norms_lines", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["norms_lines"]), elem_classes="ta-caption")
     lines = plot("norms-lines")
     return Built(outputs={"norms_heatmap": heatmap, "norms_lines": lines})
 

@@ -5,23 +5,27 @@ from __future__ import annotations
 import gradio as gr
 
 from engine import DEFAULT_SECOND
+from ui.i18n import t
 from ui.tabs.base import Built, Tab, View, plot
 from viz import masks
 from viz.masks import CAPTIONS
 
 
 def build() -> Built:
-    gr.Markdown(CAPTIONS.get("padding", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["padding"]), elem_classes="ta-caption")
     second = gr.Textbox(
-        DEFAULT_SECOND, label="Second sentence of the padded batch", elem_id="second", max_lines=2
+        DEFAULT_SECOND,
+        label=t("Second sentence of the padded batch"),
+        elem_id="second",
+        max_lines=2,
     )
     padding_plot = plot("padding-mask-plot")
-    gr.Markdown(CAPTIONS.get("causal", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["causal"]), elem_classes="ta-caption")
     causal_plot = plot("causal-mask-plot")
     with gr.Column(visible=False) as cross_box:
-        gr.Markdown(CAPTIONS.get("cross", ""), elem_classes="ta-caption")
+        gr.Markdown(t(CAPTIONS["cross"]), elem_classes="ta-caption")
         cross_plot = plot("cross-mask-plot")
-    gr.Markdown(CAPTIONS.get("score_steps", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["score_steps"]), elem_classes="ta-caption")
     steps_plot = plot("score-steps-plot")
     return Built(
         outputs={

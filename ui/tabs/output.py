@@ -7,6 +7,7 @@ import pandas as pd
 import torch
 
 from model import predict_roles
+from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
 from viz import attention
 from viz.common import display_token
@@ -21,7 +22,7 @@ CAPTION = (
 
 
 def build() -> Built:
-    gr.Markdown(CAPTION, elem_classes="ta-caption")
+    gr.Markdown(i18n.t(CAPTION), elem_classes="ta-caption")
     return Built(
         outputs={
             "prediction": gr.Markdown(elem_id="prediction"),

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ui.i18n import t
 from ui.tabs.base import Built, Tab, View
 from viz import tokens
 from viz.tokens import CAPTIONS
 
 
 def build() -> Built:
-    gr.Markdown(CAPTIONS.get("chips", ""), elem_classes="ta-caption")
+    gr.Markdown(t(CAPTIONS["chips"]), elem_classes="ta-caption")
     return Built(
         outputs={
             "token_chips": gr.HTML(elem_id="token-chips"),

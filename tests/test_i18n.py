@@ -1,0 +1,84 @@
+"""The page's words in English and 简体中文 (ui/i18n.py), without a browser: every wrapped string
+has its translation, no translation is stale, and the API still speaks plain English."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import app
+from ui import i18n
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return app.build_demo()  # ui.i18n.USED then holds every string the page wraps
+
+
+def test_every_wrapped_string_has_a_translation_and_none_is_stale(demo):
+    untranslated = sorted(i18n.USED - set(i18n.ZH_TEXT) - {"bertviz"})  # a name, in both
+    assert untranslated == [], f"add these to ui/zh_CN.json: {untranslated}"
+    stale = sorted(set(i18n.ZH_TEXT) - i18n.USED)
+    assert stale == [], f"ui/zh_CN.json translates text the app no longer shows: {stale}"
+
+
+def test_translations_keep_formulas_and_markdown():
+    for english, chinese in i18n.ZH_TEXT.items():
+        for formula in re.findall(r"[A-Za-z_]*[ᵀ√‖Σ±−^][^\s，。；、：（）]*", english):
+            assert formula.rstrip(".,;:)") in chinese, (formula, chinese)
+        assert english.count("**") == chinese.count("**"), chinese
+        assert english.count("`") == chinese.count("`"), chinese
+        assert english.startswith("#") == chinese.startswith("#")
+
+
+def test_keys_are_stable_and_dotless():
+    # Gradio's lookup reads "a.b" as a nested key: keys are hashes, never the text itself.
+    assert i18n.key_of("Layer") == i18n.key_of("Layer")
+    assert all("." not in key for key in i18n.EN)
+    assert set(i18n.I18N.translations) == {"en", "zh-CN", "zh"}
+    assert i18n.I18N.translations["zh-CN"][i18n.key_of("Layer")] == "层"
+
+
+def test_text_without_a_translation_stays_a_plain_string():
+    assert i18n.t("bertviz") == "bertviz"
+    assert str(i18n.t("Layer")).startswith("__i18n__")
+
+
+def test_the_api_names_every_parameter_in_plain_english(demo):
+    info = demo.get_api_info()
+    params = info["named_endpoints"]["/run"]["parameters"]
+    labels = [p["label"] for p in params]
+    assert all(isinstance(label, str) for label in labels), labels
+    assert not any("__i18n__" in label or "translation_metadata" in label for label in labels)
+    assert labels[:2] == ["Text", "Model"]
+    assert "Layer" in labels and "Colour scale" in labels
+    assert all(p["parameter_has_default"] for p in params)
+    assert "__i18n__" not in json.dumps(info["named_endpoints"]["/run"]["returns"])
+
+
+def test_example_headers_are_plain_text(demo):
+    config = demo.get_config_file()
+    dataset = next(
+        c for c in config["components"] if c.get("props", {}).get("elem_id") == "examples"
+    )
+    assert dataset["props"]["headers"][:2] == ["Text", "Model"]
+
+
+def test_the_switch_and_deep_link_are_browser_only(demo):
+    """The language switch sends no request and is no API endpoint."""
+    config = demo.get_config_file()
+    switch = next(c for c in config["components"] if c.get("props", {}).get("elem_id") == "lang")
+    deps = [d for d in config["dependencies"] if switch["id"] in [t[0] for t in d["targets"]]]
+    deps += [d for d in config["dependencies"] if switch["id"] in d["outputs"]]
+    assert deps and all(not d["backend_fn"] for d in deps)
+    assert "changeLocale" in i18n.SET_LOCALE and "lang" in i18n.LOAD_LOCALE
+
+
+def test_a_lang_link_is_no_link_error():
+    from ui.state import ViewState, parse_link
+
+    default = ViewState("time flies", "bert")
+    _, invalid = parse_link("?lang=zh-CN&tab=attention", {"bert"}, ("attention",), default)
+    assert invalid == []

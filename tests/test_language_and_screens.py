@@ -1,0 +1,226 @@
+"""A classroom's screens in Debian Chromium (issue 9): the page in 简体中文 and its language switch,
+a 390 px phone and a laptop at 150 % zoom with nothing overlapping. One server for the module;
+screenshots go to artifacts/screenshots/ (language_*, phone_*, zoom150_*)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.apphost import CHROMIUM, serve_app
+from tests.test_e2e_browser import run_of, shot, wait_status, wait_tab
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists() and not os.environ.get("CI"),
+        reason="Debian chromium is not installed (the README's test command installs it)",
+    ),
+]
+
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
+PHONE["device_scale_factor"] = 2
+# Browser zoom at 150 % on a 1280 × 800 laptop: the page lays out in 853 × 533 CSS px at DPR 1.5.
+ZOOM_150 = {"viewport": {"width": 853, "height": 533}, "device_scale_factor": 1.5}
+LINK = f"?model=roles&text={quote('我喜欢你')}"  # short CJK tokens: labels to read, fast to draw
+
+# Boxes (CSS px) of what a figure draws: subplot areas, colour bars, panel titles, the title, and
+# what floats over the figure (Plotly's toolbar, the SVG button).
+FIGURE_BOXES_JS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const box = (e) => { if (!e) return null; const b = e.getBoundingClientRect();
+    return b.width && b.height ? [b.left, b.top, b.right, b.bottom] : null; };
+  const all = (sel, root = gd) => [...root.querySelectorAll(sel)].map(box).filter(Boolean);
+  return {panels: all('.draglayer .nsewdrag'), bars: all('g.colorbar'),
+          titles: all('.annotation'), title: box(gd.querySelector('.gtitle')),
+          floating: [...all('.modebar'), ...all('.icon-button-wrapper',
+                                                   document.querySelector(`#${id}`))]};
+}"""
+# Every visible block, the page's width, and the widest thing inside the viewport's width.
+PAGE_JS = """() => {
+  const vw = document.documentElement.clientWidth;
+  const out = [...document.querySelectorAll('.block, .js-plotly-plot')]
+    .filter((e) => e.offsetParent !== null && e.getBoundingClientRect().width > 0)
+    .filter((e) => !e.parentElement.closest('#compare-plot, #score-steps-plot, '
+                                              + '#padding-mask-plot, #embedding-plot'))
+    .map((e) => ({id: e.id || e.className.toString().slice(0, 40),
+                  l: e.getBoundingClientRect().left, r: e.getBoundingClientRect().right}))
+    .filter((b) => b.l < -1 || b.r > vw + 1);
+  return {vw, scroll: document.documentElement.scrollWidth, outside: out};
+}"""
+TEXTS_JS = """() => ({lang: document.documentElement.lang,
+  tabs: [...document.querySelectorAll('#tabs [role="tab"]')].map((e) => e.innerText.trim()),
+  text: document.querySelector('#text label')?.innerText.trim(),
+  run: document.querySelector('#run')?.innerText.trim(),
+  intro: document.querySelector('#intro')?.innerText,
+  body: document.body.innerText})"""
+
+
+def overlap(a, b, slack: float = 1.0) -> bool:
+    across = a[0] < b[2] - slack and b[0] < a[2] - slack
+    return across and a[1] < b[3] - slack and b[1] < a[3] - slack
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with serve_app() as (url, _):
+        yield url
+
+
+def open_page(browser, url: str, **context):
+    ctx = browser.new_context(**context)
+    page = ctx.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.__taTab !== undefined", timeout=60_000)
+    wait_status(page, "tokens", timeout=60_000)
+    return ctx, page
+
+
+def texts(page) -> dict:
+    return page.evaluate(TEXTS_JS)
+
+
+def assert_chinese(page) -> None:
+    page.wait_for_function(  # a switch re-renders the components a moment after <html lang>
+        "() => [...document.querySelectorAll('#tabs [role=\"tab\"]')]"
+        ".some((e) => e.innerText.includes('注意力'))",
+        timeout=10_000,
+    )
+    seen = texts(page)
+    assert seen["lang"] == "zh-CN"
+    assert {"词元", "注意力", "掩码"} <= set(seen["tabs"]), seen["tabs"]
+    assert seen["text"] == "文本" and seen["run"] == "运行"
+    assert "Transformer 解剖" in seen["intro"]
+    assert "__i18n__" not in seen["body"] and "translation_metadata" not in seen["body"]
+
+
+def test_the_page_is_in_chinese_for_a_chinese_browser(app_url, browser):
+    ctx, page = open_page(browser, app_url + "?tab=attention", locale="zh-CN")
+    try:
+        assert_chinese(page)
+        wait_tab(page, "attention", timeout=60_000)
+        captions = page.locator("#tab-attention .ta-caption").all_inner_texts()
+        assert any("softmax(QKᵀ/√d_k)" in c and "每一行" in c for c in captions), captions
+        labels = page.locator("#scale").inner_text()
+        assert "颜色范围" in labels and "该头的最大值" in labels
+        assert "编码器自注意力" in page.locator("#stack").inner_text()
+        # The examples' headers are plain English, never a raw marker.
+        assert "Text" in page.locator("#examples").inner_text()
+        shot(page, "language_zh_attention")
+    finally:
+        ctx.close()
+
+
+def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
+    ctx, page = open_page(browser, app_url, locale="zh-CN")
+    try:
+        page.click("#lang label:has-text('English')")
+        page.wait_for_function("() => document.documentElement.lang === 'en'")
+        seen = texts(page)
+        assert seen["run"] == "Run" and seen["text"] == "Text"
+        # Every tab's name, opened or not (the switch names the tabs Gradio leaves alone).
+        assert seen["tabs"][:5] == ["Tokens", "Embeddings", "Attention", "Heads", "Masks"]
+        page.reload()
+        page.wait_for_function("() => window.__taTab !== undefined", timeout=60_000)
+        page.wait_for_selector("#run")
+        page.wait_for_function("() => document.documentElement.lang === 'en'", timeout=10_000)
+        assert texts(page)["run"] == "Run"  # the choice outlives a reload
+        assert page.is_checked("#lang input[value='en']")
+        page.click("#lang label:has-text('简体中文')")
+        page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
+        assert_chinese(page)
+    finally:
+        ctx.close()
+
+
+def test_a_lang_link_opens_the_page_in_chinese(app_url, browser):
+    ctx, page = open_page(browser, app_url + "?lang=zh-CN", locale="en-US")
+    try:
+        page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
+        assert_chinese(page)
+        assert texts(page)["tabs"][:5] == ["词元", "嵌入", "注意力", "注意力头", "掩码"]
+        assert page.is_checked("#lang input[value='zh-CN']")
+        notes = page.evaluate("() => document.querySelector('#link-notes')?.innerText || ''")
+        assert "lang" not in notes  # a language link is no deep-link error
+        shot(page, "language_zh_link")
+    finally:
+        ctx.close()
+
+
+def assert_figure_clear(page, plot_id: str) -> None:
+    """Nothing a figure draws covers another part of it, nor do the buttons over it."""
+    boxes = page.evaluate(FIGURE_BOXES_JS, plot_id)
+    assert boxes["panels"], f"{plot_id}: no subplot drawn"
+    for bar in boxes["bars"]:
+        for panel in boxes["panels"]:
+            assert not overlap(bar, panel), f"{plot_id}: a colour bar covers a panel {boxes}"
+    for i, a in enumerate(boxes["bars"]):
+        for b in boxes["bars"][i + 1 :]:
+            assert not overlap(a, b), f"{plot_id}: colour bars collide {boxes}"
+    for i, a in enumerate(boxes["titles"]):
+        for b in boxes["titles"][i + 1 :]:
+            assert not overlap(a, b), f"{plot_id}: panel titles collide {boxes}"
+    if boxes["title"]:
+        for thing in boxes["floating"]:
+            assert not overlap(thing, boxes["title"]), f"{plot_id}: a button covers the title"
+
+
+def assert_page_fits(page) -> None:
+    fit = page.evaluate(PAGE_JS)
+    assert fit["scroll"] <= fit["vw"], f"the page scrolls sideways: {fit}"
+    assert fit["outside"] == [], f"blocks beyond the viewport: {fit['outside']}"
+
+
+@pytest.mark.parametrize("screen", ["phone", "zoom150"])
+def test_small_screens_show_the_attention_tab_without_overlap(app_url, browser, screen):
+    context = PHONE if screen == "phone" else ZOOM_150
+    ctx, page = open_page(browser, app_url + LINK + "&tab=attention", **context)
+    try:
+        wait_tab(page, "attention", timeout=60_000)
+        page.wait_for_timeout(300)  # Plotly's resize after the tab shows
+        assert_page_fits(page)
+        for plot_id in ("head-plot", "overview-plot", "compare-plot"):
+            assert_figure_clear(page, plot_id)
+        if screen == "zoom150":  # wide enough: every figure fits the viewport, no inner scroll
+            widths = page.evaluate(
+                "() => [...document.querySelectorAll('#tab-attention .js-plotly-plot')]"
+                ".map((e) => e.getBoundingClientRect().right)"
+            )
+            assert max(widths) <= 853, widths
+        # The selection row wraps: each control is inside the viewport.
+        for control in ("#stack", "#layer", "#head", "#layer-b", "#head-b"):
+            right = page.eval_on_selector(control, "(e) => e.getBoundingClientRect().right")
+            assert right <= context["viewport"]["width"] + 1, control
+        shot(page, f"{screen}_attention")
+        if screen == "zoom150":
+            page.click("#tab-masks-button")
+            wait_tab(page, "masks", timeout=60_000)
+            page.wait_for_timeout(300)
+            assert_figure_clear(page, "score-steps-plot")
+            assert_page_fits(page)
+            shot(page, f"{screen}_masks")
+    finally:
+        ctx.close()
+
+
+def test_phone_tokens_and_tables_scroll_inside_their_boxes(app_url, browser):
+    long_text = "The quokka grinned at the flabbergasted photographer. " * 6
+    ctx, page = open_page(browser, app_url + f"?text={quote(long_text)}", **PHONE)
+    try:
+        wait_tab(page, "tokens", timeout=60_000, run=run_of(long_text))
+        assert_page_fits(page)
+        chips = page.eval_on_selector(
+            "#token-chips",
+            "(e) => ({r: e.getBoundingClientRect().right, h: e.clientHeight,"
+            " sh: e.scrollHeight, o: getComputedStyle(e).overflowY})",
+        )
+        assert chips["r"] <= 391 and chips["o"] in ("auto", "scroll")
+        assert chips["h"] <= 420 < chips["sh"]  # many chips: the box scrolls, the page does not
+        table = page.eval_on_selector("#token-table", "(e) => e.getBoundingClientRect().right")
+        assert table <= 391
+        shot(page, "phone_tokens")
+    finally:
+        ctx.close()

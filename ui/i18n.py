@@ -1,0 +1,138 @@
+"""The page's words in English and 简体中文, through Gradio's own i18n (GRADIO6.md §2).
+
+Code keeps its English text where it is and wraps it: ``label=t("Layer")``. ``t`` returns a
+``gr.I18n`` marker whose key is a short hash of the English, so the browser shows the page in its
+own language (zh-CN / zh-* → 简体中文, anything else English). The Chinese lives in one data file,
+``ui/zh_CN.json`` (English → Chinese), readable side by side; text with no entry stays English.
+
+The language switch (``LANG_SWITCH``) and ``?lang=zh-CN`` change the locale in the browser with
+Gradio's ``changeLocale`` (the same call as the footer's Settings panel); the choice is kept in
+localStorage. The server never learns the locale: text it builds per run (the status line,
+figure titles, tables) stays English.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import gradio as gr
+from gradio.i18n import I18nData
+
+ZH_FILE = Path(__file__).with_name("zh_CN.json")
+ZH_TEXT: dict[str, str] = json.loads(ZH_FILE.read_text(encoding="utf-8"))
+LOCALES = (("English", "en"), ("简体中文", "zh-CN"))
+USED: set[str] = set()  # the English strings t() was asked for (tests find stale entries)
+
+
+def key_of(english: str) -> str:
+    """A stable translation key: Gradio's lookup splits keys at dots, so no text as key."""
+    return "ta-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
+
+
+def t(english: str) -> I18nData | str:
+    """The English text as a translatable marker, or as is when it has no translation."""
+    USED.add(english)
+    return gr.I18n()(key_of(english)) if english in ZH_TEXT else english
+
+
+def english(value):
+    """The English text behind a marker (what API clients see); anything else unchanged."""
+    if isinstance(value, I18nData):
+        return EN.get(value.key, value.key)
+    if isinstance(value, dict) and value.get("__type__") == "translation_metadata":
+        return EN.get(value.get("key"), value.get("key"))
+    return value
+
+
+def plain_headers(dataset: gr.Dataset) -> None:
+    """An examples table's column headers in English: Gradio copies the inputs' labels there and
+    shows a marker untranslated (``__i18n__{…}``)."""
+    dataset.headers = [english(header) for header in dataset.headers]
+
+
+EN = {key_of(en): en for en in ZH_TEXT}
+ZH = {key_of(en): zh for en, zh in ZH_TEXT.items()}
+I18N = gr.I18n(
+    # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
+    en=EN,
+    # zh-CN is picked from the browser's language; "zh" catches zh-TW, zh-HK and the Settings
+    # panel's other Chinese (Gradio falls back from a locale to its base language).
+    **{"zh-CN": ZH, "zh": ZH},
+)
+
+
+class Blocks(gr.Blocks):
+    """gr.Blocks whose API description names inputs and outputs in English, never by an i18n
+    marker (``/gradio_api/info`` and gradio_client's ``view_api`` would otherwise show a
+    ``{key, _type}`` object as a parameter's label)."""
+
+    def get_api_info(self, all_endpoints: bool = False, page: str | None = None):
+        info = super().get_api_info(all_endpoints=all_endpoints, page=page)
+        for kind in ("named_endpoints", "unnamed_endpoints"):
+            for endpoint in info.get(kind, {}).values():
+                for item in [*endpoint.get("parameters", []), *endpoint.get("returns", [])]:
+                    item["label"] = english(item.get("label"))
+        return info
+
+
+# The in-page switch: Gradio's changeLocale lives in its hashed "core" chunk, which the page has
+# already loaded; importing the same URL returns that very module. Without it (a future Gradio
+# renamed the chunk or the export), the footer's Settings → Language still works.
+# tests/test_language_and_screens.py pins this against the installed Gradio.
+SET_LOCALE = """async (lang) => {
+  if (!lang) return;
+  const core = performance.getEntriesByType('resource').map((r) => r.name)
+    .find((u) => /\\/assets\\/core-[\\w-]+\\.js$/.test(u));
+  if (!core) return;
+  const mod = await import(core);
+  if (typeof mod.changeLocale !== 'function') return;
+  mod.changeLocale(lang);
+  try { localStorage.setItem('ta-lang', lang); } catch (e) {}
+  /* Gradio relabels a tab's button only once that tab has been opened: name the others here,
+     from the same dictionaries (a tab that opens later gets the same words from Gradio). */
+  await new Promise((done) => setTimeout(done, 50));
+  const words = window.gradio_config?.i18n_translations || {};
+  const keyOf = {};
+  for (const loc in words) for (const k in words[loc]) keyOf[words[loc][k]] = k;
+  const pick = (k) => (words[lang] || {})[k] || (words[lang.split('-')[0]] || {})[k]
+    || (words.en || {})[k];
+  for (const button of document.querySelectorAll('.tab-wrapper button')) {
+    for (const node of button.childNodes) {
+      const k = node.nodeType === 3 && keyOf[node.nodeValue.trim()];
+      if (k && pick(k)) node.nodeValue = pick(k);
+    }
+  }
+}"""
+# As the page opens: ?lang=… (a link), else the last choice on this browser, else the browser's
+# own language; the switch then shows the locale in use.
+LOAD_LOCALE = """async () => {
+  const set = SET_LOCALE;
+  const wanted = new URLSearchParams(location.search).get('lang')
+    || (() => { try { return localStorage.getItem('ta-lang'); } catch (e) { return null; } })();
+  const known = {en: 'en', 'en-us': 'en', 'en-gb': 'en', zh: 'zh-CN', 'zh-cn': 'zh-CN',
+                 'zh-hans': 'zh-CN'};
+  const lang = wanted && known[wanted.toLowerCase()];
+  if (lang) { if (lang !== document.documentElement.lang) await set(lang); return lang; }
+  return (document.documentElement.lang || 'en').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en';
+}""".replace("SET_LOCALE", SET_LOCALE)
+
+
+def language_switch() -> gr.Radio:
+    """The visible switch: English | 简体中文 (wired by ``wire_language``)."""
+    return gr.Radio(
+        [(name, code) for name, code in LOCALES],
+        value="en",
+        show_label=False,
+        container=False,
+        elem_id="lang",
+        elem_classes="ta-lang",
+    )
+
+
+def wire_language(demo: gr.Blocks, switch: gr.Radio) -> None:
+    """Browser-only events (no request, not in the API): apply ?lang / the saved choice on load,
+    and change the locale when the switch is used."""
+    demo.load(fn=None, js=LOAD_LOCALE, outputs=[switch])
+    switch.input(fn=None, js=SET_LOCALE, inputs=[switch])
