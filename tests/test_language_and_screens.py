@@ -119,6 +119,11 @@ def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
     try:
         page.click("#lang label:has-text('English')")
         page.wait_for_function("() => document.documentElement.lang === 'en'")
+        page.wait_for_function(  # the tabs not yet opened are named a moment later
+            "() => [...document.querySelectorAll('#tabs [role=\"tab\"]')]"
+            ".some((e) => e.innerText.includes('Embeddings'))",
+            timeout=10_000,
+        )
         seen = texts(page)
         assert seen["run"] == "Run" and seen["text"] == "Text"
         # Every tab's name, opened or not (the switch names the tabs Gradio leaves alone).
