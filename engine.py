@@ -213,33 +213,40 @@ def release_freed_memory() -> None:
 
 
 class TraceCache:
-    """Bounded LRU of analyses, by entry count and by bytes held (thread-safe)."""
+    """Bounded LRU of analyses, by entry count and by bytes held (thread-safe).
+
+    Sizes are measured again at every put: a trace grows when a view first reads a field it
+    computes on access (Q, K, V, scores; model/trace.py).
+    """
 
     def __init__(self, max_entries: int = 32, max_bytes: int = 384 * 1024**2) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self._items: OrderedDict[tuple, tuple[Analysis, int]] = OrderedDict()
+        self._items: OrderedDict[tuple, Analysis] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: tuple) -> Analysis | None:
         with self._lock:
-            item = self._items.get(key)
-            if item is None:
+            analysis = self._items.get(key)
+            if analysis is None:
                 return None
             self._items.move_to_end(key)
-            return item[0]
+            return analysis
 
     def put(self, analysis: Analysis) -> None:
-        size = analysis.trace.nbytes()
         with self._lock:
-            self._items[analysis.key] = (analysis, size)
+            self._items[analysis.key] = analysis
             self._items.move_to_end(analysis.key)
+            sizes = {key: item.trace.nbytes() for key, item in self._items.items()}
+            held = sum(sizes.values())
             while len(self._items) > self.max_entries or (
-                len(self._items) > 1 and self.nbytes() > self.max_bytes
+                len(self._items) > 1 and held > self.max_bytes
             ):
-                self._items.popitem(last=False)
+                key, _ = self._items.popitem(last=False)
+                held -= sizes[key]
 
     def nbytes(self) -> int:
-        return sum(size for _, size in self._items.values())
+        with self._lock:
+            return sum(item.trace.nbytes() for item in self._items.values())
 
     def __len__(self) -> int:
         return len(self._items)

@@ -22,7 +22,7 @@ import torch
 
 from model.trace import Trace
 
-SKIPPED = ("config", "device", "tokens", "tgt_tokens", "_score_cache")  # in the manifest instead
+SKIPPED = ("config", "device", "tokens", "tgt_tokens", "_lazy", "_replay")  # manifest, or below
 
 
 def stats_csv(df: pd.DataFrame) -> str:
@@ -42,6 +42,9 @@ def _tensors(trace: Trace) -> dict[str, torch.Tensor]:
                 walk(f"{name}/{key}", inner)
 
     for f in fields(trace):
+        if f.name == "outputs":  # Q, K, V and sublayer outputs, computed now if not yet
+            for name, per_stack in trace.computed().items():
+                walk(name, per_stack)
         if f.name not in SKIPPED:
             walk(f.name, getattr(trace, f.name))
     return found

@@ -51,14 +51,17 @@ class AddNorm(nn.Module):
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
 
+    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the sublayer reads: LayerNorm(x) when pre-norm, x itself when post-norm."""
+        return self.norm(x) if self.pre else x
+
     def forward(
         self, x: torch.Tensor, sublayer: SubLayer
     ) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """Returns (new residual stream, the sublayer's own output, the sublayer's record)."""
+        out, record = sublayer(self.sublayer_input(x))
         if self.pre:
-            out, record = sublayer(self.norm(x))
             return x + self.dropout(out), out, record
-        out, record = sublayer(x)
         return self.norm(x + self.dropout(out)), out, record
 
 

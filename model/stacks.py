@@ -21,16 +21,20 @@ class Encoder(nn.Module):
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, slots: list[dict] | None = None
-    ) -> tuple[torch.Tensor, list, list]:
-        """Returns (output, residual stream after embeddings and each layer, per-layer records)."""
-        resid, records = [x], []
+    ) -> tuple[torch.Tensor, list]:
+        """Returns (output, residual stream after embeddings and each layer).
+
+        Each layer's record (Q, K, V, scores, sublayer outputs) is dropped as soon as the layer
+        returns: a trace recomputes what it needs from the residual stream (model/replay.py), so
+        the forward pass never holds every layer's scores at once.
+        """
+        resid = [x]
         for i, layer in enumerate(self.layers):
-            x, record = layer(x, mask, slots[i] if slots else None)
+            x, _ = layer(x, mask, slots[i] if slots else None)
             resid.append(x)
-            records.append(record)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return x, resid, records
+        return x, resid
 
 
 class Decoder(nn.Module):
@@ -51,15 +55,15 @@ class Decoder(nn.Module):
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         slots: list[dict] | None = None,
-    ) -> tuple[torch.Tensor, list, list]:
-        resid, records = [x], []
+    ) -> tuple[torch.Tensor, list]:
+        """Returns (output, residual stream after embeddings and each layer), as Encoder."""
+        resid = [x]
         for i, layer in enumerate(self.layers):
-            x, record = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None)
+            x, _ = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None)
             resid.append(x)
-            records.append(record)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return x, resid, records
+        return x, resid
 
 
 class Pooler(nn.Module):

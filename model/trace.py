@@ -2,6 +2,11 @@
 
 Stacks are keyed "encoder" (encoder self-attention), "decoder" (masked decoder self-attention) and
 "cross" (decoder queries over encoder keys). Shapes use B batch, L layers, H heads, T tokens.
+
+A trace stores what every view reads: attention weights, masks, hidden states, embeddings. The
+pre-softmax scores, per-head Q, K, V and the sublayer outputs are computed on first access (and
+then kept) from the stored residual stream by the model's own modules (model/replay.py): at 512
+tokens that halves a BERT-large trace. They read like the stored fields: ``tr.queries["encoder"]``.
 """
 
 from __future__ import annotations
@@ -12,8 +17,19 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from model.config import TransformerConfig
+from model.replay import Replay
 
 Tensors = dict[str, torch.Tensor]
+COMPUTED = ("queries", "keys", "values", "attn_out", "mlp_out")  # fields replayed on first access
+
+
+def _computed(name: str, doc: str) -> property:
+    """A read-only field computed per stack on first access, then kept (see _Computed)."""
+
+    def get(self: Trace) -> Mapping[str, torch.Tensor]:
+        return _Computed(self, name)
+
+    return property(get, doc=doc + " Computed on first access.")
 
 
 @dataclass
@@ -30,13 +46,6 @@ class Trace:
     hidden_states: Tensors = field(
         default_factory=dict
     )  # [B, L+1, T, d_model] resid after each layer
-    queries: Tensors = field(default_factory=dict)  # [B, L, H, T_q, d_head]
-    keys: Tensors = field(default_factory=dict)  # [B, L, H, T_k, d_head]
-    values: Tensors = field(default_factory=dict)  # [B, L, H, T_k, d_head]
-    attn_out: Tensors = field(
-        default_factory=dict
-    )  # [B, L, T_q, d_model] attention sublayer output
-    mlp_out: Tensors = field(default_factory=dict)  # [B, L, T, d_model] FFN sublayer output
     outputs: Tensors = field(default_factory=dict)  # [B, T, d_model] stack output (after final LN)
     # Per stack ("encoder" / "decoder"): "token" [B, T, d], "position" [T, d], "token_type"
     # [B, T, d] (BERT), "sum" [B, T, d] (before any embedding LayerNorm), "output" [B, T, d].
@@ -50,16 +59,33 @@ class Trace:
     positions: bool = True  # False: run with the positional-encoding term switched off
     head_mask: Tensors = field(default_factory=dict)  # per stack [L, H] as applied; empty = none
     ablation: str = "zero"  # how masked heads were removed: "zero" or "mean" (see HeadAblation)
-    _score_cache: Tensors = field(default_factory=dict, repr=False)
+    # Computed fields kept after first access: {"queries": {stack: tensor}, "scores": ...}.
+    _lazy: dict[str, Tensors] = field(default_factory=dict, repr=False)
+    _replay: Replay | None = field(default=None, repr=False)  # recomputes them (model/replay.py)
 
-    @property
-    def scores(self) -> Mapping[str, torch.Tensor]:
-        """QKᵀ/√d_k before masking, [B, L, H, T_q, T_k] per stack.
+    # Scores: by the product the model computes; storing them would double a trace's memory.
+    scores = _computed("scores", "QKᵀ/√d_k before masking, [B, L, H, T_q, T_k] per stack.")
+    queries = _computed("queries", "Per-head queries [B, L, H, T_q, d_head] per stack.")
+    keys = _computed("keys", "Per-head keys [B, L, H, T_k, d_head] per stack.")
+    values = _computed("values", "Per-head values [B, L, H, T_k, d_head] per stack.")
+    attn_out = _computed("attn_out", "Attention sublayer output [B, L, T_q, d_model] per stack.")
+    mlp_out = _computed("mlp_out", "FFN sublayer output [B, L, T, d_model] per stack (not cross).")
 
-        Computed from this trace's own Q and K on first access, by the product the model itself
-        computes; storing it next to the softmax would double every trace's memory.
-        """
-        return _Scores(self)
+    def computed(self) -> dict[str, Tensors]:
+        """Every computed field of every stack, computing what was not yet (export, pickling)."""
+        return {name: dict(getattr(self, name)) for name in COMPUTED}
+
+    def __copy__(self) -> Trace:
+        """A shallow copy sharing tensors and computed fields (no computing)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __getstate__(self) -> dict:
+        """Pickled complete, without the model: Q, K, V and sublayer outputs are computed first
+        (on ZeroGPU a trace crosses processes this way, and the model stays behind)."""
+        self.computed()
+        return {**self.__dict__, "_replay": None}
 
     @property
     def stacks(self) -> list[str]:
@@ -91,36 +117,60 @@ class Trace:
         return Trace(**{f.name: move(getattr(self, f.name)) for f in fields(self)})
 
     def nbytes(self) -> int:
-        """Total bytes held by this trace's tensors (what a cache entry costs)."""
-        total = 0
+        """Bytes held by this trace's tensors, computed fields included (what a cache entry costs).
+
+        Counted by storage: a field that is a view of another (``outputs`` of a stack without a
+        final LayerNorm is its last hidden state) costs nothing more.
+        """
+        storages: dict[int, int] = {}
         stack = [getattr(self, f.name) for f in fields(self)]
         while stack:
             value = stack.pop()
             if isinstance(value, torch.Tensor):
-                total += value.numel() * value.element_size()
+                storage = value.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
             elif isinstance(value, dict):
                 stack.extend(value.values())
-        return total
+        return sum(storages.values())
 
 
-class _Scores(Mapping):
-    """Lazy per-stack scores of one trace (see Trace.scores)."""
+class _Computed(Mapping):
+    """One computed field of a trace, per stack, computed on first access and kept (see Trace)."""
 
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
+    def __init__(self, trace: Trace, name: str) -> None:
+        self.trace, self.name = trace, name
+
+    def _stacks(self) -> list[str]:
+        stacks = self.trace.stacks
+        return [s for s in stacks if s != "cross"] if self.name == "mlp_out" else stacks
 
     def __getitem__(self, stack: str) -> torch.Tensor:
-        cache = self.trace._score_cache
-        if stack not in cache:
-            q, k = self.trace.queries[stack], self.trace.keys[stack]  # (B, L, H, T, d_head)
+        trace = self.trace
+        found = trace._lazy.setdefault(self.name, {})
+        if stack not in found:
+            if stack not in self._stacks():
+                raise KeyError(stack)
+            found[stack] = self._compute(stack)
+        return found[stack]
+
+    def _compute(self, stack: str) -> torch.Tensor:
+        trace = self.trace
+        if self.name == "scores":
+            q, k = trace.queries[stack], trace.keys[stack]  # (B, L, H, T, d_head)
             with torch.no_grad():
-                cache[stack] = (q * q.shape[-1] ** -0.5) @ k.transpose(
-                    -2, -1
-                )  # (B, L, H, T_q, T_k)
-        return cache[stack]
+                return (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)  # (B, L, H, T_q, T_k)
+        if trace._replay is None:
+            raise KeyError(f"{self.name}[{stack!r}]: this trace was made without its model.")
+        if self.name in ("queries", "keys", "values") and stack != "cross":
+            return trace._replay.projection(trace, stack, self.name)
+        # A whole-layer replay fills every sublayer field of the stack (and of cross-attention).
+        for name, values in trace._replay.layers(trace, stack).items():
+            for field_name, tensor in values.items():
+                trace._lazy.setdefault(field_name, {}).setdefault(name, tensor)
+        return trace._lazy[self.name][stack]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.trace.queries)
+        return iter(self._stacks())
 
     def __len__(self) -> int:
-        return len(self.trace.queries)
+        return len(self._stacks())

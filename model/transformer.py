@@ -10,6 +10,7 @@ from model.config import TransformerConfig
 from model.embeddings import TokenEmbedding, TransformerEmbedding
 from model.generate import generate
 from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
+from model.replay import Replay
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
 from model.trace import Trace
@@ -20,16 +21,6 @@ HeadMask = torch.Tensor | dict[str, torch.Tensor] | None
 def _mask_or_ones(mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
     """A tokenizer's attention_mask on the ids' device; all ones (no padding) when omitted."""
     return torch.ones_like(ids) if mask is None else mask.to(ids.device)
-
-
-def _stack(records: list[dict], *path: str) -> torch.Tensor:
-    """Stack one record entry over layers: L x [B, ...] -> [B, L, ...]."""
-    items = []
-    for record in records:
-        for key in path:
-            record = record[key]
-        items.append(record)
-    return torch.stack(items, dim=1)
 
 
 class Transformer(nn.Module):
@@ -152,7 +143,7 @@ class Transformer(nn.Module):
         run: dict = {"ids": ids, "trace": trace, "padding": padding, "slots": {}}
         run.update(positions=bool(positions), ablation=ablation)
         run["head_mask"] = head_masks(self.config, head_mask)
-        for key in ("embeddings", "masks", "resid", "records", "outputs"):
+        for key in ("embeddings", "masks", "resid", "outputs"):
             run[key] = {}
         if self.config.arch == "decoder":  # the decoder reads the (only) text
             self._decode(run, ids, src_mask, memory=None, src_mask=None)
@@ -205,9 +196,9 @@ class Transformer(nn.Module):
         mask = self._padding(run, src_mask, src_mask)  # (B, T, T)
         slots = self._slots(run, "encoder", ids.shape[1], x, src_mask)
         layer_slots = [{"self": s} for s in slots] if slots else None
-        memory, resid, records = self.encoder(x, mask, layer_slots)
+        memory, resid = self.encoder(x, mask, layer_slots)
         run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
-        run["resid"]["encoder"], run["records"]["encoder"] = resid, records
+        run["resid"]["encoder"] = resid
         run["outputs"]["encoder"] = memory
         if self.pooler is not None:
             run["pooled"] = self.pooler(memory)
@@ -239,9 +230,9 @@ class Transformer(nn.Module):
                 }
                 for i in range(self.config.n_layers)
             ]
-        y, resid, records = self.decoder(y, self_mask, memory, memory_mask, layer_slots)
+        y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots)
         run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
-        run["resid"]["decoder"], run["records"]["decoder"] = resid, records
+        run["resid"]["decoder"] = resid
         run["outputs"]["decoder"] = y
         run["dec_ids"], run["dec_mask"] = dec_ids, dec_mask
 
@@ -351,34 +342,28 @@ class Transformer(nn.Module):
                 trace.tgt_tokens = [
                     self.tokenizer.convert_ids_to_tokens(row) for row in run["dec_ids"].tolist()
                 ]
-            for stack, records in run["records"].items():
-                self._collect(trace, stack, records, "self", run["slots"][stack])
+            for stack, resid in run["resid"].items():
+                trace.attentions[stack] = run["slots"][stack].transpose(0, 1)  # (B, L, H, T, T)
                 trace.masks[stack] = run["masks"][stack]
-                trace.hidden_states[stack] = torch.stack(run["resid"][stack], dim=1)
-                trace.mlp_out[stack] = _stack(records, "mlp_out")
-                trace.outputs[stack] = run["outputs"][stack]
+                hidden = torch.stack(resid, dim=1)  # (B, L+1, T, d_model)
+                trace.hidden_states[stack] = hidden
+                # Without a final LayerNorm the output is the last hidden state: keep one copy.
+                last = run["outputs"][stack]
+                trace.outputs[stack] = hidden[:, -1] if last is resid[-1] else last
                 parts = dict(run["embeddings"][stack])
+                parts["output"] = hidden[:, 0]  # the same tensor as the first hidden state
                 # Learned positions are a slice of the live parameter: the trace keeps its own copy.
                 parts["position"] = parts["position"].detach().clone()
                 trace.embeddings[stack] = parts
             if "cross" in run["masks"]:
-                self._collect(
-                    trace, "cross", run["records"]["decoder"], "cross", run["slots"]["cross"]
-                )
+                trace.attentions["cross"] = run["slots"]["cross"].transpose(0, 1)
                 trace.masks["cross"] = run["masks"]["cross"]
+            # Q, K, V and the sublayer outputs are recomputed on first access (model/replay.py).
+            stacks = {"encoder": self.encoder, "decoder": self.decoder}
+            trace._replay = Replay({k: v for k, v in stacks.items() if k in run["resid"]})
             last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
             if with_logits and self.lm_head is not None:
                 trace.logits = self.lm_head(last)
             if self.token_classifier is not None:
                 trace.label_logits = self.token_classifier(last)
         return trace
-
-    @staticmethod
-    def _collect(
-        trace: Trace, name: str, records: list[dict], kind: str, pattern: torch.Tensor
-    ) -> None:
-        trace.attentions[name] = pattern.transpose(0, 1)  # (B, L, H, T_q, T_k)
-        trace.queries[name] = _stack(records, kind, "q")  # (B, L, H, T_q, d_head)
-        trace.keys[name] = _stack(records, kind, "k")
-        trace.values[name] = _stack(records, kind, "v")
-        trace.attn_out[name] = _stack(records, "attn_out" if kind == "self" else "cross_out")

@@ -249,3 +249,87 @@ def test_trace_owns_its_tensors_not_views_of_the_weights(bert):
     position = tr.embeddings["encoder"]["position"]
     assert not position.requires_grad
     assert position.data_ptr() != net.embedding.pos_emb.weight.data_ptr()
+
+
+def hooked_trace(net: Transformer, **kwargs) -> tuple[Trace, dict]:
+    """A trace, and what the forward pass itself computed, caught by hooks (tests only)."""
+    seen: dict = {}
+    handles = []
+
+    def catch(stack: str, field: str):
+        def hook(module, args, output):
+            if field == "attn":  # MultiHeadAttention returns (out, {"q", "k", "v", ...})
+                out, record = output
+                for name, key in (("queries", "q"), ("keys", "k"), ("values", "v")):
+                    seen.setdefault((name, stack), []).append(record[key])
+                seen.setdefault(("attn_out", stack), []).append(out)
+            else:
+                seen.setdefault(("mlp_out", stack), []).append(output)
+
+        return hook
+
+    for name in ("encoder", "decoder"):
+        module = getattr(net, name)
+        for layer in module.layers if module is not None else []:
+            handles.append(layer.self_attn.register_forward_hook(catch(name, "attn")))
+            handles.append(layer.ffn.register_forward_hook(catch(name, "mlp")))
+            if getattr(layer, "cross_attn", None) is not None:
+                handles.append(layer.cross_attn.register_forward_hook(catch("cross", "attn")))
+    try:
+        tr = net.trace(**kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return tr, {key: torch.stack(items, dim=1) for key, items in seen.items()}
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_computed_fields_equal_what_the_forward_pass_computed(nets, name):
+    net = nets[name]
+    cfg = net.config
+    tok = net.tokenizer
+    src = tok(["我喜欢你", "你喜欢我 too"], padding=True)
+    kwargs = {"input_ids": src["input_ids"], "attention_mask": src["attention_mask"]}
+    if cfg.arch == "encoder-decoder":
+        tgt = tok(["I love", "x"], padding=True)
+        kwargs.update(tgt_ids=tgt["input_ids"], tgt_attention_mask=tgt["attention_mask"])
+    keep = torch.ones(cfg.n_layers, cfg.n_heads)
+    keep[0, 1], keep[-1, 0] = 0.0, 0.5
+    kwargs.update(head_mask=keep, ablation="mean")  # the replay must ablate as the forward did
+    tr, seen = hooked_trace(net, **kwargs)
+    lean = tr.nbytes()
+    for (field, stack), expected in seen.items():
+        torch.testing.assert_close(getattr(tr, field)[stack], expected, atol=0, rtol=0)
+    assert tr.nbytes() > lean  # computed fields are kept, and counted, once asked for
+    assert sorted(tr.mlp_out) == sorted(s for s in tr.stacks if s != "cross")
+
+
+def test_a_pickled_trace_is_complete_without_its_model(nets):
+    import pickle
+
+    tr = run_trace(nets["seed003-encdec"])
+    back = pickle.loads(pickle.dumps(tr))
+    assert back._replay is None
+    for field in ("queries", "keys", "values", "attn_out", "scores"):
+        for stack in tr.stacks:
+            assert torch.equal(getattr(back, field)[stack], getattr(tr, field)[stack])
+
+
+def test_computed_fields_refuse_a_model_whose_weights_changed_since(nets):
+    net = Transformer(PRESETS["seed002-encoder"])
+    tr = run_trace(net)
+    with torch.no_grad():
+        net.encoder.layers[0].self_attn.w_q.weight.mul_(2.0)
+    with pytest.raises(RuntimeError, match="changed"):
+        tr.queries["encoder"]
+
+
+def test_stack_output_without_final_norm_is_stored_once(nets):
+    tr = run_trace(nets["seed002-encoder"])
+    hidden = tr.hidden_states["encoder"]
+    assert torch.equal(tr.outputs["encoder"], hidden[:, -1])
+    assert torch.equal(tr.embeddings["encoder"]["output"], hidden[:, 0])
+    held = tr.nbytes()
+    tr.outputs = {}
+    del tr.embeddings["encoder"]["output"]
+    assert tr.nbytes() == held  # both were views of the hidden states, counted once

@@ -1,0 +1,113 @@
+"""Compute a trace's per-layer internals again, from its residual stream and the model's weights.
+
+A trace stores what every view reads (attention weights, hidden states, embeddings, masks). The
+per-head Q, K, V and the sublayer outputs are 35 % of a BERT trace (250 MB for BERT-large at 512
+tokens) and only a few views read them, so they are computed on first access: by the same
+modules, on the same inputs, in the same order as the forward pass (the equal numbers are pinned
+in tests/test_big_shapes.py and tests/test_transformer.py).
+
+The replay holds a reference to the model's stacks (shared, read-only) and the version counters
+of their weights: if the weights change in place after the trace (a training step, a new
+checkpoint copied in), asking for a replayed field is an error rather than a silent mismatch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from model.attention import HeadAblation
+
+PROJECTIONS = {"queries": "w_q", "keys": "w_k", "values": "w_v"}
+# Fields a whole-layer replay fills for a self-attention stack. Cross-attention's Q, K, V and
+# output come from the same replay: its Q reads the decoder's self-attention sublayer output.
+LAYER_FIELDS = ("attn_out", "mlp_out")
+
+
+class Replay:
+    """Recomputes one trace's Q, K, V, attention and FFN sublayer outputs (see module doc)."""
+
+    def __init__(self, stacks: dict[str, nn.Module]) -> None:
+        self.stacks = stacks  # "encoder" / "decoder": model.stacks.Encoder / Decoder
+        self.versions = self._versions()
+
+    def _versions(self) -> list[int]:
+        return [p._version for module in self.stacks.values() for p in module.parameters()]
+
+    def _check(self, module: nn.Module) -> None:
+        if module.training:
+            raise RuntimeError(
+                "This trace's model is in training mode now: call model.eval() (dropout is on)."
+            )
+        if self._versions() != self.versions:
+            raise RuntimeError(
+                "The model's weights changed after this trace was made; trace the text again."
+            )
+
+    def projection(self, trace, stack: str, name: str) -> torch.Tensor:
+        """queries / keys / values of a self-attention stack: [B, L, H, T, d_head]."""
+        module = self.stacks[stack]
+        self._check(module)
+        hidden = trace.hidden_states[stack]  # (B, L+1, T, d_model)
+        device = next(module.parameters()).device
+        per_layer = []
+        with torch.no_grad():
+            for i, layer in enumerate(module.layers):
+                x = hidden[:, i].to(device).contiguous()  # (B, T, d_model): the layer's input
+                attn = layer.self_attn
+                h = layer.add_norm1.sublayer_input(x)  # LayerNorm(x) when pre-norm
+                linear = getattr(attn, PROJECTIONS[name])
+                per_layer.append(attn.split(linear(h)))  # (B, H, T, d_head)
+        out = torch.stack(per_layer, dim=1)  # (B, L, H, T, d_head)
+        return out.to(device=hidden.device, dtype=hidden.dtype)
+
+    def layers(self, trace, stack: str) -> dict[str, dict[str, torch.Tensor]]:
+        """Every layer of a stack run again: {stack: {field: [B, L, ...]}}, "cross" included."""
+        name = "decoder" if stack == "cross" else stack
+        module = self.stacks[name]
+        self._check(module)
+        hidden = trace.hidden_states[name]  # (B, L+1, T, d_model)
+        device = next(module.parameters()).device
+
+        def on(t):
+            return None if t is None else t.to(device)
+
+        query_mask = trace.attention_mask
+        if name == "decoder" and trace.tgt_attention_mask is not None:
+            query_mask = trace.tgt_attention_mask
+        keep = {s: on(m) for s, m in trace.head_mask.items()}
+        records = []
+        with torch.no_grad():
+            for i, layer in enumerate(module.layers):
+                slots = {
+                    kind: {"ablation": HeadAblation(keep[s][i], trace.ablation, on(query_mask))}
+                    for kind, s in (("self", name), ("cross", "cross"))
+                    if s in keep
+                }
+                x = hidden[:, i].to(device).contiguous()  # (B, T, d_model)
+                if name == "encoder":
+                    _, record = layer(x, on(trace.masks["encoder"]), slots)
+                else:
+                    memory = trace.outputs.get("encoder")
+                    cross = trace.masks.get("cross")
+                    _, record = layer(x, on(trace.masks["decoder"]), on(memory), on(cross), slots)
+                records.append(record)
+
+        def stacked(*path: str) -> torch.Tensor:
+            items = []
+            for record in records:
+                for key in path:
+                    record = record[key]
+                items.append(record)
+            out = torch.stack(items, dim=1)  # (B, L, ...)
+            return out.to(device=hidden.device, dtype=hidden.dtype)
+
+        found = {name: {f: stacked(f) for f in LAYER_FIELDS}}
+        if name == "decoder" and "cross" in trace.masks:
+            found["cross"] = {
+                "queries": stacked("cross", "q"),
+                "keys": stacked("cross", "k"),
+                "values": stacked("cross", "v"),
+                "attn_out": stacked("cross_out"),
+            }
+        return found
