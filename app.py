@@ -28,7 +28,10 @@ from engine import (
     Analysis,
     Engine,
     InputError,
+    cpu_share,
     model_choices,
+    n_params,
+    positions_of,
     well_formed,
 )
 from model import PRESETS, TRAINED
@@ -64,9 +67,12 @@ STACK_LABELS = {
     "decoder": t("Decoder masked self-attention"),
     "cross": t("Cross-attention (decoder → encoder)"),
 }
-# One bound for every event that can run a forward pass (GRADIO6.md §4): the same group and the
+# One group for every event that can run a forward pass (GRADIO6.md §4): the same group and the
 # same explicit limit on each member, so deep links, tab clicks and sliders share it with Run.
-BOUND = {"concurrency_id": "model", "concurrency_limit": 2}
+# The group admits 8 requests at once; what they may compute at once is bounded inside, by the
+# engine's two lanes (engine.CpuShare: 2 heavy passes, loads or big draws, and 2 light ones), so
+# a short text is not queued first-in-first-out behind 512-token passes or a checkpoint load.
+BOUND = {"concurrency_id": "model", "concurrency_limit": 8}
 PRIVATE = {"api_visibility": "private", **BOUND}
 STALE_NOTE = "⚠️ The figures below show the previous run: press **Run** to update them."
 # The page's query string, read in the browser the moment it opens (no server round trip).
@@ -219,7 +225,12 @@ class App:
         signature = repr((analysis.key, state.sel, state.second, sorted(only or [])))
         if (not force and seen.get(state.tab) == signature) or (only is not None and not only):
             return analysis, {}, seen
-        values = render(state.tab, analysis, state.sel, batch, only)
+        trace = analysis.trace
+        positions = positions_of({"input_ids": trace.input_ids, "tgt_ids": trace.tgt_ids})
+        # Drawing a big trace's views is work like its forward pass (norms, replayed Q/K/V, a
+        # 512-token figure): it takes a pass's slot and CPU share too (engine.CpuShare).
+        with cpu_share(positions, n_params(analysis.model.net)):
+            values = render(state.tab, analysis, state.sel, batch, only)
         if only is None:
             seen = {**seen, state.tab: signature}
         else:

@@ -95,23 +95,45 @@ except ImportError:  # anywhere else the decorator is not needed
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 SMALL_INPUT = 64  # token positions in a batch below which one forward pass takes milliseconds
+# A "light" pass: parameters × token positions up to the bundled BERT (22.7M) at ~176 positions
+# (tens of milliseconds on two cores); anything bigger, and every model load, is "heavy".
+LIGHT_WORK = 4_000_000_000
+HEAVY_AT_ONCE = 2  # the memory bound: two 512-token passes of the 111M preset peak near 2.3 GB
+LIGHT_AT_ONCE = 2
 
 
 class CpuShare:
-    """How many CPU threads each forward pass may use, so passes never oversubscribe the cores.
+    """Admits every forward pass (and model load) the app runs, and gives it its share of the CPU.
 
-    PyTorch's OpenMP threads spin while they wait for each other; when more threads want the CPU
-    than there are cores (two passes at once, or the server sharing its cores with other work),
-    a 9-token pass goes from 14 ms to 155 ms (2 cores, 4 busy processes beside it; 60 ms with
-    one thread). So a small input always runs on one thread, and a large one on its share of the
-    cores among the passes running now. The setting is per thread (OpenMP), so each request's
+    Two lanes under one bound: at most HEAVY_AT_ONCE heavy passes or loads, and beside them at
+    most LIGHT_AT_ONCE light ones, so a short text on the bundled BERT never queues behind
+    512-token passes of a big model or a slow checkpoint load (Gradio's own queue is first in,
+    first out). A thread already inside a pass (a view that ablates heads, say) is not admitted
+    again.
+
+    Threads: PyTorch's OpenMP threads spin while they wait for each other; when more threads want
+    the CPU than there are cores (two passes at once, or the server sharing its cores with other
+    work), a 9-token pass goes from 14 ms to 155 ms (2 cores, 4 busy processes beside it; 60 ms
+    with one thread). So a small input always runs on one thread, and a large one on its share of
+    the cores among the passes running now. The setting is per thread (OpenMP): each request's
     worker thread sets its own and restores it afterwards.
     """
 
-    def __init__(self, cores: int = CORES) -> None:
+    def __init__(
+        self, cores: int = CORES, heavy: int = HEAVY_AT_ONCE, light: int = LIGHT_AT_ONCE
+    ) -> None:
         self.cores = max(1, cores)
         self.running = 0
         self._lock = threading.Lock()
+        self._lanes = {
+            "heavy": threading.BoundedSemaphore(heavy),
+            "light": threading.BoundedSemaphore(light),
+        }
+        self._inside = threading.local()
+
+    @staticmethod
+    def lane(positions: int, params: int = 0) -> str:
+        return "light" if positions * max(params, 1) <= LIGHT_WORK else "heavy"
 
     def threads_for(self, positions: int) -> int:
         if positions < SMALL_INPUT:
@@ -119,21 +141,54 @@ class CpuShare:
         return max(1, self.cores // max(1, self.running))
 
     @contextlib.contextmanager
-    def __call__(self, positions: int):
-        with self._lock:
-            self.running += 1
-            threads = self.threads_for(positions)
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            yield threads
-        finally:
-            torch.set_num_threads(before)
+    def _admitted(self, lane: str):
+        if getattr(self._inside, "depth", 0):  # already inside a pass: no second admission
+            self._inside.depth += 1
+            try:
+                yield False
+            finally:
+                self._inside.depth -= 1
+            return
+        with self._lanes[lane]:
+            self._inside.depth = 1
+            try:
+                yield True
+            finally:
+                self._inside.depth = 0
+
+    @contextlib.contextmanager
+    def __call__(self, positions: int, params: int = 0):
+        """One pass over ``positions`` token positions of a model with ``params`` parameters;
+        yields the number of threads it runs on."""
+        with self._admitted(self.lane(positions, params)) as first:
+            if not first:
+                yield torch.get_num_threads()
+                return
             with self._lock:
-                self.running -= 1
+                self.running += 1
+                threads = self.threads_for(positions)
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                yield threads
+            finally:
+                torch.set_num_threads(before)
+                with self._lock:
+                    self.running -= 1
+
+    def load(self):
+        """A model load: memory like a heavy pass, so it takes a heavy slot."""
+        return self._admitted("heavy")
 
 
 cpu_share = CpuShare()  # one per process: every forward pass the app runs goes through it
+
+
+def n_params(net: torch.nn.Module) -> int:
+    """A model's parameter count (counted once per model)."""
+    if not hasattr(net, "_ta_params"):
+        net._ta_params = sum(p.numel() for p in net.parameters())
+    return net._ta_params
 
 
 def positions_of(inputs: dict) -> int:
@@ -290,7 +345,8 @@ class Engine:
                 if model_id in self._models:  # another request loaded it while we waited
                     return self._models[model_id]
             try:
-                loaded = self._load(model_id)
+                with cpu_share.load():
+                    loaded = self._load(model_id)
             finally:
                 with self._lock:
                     self._loading.pop(model_id, None)
@@ -429,7 +485,7 @@ class Engine:
             ids = [tok.bos_token_id, *ids]
         limit = net.config.max_len - (0 if net.config.arch == "encoder-decoder" else len(ids))
         src = torch.tensor([ids[: net.config.max_len]], dtype=torch.long)
-        with cpu_share(src.numel() + MAX_NEW_TOKENS):
+        with cpu_share(src.numel() + MAX_NEW_TOKENS, n_params(net)):
             out = net.generate(
                 src, max_new_tokens=max(0, min(MAX_NEW_TOKENS, limit)), positions=positions
             )
@@ -513,7 +569,7 @@ class Engine:
             inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
         start = time.perf_counter()
         try:
-            with cpu_share(positions_of(inputs)):
+            with cpu_share(positions_of(inputs), n_params(loaded.net)):
                 trace = run_trace(loaded.net, inputs)
         except Exception as exc:
             if not is_device_failure(exc):
@@ -521,7 +577,7 @@ class Engine:
             # The GPU failed this request (out of memory, lost device): answer it on the CPU.
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            with cpu_share(positions_of(inputs)):
+            with cpu_share(positions_of(inputs), n_params(loaded.net)):
                 trace = loaded.on_cpu().trace(**inputs).cpu()
             cut.append(
                 f"The GPU could not run this text ({type(exc).__name__}); it was analysed on "

@@ -189,3 +189,50 @@ def test_every_forward_pass_of_a_request_goes_through_the_cpu_share(eng, monkeyp
     eng.analyse("a short text for the thread test", BUNDLED)
     eng.analyse(" ".join(["long"] * 100) + " thread test", BUNDLED)
     assert threads == [1, 2]
+
+
+def test_light_passes_have_their_own_lane_beside_heavy_ones():
+    """Two heavy passes (or loads) at once fill their lane; a short text still runs at once, and a
+    third heavy pass waits for a heavy slot (the memory bound)."""
+    import threading
+
+    share = engine_mod.CpuShare(cores=2, heavy=2, light=2)
+    big = (1024, 111_000_000)  # 512-token source and target on the 111M preset
+    assert share.lane(*big) == "heavy" and share.lane(12, 22_700_000) == "light"
+    release, entered = threading.Event(), []
+
+    def heavy(tag):
+        with share(*big):
+            entered.append(tag)
+            release.wait(10)
+
+    def load():
+        with share.load():
+            entered.append("load")
+            release.wait(10)
+
+    workers = [threading.Thread(target=heavy, args=("a",)), threading.Thread(target=load)]
+    for w in workers:
+        w.start()
+    for _ in range(100):
+        if len(entered) == 2:
+            break
+        threading.Event().wait(0.02)
+    assert sorted(entered) == ["a", "load"]
+    third = threading.Thread(target=heavy, args=("c",))
+    third.start()
+    with share(12, 22_700_000) as threads:  # the light lane is free: no wait
+        assert threads == 1
+    third.join(0.3)
+    assert third.is_alive() and "c" not in entered  # waits for a heavy slot
+    release.set()
+    for w in [*workers, third]:
+        w.join(10)
+    assert "c" in entered and share.running == 0
+
+
+def test_a_pass_inside_a_pass_is_not_admitted_twice():
+    share = engine_mod.CpuShare(cores=2, heavy=1, light=1)
+    with share(1024, 10**9), share(1024, 10**9):  # would deadlock if admitted again
+        assert share.running == 1
+    assert share.running == 0

@@ -306,11 +306,7 @@ def head_figure(
         zmax=zmax,
     )
     bar = "weight (0–1)" if scale == "fixed" else "weight (0–head max)"
-    # "fast": one canvas pixel a cell, scaled up by the browser (a head switch redraws in half
-    # the time of Plotly's default cell-by-cell painting at 128 tokens).
-    cells.update(
-        hoverongaps=False, zsmooth="fast", colorbar={"title": {"text": bar, "side": "right"}}
-    )
+    cells.update(hoverongaps=False, colorbar={"title": {"text": bar, "side": "right"}})
     fig = go.Figure(cells)
     n = max(len(x_lab), len(y_lab))
     base_layout(

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 import analysis
-from engine import cpu_share, positions_of
+from engine import cpu_share, n_params, positions_of
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz.attention import stack_title
@@ -209,7 +209,7 @@ def chosen_heads(text: str, layer: int, n_layers: int, n_heads: int) -> list[tup
 
 def ablation_table(net, trace, stack: str, heads: list[tuple[int, int]], mode: str) -> pd.DataFrame:
     inputs = model_inputs(trace)
-    with cpu_share(positions_of(inputs)):  # one forward pass per head, like any other pass
+    with cpu_share(positions_of(inputs), n_params(net)):  # a pass per head, as any other pass
         df = analysis.ablation_effects(net, inputs, stack, heads, mode)
     return df.round(4)
 
