@@ -47,15 +47,19 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
   if (!data || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
   gd.__taSeen = true;  /* this figure follows the sliders now (see app.RESWITCH) */
   const c = window.__taHeads || (window.__taHeads = {});
-  if (c.src !== data) {
-    const d = JSON.parse(data);
-    const bin = atob(d.data), packed = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
-    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
-    d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
-    c.src = data; c.d = d;
+  if (c.src !== data) {  /* decoded once per payload (callers meanwhile wait); never retried */
+    c.src = data;
+    c.ready = (async () => { try {
+      const d = JSON.parse(data);
+      const bin = atob(d.data), packed = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
+      const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
+      d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
+      return d;
+    } catch (e) { return null; } })();
   }
-  const d = c.d, meta = gd.layout.meta;
+  const d = await c.ready, meta = gd.layout.meta;
+  if (!d) return false;
   if (meta.run !== d.run || !Array.isArray(meta.head)) return false;
   const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
   const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
