@@ -229,7 +229,8 @@ class App:
         positions = positions_of({"input_ids": trace.input_ids, "tgt_ids": trace.tgt_ids})
         # Drawing a big trace's views is work like its forward pass (norms, replayed Q/K/V, a
         # 512-token figure): it takes a pass's slot and CPU share too (engine.CpuShare).
-        with cpu_share(positions, n_params(analysis.model.net)):
+        # Half the trace's size is reserved for what drawing adds (replayed Q/K/V: up to 50 %).
+        with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
             values = render(state.tab, analysis, state.sel, batch, only)
         if only is None:
             seen = {**seen, state.tab: signature}

@@ -98,7 +98,11 @@ SMALL_INPUT = 64  # token positions in a batch below which one forward pass take
 # A "light" pass: parameters × token positions up to the bundled BERT (22.7M) at ~176 positions
 # (tens of milliseconds on two cores); anything bigger, and every model load, is "heavy".
 LIGHT_WORK = 4_000_000_000
-HEAVY_AT_ONCE = 2  # the memory bound: two 512-token passes of the 111M preset peak near 2.3 GB
+HEAVY_AT_ONCE = 2  # heavy passes, loads or big draws at once (two 111M-preset passes: 2.3 GB)
+# ... and the bytes their traces may hold together while they run (estimated, trace_bytes): a
+# second heavy pass starts only if both fit (two BERT-large 512-token passes do not: 4 users on
+# it peaked at 3.2 GB with two at once), and one always may when none runs.
+HEAVY_BYTES = 640 * 1024**2
 LIGHT_AT_ONCE = 2
 
 
@@ -120,15 +124,20 @@ class CpuShare:
     """
 
     def __init__(
-        self, cores: int = CORES, heavy: int = HEAVY_AT_ONCE, light: int = LIGHT_AT_ONCE
+        self,
+        cores: int = CORES,
+        heavy: int = HEAVY_AT_ONCE,
+        light: int = LIGHT_AT_ONCE,
+        heavy_bytes: int = HEAVY_BYTES,
     ) -> None:
         self.cores = max(1, cores)
         self.running = 0
         self._lock = threading.Lock()
-        self._lanes = {
-            "heavy": threading.BoundedSemaphore(heavy),
-            "light": threading.BoundedSemaphore(light),
-        }
+        self._limits = {"heavy": heavy, "light": light}
+        self.heavy_bytes = heavy_bytes
+        self._in_lane = {"heavy": 0, "light": 0}
+        self._reserved = 0  # estimated bytes of the heavy passes running now
+        self._lane_free = threading.Condition()
         self._inside = threading.local()
 
     @staticmethod
@@ -140,8 +149,15 @@ class CpuShare:
             return 1
         return max(1, self.cores // max(1, self.running))
 
+    def _fits(self, lane: str, nbytes: int) -> bool:
+        if self._in_lane[lane] >= self._limits[lane]:
+            return False
+        if lane == "light" or self._in_lane[lane] == 0:
+            return True
+        return self._reserved + nbytes <= self.heavy_bytes
+
     @contextlib.contextmanager
-    def _admitted(self, lane: str):
+    def _admitted(self, lane: str, nbytes: int = 0):
         if getattr(self._inside, "depth", 0):  # already inside a pass: no second admission
             self._inside.depth += 1
             try:
@@ -149,18 +165,26 @@ class CpuShare:
             finally:
                 self._inside.depth -= 1
             return
-        with self._lanes[lane]:
-            self._inside.depth = 1
-            try:
-                yield True
-            finally:
-                self._inside.depth = 0
+        nbytes = nbytes if lane == "heavy" else 0
+        with self._lane_free:
+            self._lane_free.wait_for(lambda: self._fits(lane, nbytes))
+            self._in_lane[lane] += 1
+            self._reserved += nbytes
+        self._inside.depth = 1
+        try:
+            yield True
+        finally:
+            self._inside.depth = 0
+            with self._lane_free:
+                self._in_lane[lane] -= 1
+                self._reserved -= nbytes
+                self._lane_free.notify_all()
 
     @contextlib.contextmanager
-    def __call__(self, positions: int, params: int = 0):
-        """One pass over ``positions`` token positions of a model with ``params`` parameters;
-        yields the number of threads it runs on."""
-        with self._admitted(self.lane(positions, params)) as first:
+    def __call__(self, positions: int, params: int = 0, nbytes: int = 0):
+        """One pass over ``positions`` token positions of a model with ``params`` parameters,
+        whose trace holds about ``nbytes``; yields the number of threads it runs on."""
+        with self._admitted(self.lane(positions, params), nbytes) as first:
             if not first:
                 yield torch.get_num_threads()
                 return
@@ -176,9 +200,9 @@ class CpuShare:
                 with self._lock:
                     self.running -= 1
 
-    def load(self):
+    def load(self, nbytes: int = 0):
         """A model load: memory like a heavy pass, so it takes a heavy slot."""
-        return self._admitted("heavy")
+        return self._admitted("heavy", nbytes)
 
 
 cpu_share = CpuShare()  # one per process: every forward pass the app runs goes through it
@@ -189,6 +213,18 @@ def n_params(net: torch.nn.Module) -> int:
     if not hasattr(net, "_ta_params"):
         net._ta_params = sum(p.numel() for p in net.parameters())
     return net._ta_params
+
+
+def trace_bytes(config, inputs: dict) -> int:
+    """About what a forward pass's trace will hold: attention weights and hidden states (float32),
+    before any field computed on access."""
+    batch, src = inputs["input_ids"].shape
+    tgt = inputs["tgt_ids"].shape[1] if inputs.get("tgt_ids") is not None else 0
+    layers, heads, width = config.n_layers, config.n_heads, config.d_model
+    cells = layers * heads * src * src + 3 * (layers + 1) * src * width
+    if tgt:  # the decoder's self-attention and cross-attention, and its residual stream
+        cells += layers * heads * (tgt * tgt + tgt * src) + 3 * (layers + 1) * tgt * width
+    return 4 * batch * cells
 
 
 def positions_of(inputs: dict) -> int:
@@ -565,11 +601,12 @@ class Engine:
             return cached
         inputs, cut = self.encode(loaded, texts, targets)
         inputs["positions"] = positions
+        size = trace_bytes(loaded.net.config, inputs)
         if loaded.net.lm_head is not None and loaded.net.config.vocab_size <= 4096:
             inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
         start = time.perf_counter()
         try:
-            with cpu_share(positions_of(inputs), n_params(loaded.net)):
+            with cpu_share(positions_of(inputs), n_params(loaded.net), size):
                 trace = run_trace(loaded.net, inputs)
         except Exception as exc:
             if not is_device_failure(exc):
@@ -577,7 +614,7 @@ class Engine:
             # The GPU failed this request (out of memory, lost device): answer it on the CPU.
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            with cpu_share(positions_of(inputs), n_params(loaded.net)):
+            with cpu_share(positions_of(inputs), n_params(loaded.net), size):
                 trace = loaded.on_cpu().trace(**inputs).cpu()
             cut.append(
                 f"The GPU could not run this text ({type(exc).__name__}); it was analysed on "

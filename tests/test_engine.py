@@ -236,3 +236,56 @@ def test_a_pass_inside_a_pass_is_not_admitted_twice():
     with share(1024, 10**9), share(1024, 10**9):  # would deadlock if admitted again
         assert share.running == 1
     assert share.running == 0
+
+
+def test_heavy_passes_run_together_only_if_their_traces_fit():
+    """Two BERT-large-sized 512-token passes would hold ~1.1 GB at once: the second waits; two
+    smaller heavy passes run together; one pass larger than the budget still runs alone."""
+    import threading
+
+    share = engine_mod.CpuShare(cores=2, heavy=2, light=2, heavy_bytes=640 * 2**20)
+    big, large = (512, 335_000_000), 560 * 10**6
+    release, entered = threading.Event(), []
+
+    def heavy(tag, nbytes):
+        with share(*big, nbytes):
+            entered.append(tag)
+            release.wait(10)
+
+    first = threading.Thread(target=heavy, args=("first", large))
+    first.start()
+    second = threading.Thread(target=heavy, args=("second", large))
+    for _ in range(100):
+        if entered:
+            break
+        threading.Event().wait(0.02)
+    second.start()
+    second.join(0.3)
+    assert entered == ["first"] and second.is_alive()  # waits: both would not fit
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert entered == ["first", "second"]
+    release.clear()
+    entered.clear()
+    pair = [threading.Thread(target=heavy, args=(t, 200 * 10**6)) for t in ("a", "b")]
+    for t in pair:
+        t.start()
+    for _ in range(100):
+        if len(entered) == 2:
+            break
+        threading.Event().wait(0.02)
+    assert sorted(entered) == ["a", "b"]  # 400 MB together fit
+    release.set()
+    for t in pair:
+        t.join(10)
+
+
+def test_the_engine_estimates_a_traces_size_before_the_pass(eng):
+    import torch
+
+    analysis = eng.analyse(" ".join(["word"] * 200), BUNDLED)
+    ids = analysis.trace.input_ids
+    estimate = engine_mod.trace_bytes(analysis.model.net.config, {"input_ids": ids})
+    assert 0.8 * analysis.trace.nbytes() <= estimate <= 1.6 * analysis.trace.nbytes()
+    assert torch.is_tensor(ids)
