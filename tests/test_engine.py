@@ -191,6 +191,15 @@ def test_every_forward_pass_of_a_request_goes_through_the_cpu_share(eng, monkeyp
     assert threads == [1, 2]
 
 
+def started(entered: list, n: int) -> None:
+    """Wait (at most 2 s) until n of the threads have entered their pass."""
+    import time
+
+    deadline = time.monotonic() + 2
+    while len(entered) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def test_light_passes_have_their_own_lane_beside_heavy_ones():
     """Two heavy passes (or loads) at once fill their lane; a short text still runs at once, and a
     third heavy pass waits for a heavy slot (the memory bound)."""
@@ -214,10 +223,7 @@ def test_light_passes_have_their_own_lane_beside_heavy_ones():
     workers = [threading.Thread(target=heavy, args=("a",)), threading.Thread(target=load)]
     for w in workers:
         w.start()
-    for _ in range(100):
-        if len(entered) == 2:
-            break
-        threading.Event().wait(0.02)
+    started(entered, 2)
     assert sorted(entered) == ["a", "load"]
     third = threading.Thread(target=heavy, args=("c",))
     third.start()
@@ -255,10 +261,7 @@ def test_heavy_passes_run_together_only_if_their_traces_fit():
     first = threading.Thread(target=heavy, args=("first", large))
     first.start()
     second = threading.Thread(target=heavy, args=("second", large))
-    for _ in range(100):
-        if entered:
-            break
-        threading.Event().wait(0.02)
+    started(entered, 1)
     second.start()
     second.join(0.3)
     assert entered == ["first"] and second.is_alive()  # waits: both would not fit
@@ -271,10 +274,7 @@ def test_heavy_passes_run_together_only_if_their_traces_fit():
     pair = [threading.Thread(target=heavy, args=(t, 200 * 10**6)) for t in ("a", "b")]
     for t in pair:
         t.start()
-    for _ in range(100):
-        if len(entered) == 2:
-            break
-        threading.Event().wait(0.02)
+    started(entered, 2)
     assert sorted(entered) == ["a", "b"]  # 400 MB together fit
     release.set()
     for t in pair:
