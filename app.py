@@ -721,19 +721,15 @@ class App:
         switching = [tab for tab in TABS if tab.switch]
 
         def component(name: str):
-            return self.controls.get(name) or self.outputs[name]
+            return self.controls[name] if name in self.controls else self.outputs[name]
 
         for name, gate in self.gates.items():
-            inputs = []
-            for n in (n for tab in switching for n in tab.switch_inputs):
-                if component(n) not in inputs:
-                    inputs.append(component(n))
+            names = list(dict.fromkeys(n for tab in switching for n in tab.switch_inputs))
+            inputs = [component(n) for n in names]
             calls = []
             for tab in switching:
                 if tab.browser_redraws(name):
-                    args = ", ".join(
-                        f"args[{inputs.index(component(n))}]" for n in tab.switch_inputs
-                    )
+                    args = ", ".join(f"args[{names.index(n)}]" for n in tab.switch_inputs)
                     calls.append(
                         f"if (tab === {json.dumps(tab.id)}) drawn = await ({tab.switch})({args});"
                     )
