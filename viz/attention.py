@@ -47,7 +47,7 @@ STACK_TITLES = {
     "cross": "cross-attention (queries: target, keys: source)",
 }
 HIDDEN_GREY = "#d4d4d4"  # plot background behind NaN (masked) cells
-MAX_TILE_CELLS = 48  # overview: cells per tile side before max-pooling
+MAX_TILE_CELLS = 32  # overview: cells per tile side before max-pooling (a tile is ~80 px wide)
 MAX_HEAD_CELLS = 256  # head view: exact up to 256 tokens, max-pooled beyond (512 → 256)
 MAX_PANEL_CELLS = 160  # three-panel views: cells per side before mean-pooling (~2 px a cell)
 COLORBAR_BAND_PX = 64  # three-panel figures: the band under the axes for the colour bars
