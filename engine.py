@@ -12,7 +12,7 @@ import os
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -109,11 +109,12 @@ LIGHT_AT_ONCE = 2
 class CpuShare:
     """Admits every forward pass (and model load) the app runs, and gives it its share of the CPU.
 
-    Two lanes under one bound: at most HEAVY_AT_ONCE heavy passes or loads, and beside them at
-    most LIGHT_AT_ONCE light ones, so a short text on the bundled BERT never queues behind
-    512-token passes of a big model or a slow checkpoint load (Gradio's own queue is first in,
-    first out). A thread already inside a pass (a view that ablates heads, say) is not admitted
-    again.
+    Two lanes under one bound: at most HEAVY_AT_ONCE heavy passes or loads whose estimated
+    traces fit in HEAVY_BYTES together (one always may run alone), admitted first come, first
+    served; and beside them at most LIGHT_AT_ONCE light ones, so a short text on the bundled BERT
+    never queues behind 512-token passes of a big model or a slow checkpoint load (Gradio's own
+    queue is first in, first out). A thread already inside a pass (a view that ablates heads,
+    say) is not admitted again.
 
     Threads: PyTorch's OpenMP threads spin while they wait for each other; when more threads want
     the CPU than there are cores (two passes at once, or the server sharing its cores with other
@@ -137,6 +138,7 @@ class CpuShare:
         self.heavy_bytes = heavy_bytes
         self._in_lane = {"heavy": 0, "light": 0}
         self._reserved = 0  # estimated bytes of the heavy passes running now
+        self._heavy_waiting: deque = deque()  # first come, first admitted (no big pass starves)
         self._lane_free = threading.Condition()
         self._inside = threading.local()
 
@@ -167,7 +169,16 @@ class CpuShare:
             return
         nbytes = nbytes if lane == "heavy" else 0
         with self._lane_free:
-            self._lane_free.wait_for(lambda: self._fits(lane, nbytes))
+            if lane == "heavy":
+                ticket = object()
+                self._heavy_waiting.append(ticket)
+                self._lane_free.wait_for(
+                    lambda: self._heavy_waiting[0] is ticket and self._fits(lane, nbytes)
+                )
+                self._heavy_waiting.popleft()
+                self._lane_free.notify_all()  # the next in line may fit beside this one
+            else:
+                self._lane_free.wait_for(lambda: self._fits(lane, nbytes))
             self._in_lane[lane] += 1
             self._reserved += nbytes
         self._inside.depth = 1

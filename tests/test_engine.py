@@ -289,3 +289,32 @@ def test_the_engine_estimates_a_traces_size_before_the_pass(eng):
     estimate = engine_mod.trace_bytes(analysis.model.net.config, {"input_ids": ids})
     assert 0.8 * analysis.trace.nbytes() <= estimate <= 1.6 * analysis.trace.nbytes()
     assert torch.is_tensor(ids)
+
+
+def test_a_big_heavy_pass_is_not_overtaken_by_later_small_ones():
+    """Heavy passes are admitted in arrival order: a BERT-large-sized pass waiting for memory is
+    not starved by smaller heavy passes that keep arriving and would fit."""
+    import threading
+
+    share = engine_mod.CpuShare(cores=2, heavy=2, light=2, heavy_bytes=640 * 2**20)
+    release, entered = threading.Event(), []
+
+    def heavy(tag, nbytes):
+        with share(512, 335_000_000, nbytes):
+            entered.append(tag)
+            release.wait(10)
+
+    small = threading.Thread(target=heavy, args=("small", 200 * 10**6))
+    small.start()
+    started(entered, 1)
+    big = threading.Thread(target=heavy, args=("big", 560 * 10**6))
+    big.start()
+    threading.Event().wait(0.1)
+    later = threading.Thread(target=heavy, args=("later small", 200 * 10**6))
+    later.start()
+    later.join(0.3)
+    assert entered == ["small"]  # "later small" would fit beside "small" but "big" came first
+    release.set()
+    for t in (small, big, later):
+        t.join(10)
+    assert entered == ["small", "big", "later small"]
