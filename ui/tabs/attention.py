@@ -45,7 +45,6 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
   const t0 = performance.now();
   const gd = document.querySelector('#head-plot .js-plotly-plot');
   if (!data || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
-  gd.__taSeen = true;  /* this figure follows the sliders now (see app.RESWITCH) */
   const c = window.__taHeads || (window.__taHeads = {});
   if (c.src !== data) {  /* decoded once per payload (callers meanwhile wait); never retried */
     c.src = data;
