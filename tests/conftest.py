@@ -75,3 +75,12 @@ def page(browser):
     context.close()
     assert dialogs == [], f"a JavaScript dialog opened: {dialogs}"
     assert set(pwned) <= {None}, f"an injected handler ran: window.__pwned = {pwned}"
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: one thread is faster than two fighting over a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

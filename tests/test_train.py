@@ -13,14 +13,7 @@ from model.trained import build, load_weights, snapshot_path
 from train import TASKS, reproduce
 from train.loop import TrainSpec, lr_factor, train
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread is faster than two fighting over a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def few_steps(name: str, steps: int = 25, batch_size: int = 16) -> tuple[Transformer, dict]:

@@ -42,7 +42,6 @@ setInterval(hook, 300);
 # DecompressionStream): the server draws it then.
 # The "Link to this view" in the status line follows the switch.
 SWITCH_HEAD = r"""async (layer, head, data) => { try {
-  const t0 = performance.now();
   const gd = document.querySelector('#head-plot .js-plotly-plot');
   if (!data || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
   const c = window.__taHeads || (window.__taHeads = {});
@@ -85,7 +84,6 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
     q.set('layer', L); q.set('head', H);
     link.setAttribute('href', '?' + q.toString());
   }
-  window.__taSwitchMs = performance.now() - t0;
   return true;
 } catch (e) { return false; } }"""
 

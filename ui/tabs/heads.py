@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 import analysis
-from engine import cpu_share, n_params, positions_of
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz.attention import stack_title
@@ -208,9 +207,8 @@ def chosen_heads(text: str, layer: int, n_layers: int, n_heads: int) -> list[tup
 
 
 def ablation_table(net, trace, stack: str, heads: list[tuple[int, int]], mode: str) -> pd.DataFrame:
-    inputs = model_inputs(trace)
-    with cpu_share(positions_of(inputs), n_params(net)):  # a pass per head, as any other pass
-        df = analysis.ablation_effects(net, inputs, stack, heads, mode)
+    # One forward pass per head, inside the drawing's own admission (app.App.draw, CpuShare).
+    df = analysis.ablation_effects(net, model_inputs(trace), stack, heads, mode)
     return df.round(4)
 
 
