@@ -36,7 +36,8 @@ from engine import (
 )
 from model import PRESETS, TRAINED
 from ui.i18n import I18N, Blocks, language_switch, plain_headers, t, wire_language
-from ui.pages import STAMP, Pages
+from ui.kept import bound_unread, keep_no_output_values
+from ui.pages import STAMP, PageBusy, Pages
 from ui.render import render, slide_ready
 from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
 from ui.tabs import BY_ID, TAB_IDS, TABS
@@ -69,10 +70,11 @@ STACK_LABELS = {
 }
 # One group for every event that can run a forward pass (GRADIO6.md §4): the same group and the
 # same explicit limit on each member, so deep links, tab clicks and sliders share it with Run.
-# The group admits 8 requests at once; what they may compute at once is bounded inside, by the
-# engine's two lanes (engine.CpuShare: 2 heavy passes, loads or big draws, and 2 light ones), so
-# a short text is not queued first-in-first-out behind 512-token passes or a checkpoint load.
-BOUND = {"concurrency_id": "model", "concurrency_limit": 8}
+# The group admits 12 requests at once, at most 4 of them from one page (ui.pages); what they may
+# compute at once is bounded inside, by the engine's two lanes (engine.CpuShare: 2 heavy passes,
+# loads or big draws, and 2 light ones), so a short text is not queued first-in-first-out behind
+# 512-token passes or a checkpoint load.
+BOUND = {"concurrency_id": "model", "concurrency_limit": 12}
 PRIVATE = {"api_visibility": "private", **BOUND}
 STALE_NOTE = "⚠️ The figures below show the previous run: press **Run** to update them."
 # The page's query string, read in the browser the moment it opens (no server round trip).
@@ -315,6 +317,8 @@ class App:
         demo.queue(
             default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
         )
+        bound_unread(demo)
+        keep_no_output_values()
         return demo
 
     def _header(self) -> None:
@@ -423,11 +427,22 @@ class App:
 
     def on_run(self, state: ViewState, notices=(), page: str | None = None) -> dict:
         """Run (or re-use) the forward pass for ``state`` and draw its tab."""
-        with self.pages.turn(page):
+
+        def run() -> dict:
             result = self._run(state, notices)
             if self.last_run in result:
                 self.pages.set_run(page, state)
             return result
+
+        return self.in_turn(page, run)
+
+    def in_turn(self, page: str | None, body) -> dict:
+        """``body()`` in this page's turn; a page with too many requests waiting gets a sentence."""
+        try:
+            with self.pages.turn(page):
+                return body()
+        except PageBusy as exc:
+            return {self.status: status_markdown(None, [str(exc)], None)}
 
     def _run(self, state: ViewState, notices=()) -> dict:
         try:
@@ -449,8 +464,9 @@ class App:
         }
 
     def on_tab(self, tab: str, state: ViewState, seen: dict, sel: Selection, page=None) -> dict:
-        with self.pages.turn(page):
-            return self._tab(tab, self.pages.latest_run(page, state), seen, sel)
+        return self.in_turn(
+            page, lambda: self._tab(tab, self.pages.latest_run(page, state), seen, sel)
+        )
 
     def _tab(self, tab: str, state: ViewState, seen: dict, sel: Selection) -> dict:
         state = replace(state, tab=tab, sel=sel)
@@ -475,9 +491,12 @@ class App:
         self, field: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
     ) -> dict:
         """A selection control changed: redraw what reads it, from the cache (no forward pass)."""
-        with self.pages.turn(page):
-            state = replace(self.pages.latest_run(page, state), tab=tab)
-            return self._selection(field, state, seen, sel)
+        return self.in_turn(
+            page,
+            lambda: self._selection(
+                field, replace(self.pages.latest_run(page, state), tab=tab), seen, sel
+            ),
+        )
 
     def _selection(self, field: str, state: ViewState, seen: dict, sel: Selection) -> dict:
         only = BY_ID[state.tab].redrawn_by(field)
@@ -489,8 +508,9 @@ class App:
         self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
     ) -> dict:
         """A head was picked (overview tile, table row): select it and redraw what shows it."""
-        with self.pages.turn(page):
-            return self._pick(picked, self.pages.latest_run(page, state), tab, seen, sel)
+        return self.in_turn(
+            page, lambda: self._pick(picked, self.pages.latest_run(page, state), tab, seen, sel)
+        )
 
     def _pick(self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection) -> dict:
         match = re.match(r"\s*(\d{1,4})\s*,\s*(\d{1,4})", str(picked or ""))
@@ -761,7 +781,7 @@ class App:
         show these names; their defaults are the components' initial values)."""
         app = self
 
-        def run(*args, progress=gr.Progress()):  # noqa: B008 - Gradio's idiom
+        def run(*args, request: gr.Request = None, progress=gr.Progress()):  # noqa: B008
             values = dict(zip(API_NAMES, args, strict=True))
             notices: list[str] = []
             try:
@@ -787,11 +807,19 @@ class App:
             )
             positions = values["positions"] is not False  # only an explicit False turns it off
             state = ViewState(text, model_id, target, second, tab, sel, positions)
-            return app.on_run(state, notices, page=values["page"])
+            page = values["page"]
+            if not page and request is not None and request.session_hash:
+                page = f"api:{request.session_hash}"  # a script's calls: in order, capped too
+            return app.on_run(state, notices, page=page)
 
         params = [
             inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in API_NAMES
         ]
+        params.append(
+            inspect.Parameter(
+                "request", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=gr.Request
+            )
+        )
         params.append(
             inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=gr.Progress())
         )
@@ -815,8 +843,8 @@ LAUNCH_KWARGS = {
     "show_error": False,
     # The app has no file input: uploads are refused beyond a token size in every mode.
     "max_file_size": "1kb",
-    # Gradio keeps each session's last outputs for an hour; outputs here are one tab's figures
-    # (< 1 MB) and no tensors, and at most this many sessions are kept.
+    # Gradio keeps a session's state for an hour after its page closes; here that is the
+    # gr.State values only (ui.kept: no copy of the outputs), for at most this many sessions.
     "state_session_capacity": 200,
     # The page in the browser's language, English or 简体中文 (ui/i18n.py).
     "i18n": I18N,

@@ -5,6 +5,11 @@ flight), so an older request can finish after a newer one and overwrite its figu
 carries its page's id (stamped in the browser, see STAMP) and runs under that page's lock, and
 view redraws read the page's latest Run from here rather than the state the browser sent with the
 event, which may predate a Run still being answered.
+
+A request waiting for its page's turn holds one of the queue's slots, so a page may have at most
+``MAX_IN_FLIGHT`` requests admitted at once (one running, the rest waiting): beyond that a request
+is answered at once with one sentence (``PageBusy``) and its slot goes to other users. Gradio's
+own trigger modes keep a real page at two or three; only a crafted client reaches the cap.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 # Prepended to every Python-backed event: the last input becomes this page's id (kept on window,
-# so it lives as long as the page). gradio_client calls send "" and are not ordered.
+# so it lives as long as the page). gradio_client calls send "" and are ordered per session.
 STAMP = """(...args) => {
   window.__taPage = window.__taPage ||
     (window.crypto && crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
@@ -23,17 +28,33 @@ STAMP = """(...args) => {
   return args; }"""
 
 
-class Pages:
-    """Per-page locks and latest runs, for at most ``max_pages`` pages (least recent dropped)."""
+MAX_IN_FLIGHT = 4
 
-    def __init__(self, max_pages: int = 2_000) -> None:
+
+class PageBusy(Exception):
+    """A page already has MAX_IN_FLIGHT requests admitted."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"This page already has {MAX_IN_FLIGHT} requests waiting on the server, so this one "
+            "was not run; wait for them to finish, then try again."
+        )
+
+
+class Pages:
+    """Per-page locks, requests in flight and latest runs, for at most ``max_pages`` pages
+    (least recent dropped)."""
+
+    def __init__(self, max_pages: int = 2_000, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.max_pages = max_pages
-        self._pages: OrderedDict[str, tuple[threading.Lock, list]] = OrderedDict()
+        self.max_in_flight = max_in_flight
+        # page -> [its lock, its latest run, its requests in flight]
+        self._pages: OrderedDict[str, list] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _entry(self, page: str) -> tuple[threading.Lock, list]:
+    def _entry(self, page: str) -> list:
         with self._lock:
-            entry = self._pages.pop(page, None) or (threading.Lock(), [None])
+            entry = self._pages.pop(page, None) or [threading.Lock(), None, 0]
             self._pages[page] = entry
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)
@@ -41,24 +62,33 @@ class Pages:
 
     @contextlib.contextmanager
     def turn(self, page: str | None) -> Iterator[None]:
-        """Run the body alone among this page's requests (no-op without a page id)."""
+        """Run the body alone among this page's requests (no-op without a page id); raises
+        PageBusy when the page already has ``max_in_flight`` requests admitted."""
         if not isinstance(page, str) or not page or len(page) > 64:
             yield
             return
-        lock, _ = self._entry(page)
-        with lock:
-            yield
+        entry = self._entry(page)
+        with self._lock:
+            if entry[2] >= self.max_in_flight:
+                raise PageBusy()
+            entry[2] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[2] -= 1
 
     def latest_run(self, page: str | None, fallback):
         """The state of this page's latest Run, or ``fallback`` (what the browser sent)."""
         if not isinstance(page, str) or not page:
             return fallback
-        _, run = self._entry(page)
-        return run[0] if run[0] is not None else fallback
+        run = self._entry(page)[1]
+        return run if run is not None else fallback
 
     def set_run(self, page: str | None, state) -> None:
         if isinstance(page, str) and page and len(page) <= 64:
-            self._entry(page)[1][0] = state
+            self._entry(page)[1] = state
 
     def __len__(self) -> int:
         return len(self._pages)
