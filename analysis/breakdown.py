@@ -77,8 +77,8 @@ def _split(trace, net, stack, layer, head, query, key, item, score_trace) -> dic
         for a, qa in q_parts.items()
         for b, kb in k_parts.items()
     ]
-    q = trace.queries[stack][item, layer, head, query].cpu().double()
-    k = trace.keys[stack][item, layer, head, key].cpu().double()
+    q = trace.layer_field("queries", stack, layer)[item, head, query].cpu().double()
+    k = trace.layer_field("keys", stack, layer)[item, head, key].cpu().double()
     total = math.fsum(t["value"] for t in terms)
     norms = trace.config.embedding_norm or trace.config.norm == "pre"
     return {
@@ -102,7 +102,7 @@ def _context_check(trace, net, stack, layer, item, query, context_all) -> dict:
     attn = check_net(trace, net, stack, "The context check")[layer]
     w_o = output_per_head(attn.w_o.weight.detach().cpu().double(), trace.config.n_heads)
     rebuilt = torch.einsum("hd,hdm->m", context_all, w_o) + attn.w_o.bias.detach().cpu().double()
-    out = trace.attn_out[stack][item, layer, query].cpu().double()  # (d_model,)
+    out = trace.layer_field("attn_out", stack, layer)[item, query].cpu().double()  # (d_model,)
     return {"available": True, "difference": float((rebuilt - out).abs().max())}
 
 
@@ -140,11 +140,13 @@ def score_breakdown(
     ):
         if not 0 <= value < size:
             raise ValueError(f"{name} {value} is out of range: this trace has {size} (0-based).")
-    queries, keys = trace.queries[stack], trace.keys[stack]  # (B, L, H, T, d_head)
-    values = trace.values[stack][item, layer].cpu().double()  # (H, T_k, d_head)
+    # One layer each (B, H, T, d_head): replayed alone unless the whole field was computed.
+    queries = trace.layer_field("queries", stack, layer)
+    keys = trace.layer_field("keys", stack, layer)
+    values = trace.layer_field("values", stack, layer)[item].cpu().double()  # (H, T_k, d_head)
     d_k = queries.shape[-1]
-    q32 = queries[item, layer, head, query].cpu()  # (d_head,)
-    k_all32 = keys[item, layer, head].cpu()  # (T_k, d_head)
+    q32 = queries[item, head, query].cpu()  # (d_head,)
+    k_all32 = keys[item, head].cpu()  # (T_k, d_head)
     score_row32 = (q32 * d_k**-0.5) @ k_all32.T  # (T_k,) the Trace.scores formula
     q, k_all = q32.double(), k_all32.double()
     score_row = (q @ k_all.T) / math.sqrt(d_k)  # (T_k,)

@@ -44,8 +44,9 @@ class Replay:
                 "The model's weights changed after this trace was made; trace the text again."
             )
 
-    def projection(self, trace, stack: str, name: str) -> torch.Tensor:
-        """queries / keys / values of a self-attention stack: [B, L, H, T, d_head]."""
+    def projection(self, trace, stack: str, name: str, only: int | None = None) -> torch.Tensor:
+        """queries / keys / values of a self-attention stack: [B, L, H, T, d_head] ([B, 1, …]
+        with ``only``: that layer alone)."""
         module = self.stacks[stack]
         self._check(module)
         hidden = trace.hidden_states[stack]  # (B, L+1, T, d_model)
@@ -53,6 +54,8 @@ class Replay:
         per_layer = []
         with torch.no_grad():
             for i, layer in enumerate(module.layers):
+                if only is not None and i != only:
+                    continue
                 x = hidden[:, i].to(device).contiguous()  # (B, T, d_model): the layer's input
                 attn = layer.self_attn
                 h = layer.add_norm1.sublayer_input(x)  # LayerNorm(x) when pre-norm
@@ -61,8 +64,11 @@ class Replay:
         out = torch.stack(per_layer, dim=1)  # (B, L, H, T, d_head)
         return out.to(device=hidden.device, dtype=hidden.dtype)
 
-    def layers(self, trace, stack: str) -> dict[str, dict[str, torch.Tensor]]:
-        """Every layer of a stack run again: {stack: {field: [B, L, ...]}}, "cross" included."""
+    def layers(
+        self, trace, stack: str, only: int | None = None
+    ) -> dict[str, dict[str, torch.Tensor]]:
+        """Every layer of a stack run again: {stack: {field: [B, L, ...]}}, "cross" included
+        ([B, 1, …] with ``only``: that layer alone — each layer reads its stored input)."""
         name = "decoder" if stack == "cross" else stack
         module = self.stacks[name]
         self._check(module)
@@ -79,6 +85,8 @@ class Replay:
         records = []
         with torch.no_grad():
             for i, layer in enumerate(module.layers):
+                if only is not None and i != only:
+                    continue
                 slots = {
                     kind: {"ablation": HeadAblation(keep[s][i], trace.ablation, on(query_mask))}
                     for kind, s in (("self", name), ("cross", "cross"))

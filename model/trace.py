@@ -71,6 +71,20 @@ class Trace:
     attn_out = _computed("attn_out", "Attention sublayer output [B, L, T_q, d_model] per stack.")
     mlp_out = _computed("mlp_out", "FFN sublayer output [B, L, T, d_model] per stack (not cross).")
 
+    def layer_field(self, name: str, stack: str, layer: int) -> torch.Tensor:
+        """One layer of a computed field, [B, ...]: a slice of the field when it was computed,
+        else that layer replayed alone and not kept (a view of one head reads one layer; a
+        whole-field replay of BERT-large at 512 tokens costs seconds, one layer a 24th of it)."""
+        kept = self._lazy.get(name, {})
+        if stack in kept or name == "scores" or self._replay is None:
+            return getattr(self, name)[stack][:, layer]
+        n_layers = self.attentions[stack].shape[1]
+        if not 0 <= layer < n_layers:
+            raise IndexError(f"layer {layer} is out of range ({n_layers} layers)")
+        if name in ("queries", "keys", "values") and stack != "cross":
+            return self._replay.projection(self, stack, name, only=layer)[:, 0]
+        return self._replay.layers(self, stack, only=layer)[stack][name][:, 0]
+
     def computed(self) -> dict[str, Tensors]:
         """Every computed field of every stack, computing what was not yet (export, pickling)."""
         return {name: dict(getattr(self, name)) for name in COMPUTED}

@@ -298,6 +298,11 @@ def test_computed_fields_equal_what_the_forward_pass_computed(nets, name):
     kwargs.update(head_mask=keep, ablation="mean")  # the replay must ablate as the forward did
     tr, seen = hooked_trace(net, **kwargs)
     lean = tr.nbytes()
+    for (field, stack), expected in seen.items():  # one layer replayed alone: the same numbers
+        for layer in range(expected.shape[1]):
+            got = tr.layer_field(field, stack, layer)
+            torch.testing.assert_close(got, expected[:, layer], atol=0, rtol=0)
+    assert tr.nbytes() == lean  # and nothing kept
     for (field, stack), expected in seen.items():
         torch.testing.assert_close(getattr(tr, field)[stack], expected, atol=0, rtol=0)
     assert tr.nbytes() > lean  # computed fields are kept, and counted, once asked for

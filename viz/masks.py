@@ -211,8 +211,8 @@ def cross_mask_figure(trace, batch: int = 0) -> go.Figure:
 def head_scores(trace, stack: str, layer: int, head: int, batch: int = 0) -> torch.Tensor:
     """QKᵀ/√d_k (T_q, T_k) of one head, before masking: the product ``trace.scores`` computes,
     for one head only (trace.scores would compute and cache every head of the stack)."""
-    q = trace.queries[stack][batch, layer, head].detach().cpu().float()  # (T_q, d_head)
-    k = trace.keys[stack][batch, layer, head].detach().cpu().float()  # (T_k, d_head)
+    q = trace.layer_field("queries", stack, layer)[batch, head].detach().cpu().float()  # (T_q, d)
+    k = trace.layer_field("keys", stack, layer)[batch, head].detach().cpu().float()  # (T_k, d)
     return (q * q.shape[-1] ** -0.5) @ k.T  # (T_q, T_k)
 
 
