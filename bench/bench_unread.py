@@ -4,7 +4,8 @@ A script joins 100 Runs of one text on the Attention tab (~122 tokens, ~1.1 MB o
 the trace is cached, so what grows is the results) for one session, in waves of 20, and never
 reads the event stream. Each configuration runs in its own process, side by
 side in one invocation: the app's budget (ui.kept.UNREAD_BYTES, 64 MB) vs none (Gradio's own
-behaviour). Prints RSS before, after, growth, and what the ledger counts as kept.
+behaviour). Prints RSS before, after, after handing freed memory back to the OS (malloc_trim:
+what is left is held), and what the ledger counts as kept.
 
     .venv/bin/python bench/bench_unread.py [--runs 100]
 """
@@ -56,7 +57,19 @@ def one(runs: int, budget_mb: float | None) -> dict:
                     break
                 time.sleep(0.2)
         after = rss_mb()
-        return {"before": before, "after": after, "kept_mb": ledger.total / 2**20}
+        import gc
+
+        from engine import _TRIM
+
+        gc.collect()
+        if _TRIM is not None:
+            _TRIM(0)  # freed memory back to the OS: what is left is what is still held
+        return {
+            "before": before,
+            "after": after,
+            "trimmed": rss_mb(),
+            "kept_mb": ledger.total / 2**20,
+        }
 
 
 def main() -> None:
@@ -82,7 +95,8 @@ def main() -> None:
         r = json.loads(out)
         print(
             f"{kind:9}: {args.runs} unread Attention results: RSS {r['before']:.0f} -> "
-            f"{r['after']:.0f} MB (+{r['after'] - r['before']:.0f} MB); ledger counts "
+            f"{r['after']:.0f} MB (+{r['after'] - r['before']:.0f} MB), after malloc_trim "
+            f"{r['trimmed']:.0f} MB (+{r['trimmed'] - r['before']:.0f} MB); ledger counts "
             f"{r['kept_mb']:.1f} MB kept",
             flush=True,
         )
