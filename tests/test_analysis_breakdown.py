@@ -128,3 +128,16 @@ def test_cross_attention_and_missing_net_say_why_there_is_no_split():
     assert abs(bare["score"] - bare["score_trace"]) < TOL
     with pytest.raises(ValueError, match="key 99 is out of range"):
         analysis.score_breakdown(tr, "encoder", 0, 0, 1, 99)
+
+
+@pytest.mark.parametrize(
+    ("preset", "stack"), [("seed002-encoder", "encoder"), ("seed003-encdec", "cross")]
+)
+def test_one_score_replays_one_layer_and_keeps_nothing(preset, stack):
+    """The breakdown reads one layer's Q, K, V and output: the trace stays as lean as it was (a
+    whole-stack replay of BERT-large at 512 tokens would cost seconds before the tab draws)."""
+    net, tr = trace_of(preset)
+    lean = tr.nbytes()
+    out = analysis.score_breakdown(tr, stack, 1, 0, 0, 0, net=net)
+    assert out["context_check"]["difference"] < TOL
+    assert tr._lazy == {} and tr.nbytes() == lean
