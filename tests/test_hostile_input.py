@@ -247,7 +247,7 @@ def test_hostile_text_with_bert_reads_literally_on_every_tab(app_url, page, case
     sent, seconds = type_and_run(page, case.text)
     assert sent == case.text.replace("\r\n", "\n"), "the textarea changed the text"
     n_tokens = check_status(page, case.bert_notices)
-    assert seconds < 10, f"Run → status took {seconds:.1f} s"
+    assert seconds < 30, f"Run → status took {seconds:.1f} s"  # a hang guard; speed: bench/
     assert n_tokens <= 512
     chips = check_chips(page, n_tokens, case.bert_chips)
     if case.hostile:

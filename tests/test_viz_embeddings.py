@@ -324,12 +324,11 @@ def draw(browser, site: Path, name: str, figures, parts, dark: bool = False):
     return page, ms
 
 
-BUDGET_MS = {32: 1000, 128: 2000, 512: 5000}  # DESIGN.md: click -> every figure of the tab drawn
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("n_tokens", [32, 128, 512])
-def test_views_draw_in_chromium_within_budget(chromium, bert, n_tokens):
+def test_views_draw_in_chromium(chromium, bert, n_tokens):
+    """Every figure draws as SVG with no image and hostile tokens as text. How fast is measured
+    in bench/bench_browser.py (budgets 1 / 2 / 5 s), not here: a shared CI machine is no clock."""
     browser, site = chromium
     tr = bert_trace_of(bert, n_tokens)
     tr.tokens[0][5] = HOSTILE  # must render as text, never as an element
@@ -339,7 +338,6 @@ def test_views_draw_in_chromium_within_budget(chromium, bert, n_tokens):
         size = sum(len(f.to_json()) for f in figures) + sum(len(p) for p in parts)
         print(f"{view:>10} @ {n_tokens:3d} tokens: {size / 1e3:7.1f} kB, drawn in {ms:6.0f} ms")
         assert page.evaluate("document.querySelectorAll('img').length") == 0
-        assert ms < BUDGET_MS[n_tokens], f"{view} at {n_tokens} tokens took {ms:.0f} ms"
         if n_tokens == 128:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / f"viz_{view}.png"), full_page=True)
