@@ -10,6 +10,7 @@ from dataclasses import replace
 import gradio as gr
 
 import analysis
+from lang import LOCALE, tr
 from ui.i18n import t
 from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
@@ -137,7 +138,7 @@ RANDOM_NOTE = (
 def untrained_note(fig, random_weights: bool):
     """Say on the figure itself when its attention comes from untrained random weights."""
     if random_weights:
-        fig.layout.title.text = f"{fig.layout.title.text}<br><sup>⚠️ {RANDOM_NOTE}</sup>"
+        fig.layout.title.text = f"{fig.layout.title.text}<br><sup>⚠️ {tr(RANDOM_NOTE)}</sup>"
         fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
     return fig
 
@@ -157,7 +158,7 @@ _SWITCH_DATA: OrderedDict[tuple, str] = OrderedDict()  # the last few runs' payl
 
 def switch_data(view: View, trace, sel) -> str:
     """The head switch's payload (JSON) for this run, stack and scale; "" when there is none."""
-    key = (view.analysis.key, sel.stack, sel.scale, view.sel.measure)
+    key = (view.analysis.key, sel.stack, sel.scale, view.sel.measure, LOCALE.get())
     if key not in _SWITCH_DATA:
         data = attention.head_switch_data(trace, sel.stack, scale=sel.scale)
         run = run_id(view.analysis.key)
@@ -179,7 +180,7 @@ def makers(view: View) -> dict:
 
     def note(fig):
         if norms:
-            fig.layout.title.text = f"{fig.layout.title.text}<br><sup>{NORMS_NOTE}</sup>"
+            fig.layout.title.text = f"{fig.layout.title.text}<br><sup>{tr(NORMS_NOTE)}</sup>"
             fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
         return untrained_note(fig, random)
 
