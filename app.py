@@ -278,6 +278,8 @@ class App:
     def status_of(self, analysis: Analysis, state: ViewState, notices=()) -> str:
         sel = state.sel.clamp(analysis)
         link = share_link(replace(state, sel=sel))
+        if LOCALE.get() != "en":  # a shared link opens in the language it was made in
+            link += "&lang=" + LOCALE.get()
         return status_markdown(analysis, [*notices, *analysis.notices], link)
 
     # ---- layout ----------------------------------------------------------------------------
@@ -391,8 +393,12 @@ class App:
                     elem_id="target",
                 )
             with gr.Column(scale=2):
+                # Described models in the page's language; the ids (the values) stay as they are.
                 self.model = gr.Dropdown(
-                    self.choices, value=self.default_model, label=t("Model"), elem_id="model"
+                    [(t(label), value) for label, value in self.choices],
+                    value=self.default_model,
+                    label=t("Model"),
+                    elem_id="model",
                 )
                 self.checkpoint = gr.Textbox(
                     "",
