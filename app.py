@@ -50,7 +50,7 @@ from ui.pages import STAMP, Pages
 from ui.render import render, slide_ready
 from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
 from ui.tabs import BY_ID, TAB_IDS, TABS
-from ui.tabs.base import Radio, Slider
+from ui.tabs.base import WRAP_TITLES, Radio, Slider
 from viz.common import md_literal
 
 log = logging.getLogger("transformer_anatomy")
@@ -694,6 +694,7 @@ class App:
         # Deep links: read in the browser at once, then analysed in the queue like any run; every
         # user action cancels a pending one, so a late link result never replaces the user's own.
         demo.load(fn=None, js=READ_QUERY, outputs=[self.text, self.status])
+        demo.load(fn=None, js=WRAP_TITLES)  # long figure titles wrap on a phone
         deep = self.deeplink.click(
             self.on_deeplink,
             [self.query, self.language, page],

@@ -47,9 +47,12 @@ def english(value):
 
 
 def plain_headers(dataset: gr.Dataset) -> None:
-    """An examples table's column headers in English: Gradio copies the inputs' labels there and
-    shows a marker untranslated (``__i18n__{…}``)."""
+    """An examples table's column headers and choice names in English: Gradio copies the inputs'
+    labels and choices there and shows a marker untranslated (``__i18n__{…}``)."""
     dataset.headers = [english(header) for header in dataset.headers]
+    for props in dataset.component_props:
+        if props.get("choices"):
+            props["choices"] = [(english(label), value) for label, value in props["choices"]]
 
 
 EN = {key_of(en): en for en in ZH_TEXT}

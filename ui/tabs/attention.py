@@ -74,7 +74,8 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
       z[r] = row;
     }
     const was = d.titles[meta.head[0]]?.[meta.head[1]];
-    const title = String(gd.layout.title.text ?? '');
+    const shown = String(gd.layout.title.text ?? '');  /* maybe wrapped for a phone: */
+    const title = shown === gd.__taWrapped ? gd.__taTitle : shown;  /* see WRAP_TITLES */
     meta.head = [L, H];
     await window.Plotly.update(gd, {z: [z], zmax: [d.zmax[L][H]]},
       {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
