@@ -9,6 +9,7 @@ Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto] [--public]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import logging
@@ -34,14 +35,23 @@ from engine import (
     positions_of,
     well_formed,
 )
+from lang import LOCALE, Msg, speaking, tr
 from model import PRESETS, TRAINED
-from ui.i18n import I18N, Blocks, language_switch, plain_headers, t, wire_language
+from ui.i18n import (
+    I18N,
+    PAGE_LANG,
+    Blocks,
+    language_switch,
+    plain_headers,
+    t,
+    wire_language,
+)
 from ui.kept import bound_unread, keep_no_output_values
-from ui.pages import STAMP, PageBusy, Pages
+from ui.pages import MAX_IN_FLIGHT, PAGE_BUSY, STAMP, PageBusy, Pages
 from ui.render import render, slide_ready
 from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
 from ui.tabs import BY_ID, TAB_IDS, TABS
-from ui.tabs.base import Radio, Slider
+from ui.tabs.base import WRAP_TITLES, Radio, Slider
 from viz.common import md_literal
 
 log = logging.getLogger("transformer_anatomy")
@@ -76,6 +86,10 @@ STACK_LABELS = {
 # 512-token passes or a checkpoint load.
 BOUND = {"concurrency_id": "model", "concurrency_limit": 12}
 PRIVATE = {"api_visibility": "private", **BOUND}
+# The load-time redraw: stamped like every event, with the language the page settled on (the
+# switch may not show it yet when the page clicks #relang-go).
+STAMP_LANG = f"""(...args) => {{ args = ({STAMP})(...args);
+  args[args.length - 2] = {PAGE_LANG}; return args; }}"""
 STALE_NOTE = "⚠️ The figures below show the previous run: press **Run** to update them."
 # The page's query string, read in the browser the moment it opens (no server round trip).
 READ_QUERY = """() => { const q = new URLSearchParams(location.search);
@@ -85,7 +99,8 @@ READ_QUERY = """() => { const q = new URLSearchParams(location.search);
   /* ?lang=… alone is no view to open: ui/i18n.py applies it in the browser */
   if (![...q.keys()].filter((k) => k !== 'lang').length) return [undefined, undefined];
   setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
-  return [q.get('text') ?? undefined, '⏳ Opening the linked view…']; }"""
+  const opening = PAGE_LANG === 'en' ? '⏳ Opening the linked view…' : '⏳ 正在打开链接中的视图…';
+  return [q.get('text') ?? undefined, opening]; }""".replace("PAGE_LANG", PAGE_LANG)
 # A tab click: write its id only when it differs from the visible one (see App.tab_box).
 PICK_TAB = """() => { const id = %s; if ((window.__taTab || 'tokens') === id) return undefined;
   window.__taTab = id; return id + '|' + Date.now(); }"""
@@ -119,7 +134,7 @@ RESWITCH = """async (...args) => {
 # The Run endpoint's parameters, in input order ("tab" is a gr.State: the API does not list it;
 # "page" is the browser page's id, stamped by the page itself; API clients leave it empty).
 API_NAMES = ["text", "model", "checkpoint", "target", "second", "snapshot", "positions"]
-API_NAMES += [*SELECTION_FIELDS, "tab", "page"]
+API_NAMES += [*SELECTION_FIELDS, "tab", "lang", "page"]
 FINAL = "final"  # the snapshot choice meaning "the trained model"
 
 
@@ -135,30 +150,40 @@ def is_public(flag: bool | None = None) -> bool:
 
 
 def status_markdown(analysis: Analysis | None, notices: list[str], link: str | None) -> str:
-    parts = [f"⚠️ {md_literal(n)}" for n in notices]
+    """The status line in the request's language (notices made earlier are said again, lang.Msg)."""
+    parts = [f"⚠️ {md_literal(tr(n))}" for n in notices]
     if analysis is not None:
         t = analysis.trace
-        n_tokens = int(t.attention_mask[0].sum())
         where = "CUDA" if t.device.startswith("cuda") else "CPU"
-        label = md_literal(analysis.model.label)  # a checkpoint's folder name is user text
+        label = analysis.model.label  # a model id as it is; a described model in the language
+        label = md_literal(tr(label) if isinstance(label, Msg) else label)  # (user text: escaped)
         parts.append(
-            f"**{label}** · {n_tokens} tokens · {t.config.n_layers} layers × "
-            f"{t.config.n_heads} heads · forward pass on {where} in {analysis.seconds * 1e3:.0f} ms"
+            tr(
+                "**{label}** · {n} tokens · {layers} layers × {heads} heads · "
+                "forward pass on {where} in {ms:.0f} ms",
+                label=label,
+                n=int(t.attention_mask[0].sum()),
+                layers=t.config.n_layers,
+                heads=t.config.n_heads,
+                where=where,
+                ms=analysis.seconds * 1e3,
+            )
         )
     if link:
-        parts.append(f"[Link to this view]({link})")
+        parts.append(f"[{tr('Link to this view')}]({link})")
     return "  \n".join(parts)
 
 
 def sentence(exc: Exception) -> str:
     """One sentence for the status line, whatever went wrong; the server keeps serving."""
     if isinstance(exc, InputError):
-        return str(exc)
+        return tr(exc.args[0]) if exc.args and isinstance(exc.args[0], Msg) else str(exc)
     log.warning("request failed: %s: %s", type(exc).__name__, str(exc)[:500])
     detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return (
-        f"This input could not be analysed ({type(exc).__name__}{': ' + detail if detail else ''})"
-        "; the app is still running — try another text or model."
+    return tr(
+        "This input could not be analysed ({what}); the app is still running — try another "
+        "text or model.",
+        what=type(exc).__name__ + (": " + detail if detail else ""),
     )
 
 
@@ -167,15 +192,26 @@ def capped(value, what: str, limit: int = MAX_CHARS) -> tuple[str, list[str]]:
     if value is None:
         return "", []
     if not isinstance(value, str):
-        raise InputError(f"{what} must be text, not {type(value).__name__}.")
+        raise InputError(
+            Msg("{what} must be text, not {kind}.", what=Msg(what), kind=type(value).__name__)
+        )
     value = well_formed(value)
     if len(value) <= limit:
         return value, []
-    notice = (
-        f"{what} is {len(value):,} characters; only the first {limit:,} were read "
-        "(no model here reads more than 512 tokens)."
+    notice = Msg(
+        "{what} is {n:,} characters; only the first {limit:,} were read "
+        "(no model here reads more than 512 tokens).",
+        what=Msg(what),
+        n=len(value),
+        limit=limit,
     )
     return value[:limit], [notice]
+
+
+def selection_page_lang(rest: tuple) -> tuple[Selection, str, str]:
+    """An event's last inputs (the selection controls, the language, the page id) as the
+    handlers take them: (selection, page, language)."""
+    return Selection(*rest[:-2]), rest[-1], rest[-2]
 
 
 def set_initial(component, value) -> None:
@@ -224,7 +260,8 @@ class App:
             batch = self.engine.analyse(
                 state.text, state.model, state.target, state.second, positions=state.positions
             )
-        signature = repr((analysis.key, state.sel, state.second, sorted(only or [])))
+        # The language is part of what was drawn: a tab drawn in English is drawn again in Chinese.
+        signature = repr((analysis.key, state.sel, state.second, sorted(only or []), LOCALE.get()))
         if (not force and seen.get(state.tab) == signature) or (only is not None and not only):
             return analysis, {}, seen
         trace = analysis.trace
@@ -243,6 +280,8 @@ class App:
     def status_of(self, analysis: Analysis, state: ViewState, notices=()) -> str:
         sel = state.sel.clamp(analysis)
         link = share_link(replace(state, sel=sel))
+        if LOCALE.get() != "en":  # a shared link opens in the language it was made in
+            link += "&lang=" + LOCALE.get()
         return status_markdown(analysis, [*notices, *analysis.notices], link)
 
     # ---- layout ----------------------------------------------------------------------------
@@ -312,6 +351,11 @@ class App:
                 if any(tab.browser_redraws(name) for tab in TABS)
             }
             self.page = gr.Textbox("", visible=False, elem_id="page")
+            # Clicked by the page itself when it opens in Chinese with no link (ui/i18n.py): the
+            # first view came in English with the page.
+            self.relang = gr.Button(
+                "say it in the page's language", elem_id="relang-go", elem_classes="ta-hidden"
+            )
             self._wire(demo)
             wire_language(demo, self.language)
         demo.queue(
@@ -353,8 +397,12 @@ class App:
                     elem_id="target",
                 )
             with gr.Column(scale=2):
+                # Described models in the page's language; the ids (the values) stay as they are.
                 self.model = gr.Dropdown(
-                    self.choices, value=self.default_model, label=t("Model"), elem_id="model"
+                    [(t(label), value) for label, value in self.choices],
+                    value=self.default_model,
+                    label=t("Model"),
+                    elem_id="model",
                 )
                 self.checkpoint = gr.Textbox(
                     "",
@@ -425,7 +473,13 @@ class App:
             for name, value in values.items()
         }
 
-    def on_run(self, state: ViewState, notices=(), page: str | None = None) -> dict:
+    @contextlib.contextmanager
+    def request(self, page: str | None, lang: str | None):
+        """One event of one page: in that page's turn, speaking the page's language (lang.tr)."""
+        with self.pages.turn(page), speaking(lang):
+            yield
+
+    def on_run(self, state: ViewState, notices=(), page: str | None = None, lang="en") -> dict:
         """Run (or re-use) the forward pass for ``state`` and draw its tab."""
 
         def run() -> dict:
@@ -434,15 +488,17 @@ class App:
                 self.pages.set_run(page, state)
             return result
 
-        return self.in_turn(page, run)
+        return self.in_turn(page, lang, run)
 
-    def in_turn(self, page: str | None, body) -> dict:
-        """``body()`` in this page's turn; a page with too many requests waiting gets a sentence."""
+    def in_turn(self, page: str | None, lang, body) -> dict:
+        """``body()`` as one request of its page (``request``); a page with too many requests
+        waiting gets a sentence instead."""
         try:
-            with self.pages.turn(page):
+            with self.request(page, lang):
                 return body()
-        except PageBusy as exc:
-            return {self.status: status_markdown(None, [str(exc)], None)}
+        except PageBusy:
+            with speaking(lang):
+                return {self.status: status_markdown(None, [Msg(PAGE_BUSY, n=MAX_IN_FLIGHT)], None)}
 
     def _run(self, state: ViewState, notices=()) -> dict:
         try:
@@ -463,9 +519,11 @@ class App:
             **self.view_outputs(values, state),
         }
 
-    def on_tab(self, tab: str, state: ViewState, seen: dict, sel: Selection, page=None) -> dict:
+    def on_tab(
+        self, tab: str, state: ViewState, seen: dict, sel: Selection, page=None, lang="en"
+    ) -> dict:
         return self.in_turn(
-            page, lambda: self._tab(tab, self.pages.latest_run(page, state), seen, sel)
+            page, lang, lambda: self._tab(tab, self.pages.latest_run(page, state), seen, sel)
         )
 
     def _tab(self, tab: str, state: ViewState, seen: dict, sel: Selection) -> dict:
@@ -488,11 +546,19 @@ class App:
         }
 
     def on_selection(
-        self, field: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
+        self,
+        field: str,
+        state: ViewState,
+        tab: str,
+        seen: dict,
+        sel: Selection,
+        page=None,
+        lang="en",
     ) -> dict:
         """A selection control changed: redraw what reads it, from the cache (no forward pass)."""
         return self.in_turn(
             page,
+            lang,
             lambda: self._selection(
                 field, replace(self.pages.latest_run(page, state), tab=tab), seen, sel
             ),
@@ -505,11 +571,20 @@ class App:
         return self._redraw(replace(state, sel=sel), seen, only=only)[1]
 
     def on_pick(
-        self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection, page=None
+        self,
+        picked: str,
+        state: ViewState,
+        tab: str,
+        seen: dict,
+        sel: Selection,
+        page=None,
+        lang="en",
     ) -> dict:
         """A head was picked (overview tile, table row): select it and redraw what shows it."""
         return self.in_turn(
-            page, lambda: self._pick(picked, self.pages.latest_run(page, state), tab, seen, sel)
+            page,
+            lang,
+            lambda: self._pick(picked, self.pages.latest_run(page, state), tab, seen, sel),
         )
 
     def _pick(self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection) -> dict:
@@ -532,7 +607,12 @@ class App:
         if len(row) < 2:
             return {}
         picked = f"{row[0]},{row[1]}"
-        return self.on_pick(picked, state, tab, seen, Selection(*rest[:-1]), rest[-1])
+        return self.on_pick(picked, state, tab, seen, *selection_page_lang(rest))
+
+    def on_model_pick(self, choice: str, lang="en") -> dict:
+        """Another model was picked: show the boxes it reads (snapshot steps in the language)."""
+        with speaking(lang):
+            return self.on_model_change(choice)
 
     def on_model_change(self, choice: str, step: int | None = None) -> dict:
         name = str(choice).partition("@")[0]
@@ -540,8 +620,9 @@ class App:
         if name in TRAINED:
             arch = TRAINED[name]["config"]["arch"]
         snapshots = TRAINED[name]["snapshots"] if name in TRAINED else []
-        steps = [(f"step {s}", str(s)) for s in snapshots[:-1]]
-        steps.append((f"final (step {snapshots[-1]})" if snapshots else FINAL, FINAL))
+        steps = [(tr("step {step}", step=s), str(s)) for s in snapshots[:-1]]
+        final = tr("final (step {step})", step=snapshots[-1]) if snapshots else FINAL
+        steps.append((final, FINAL))
         return {
             self.target: gr.update(visible=arch == "encoder-decoder"),
             self.checkpoint: gr.update(visible=choice == CUSTOM),
@@ -552,16 +633,35 @@ class App:
             ),
         }
 
-    def on_deeplink(self, query: str, page: str | None = None) -> dict:
+    def on_deeplink(self, query: str, lang="en", page: str | None = None) -> dict:
         """Open the view a link describes; change nothing when the page has no link."""
         if not (query or "").strip("?"):
             return {component: gr.skip() for component in self.every_output}
+        with speaking(lang):  # the link's notes; on_run takes the page's turn itself
+            return self._deeplink(query, lang, page)
+
+    def on_language(self, tab: str, state: ViewState, sel: Selection, page=None, lang="en"):
+        """The page's language changed: draw the visible tab and the status line again in it."""
+
+        def redraw() -> dict:
+            latest = replace(self.pages.latest_run(page, state), tab=tab, sel=sel)
+            name = latest.model.partition("@")[0]
+            steps = self.on_model_change(name)[self.snapshot]["choices"]  # relabelled, kept
+            fixed = {self.current_tab: tab, self.snapshot: gr.update(choices=steps)}
+            return self._redraw(latest, {}, fixed=fixed)[1]
+
+        return self.in_turn(page, lang, redraw)
+
+    def _deeplink(self, query: str, lang: str, page: str | None) -> dict:
         models = {value for _, value in self.choices if value != CUSTOM}
         models |= {f"{name}@{step}" for name, card in TRAINED.items() for step in card["snapshots"]}
         state, invalid = parse_link(query, models, TAB_IDS, self.default)
         state = replace(state, text=well_formed(state.text))
-        result = self.on_run(state, page=page)
-        notes = [f"⚠️ Link parameter ignored: {md_literal(reason)}." for reason in invalid]
+        result = self.on_run(state, page=page, lang=lang)
+        notes = [
+            tr("⚠️ Link parameter ignored: {reason}.", reason=md_literal(reason))
+            for reason in invalid
+        ]
         result[self.link_notes] = "  \n".join(notes)
         name, _, step = state.model.partition("@")
         picker = self.on_model_change(name, int(step) if step else None)
@@ -611,7 +711,10 @@ class App:
         page = self.page
         run_args = [self.text, self.model, self.checkpoint, self.target, second]
         run_args += [self.snapshot, self.positions]
-        run_args += [*sel_components, self.current_tab, page]
+        run_args += [*sel_components, self.current_tab, self.language, page]
+        # Every Python event ends with the selection, the page's language and the page's id
+        # (selection_page_lang): what the server draws is said in the page's language.
+        tail = [*sel_components, self.language, page]
         # Every Python event after the page load carries this page's id and runs in order. The deep
         # link does not take the page's turn (with it, tests/test_classroom.py saw a late deep link
         # applied over the user's Run); every user action cancels a pending deep link instead.
@@ -619,11 +722,14 @@ class App:
         # Deep links: read in the browser at once, then analysed in the queue like any run; every
         # user action cancels a pending one, so a late link result never replaces the user's own.
         demo.load(fn=None, js=READ_QUERY, outputs=[self.text, self.status])
+        demo.load(fn=None, js=WRAP_TITLES)  # long figure titles wrap on a phone
         deep = self.deeplink.click(
             self.on_deeplink,
-            [self.query, page],
+            [self.query, self.language, page],
             every_output,
-            js="(query, page) => [location.search, page]",
+            # The page's language is settled in the browser at once (PAGE_LANG), while the switch
+            # may still show "en": the link opens in the language the page will speak.
+            js=f"(query, lang, page) => [location.search, {PAGE_LANG}, page]",
             show_progress="hidden",
             **PRIVATE,
         )
@@ -653,8 +759,8 @@ class App:
             component.input(fn=None, js=MARK_STALE, outputs=[self.stale], cancels=[deep])
         self.model.input(fn=None, js=MARK_STALE, outputs=[self.stale], cancels=[deep])
         self.model.change(
-            self.on_model_change,
-            [self.model],
+            self.on_model_pick,
+            [self.model, self.language],
             [self.target, self.checkpoint, self.snapshot],
             api_visibility="private",
         )
@@ -667,9 +773,9 @@ class App:
             block.select(fn=None, js=PICK_TAB % json.dumps(tab_id), outputs=[self.tab_box])
         self.tab_box.change(
             lambda tab, state, seen, *rest: self.on_tab(
-                str(tab).partition("|")[0], state, seen, Selection(*rest[:-1]), rest[-1]
+                str(tab).partition("|")[0], state, seen, *selection_page_lang(rest)
             ),
-            [self.tab_box, self.last_run, self.drawn, *sel_components, page],
+            [self.tab_box, self.last_run, self.drawn, *tail],
             [self.current_tab, self.drawn, self.status, *self.outputs.values()],
             trigger_mode="always_last",
             **{**ordered, "cancels": []},
@@ -680,9 +786,9 @@ class App:
         for picker in self.picks:
             picker.change(
                 lambda picked, state, tab, seen, *rest: self.on_pick(
-                    picked, state, tab, seen, Selection(*rest[:-1]), rest[-1]
+                    picked, state, tab, seen, *selection_page_lang(rest)
                 ),
-                [picker, self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [picker, self.last_run, self.current_tab, self.drawn, *tail],
                 [
                     self.controls["layer"],
                     self.controls["head"],
@@ -704,7 +810,7 @@ class App:
         for table in self.row_picks:
             table.select(
                 self.on_row_pick,
-                [self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [self.last_run, self.current_tab, self.drawn, *tail],
                 pick_outputs,
                 show_progress="hidden",
                 **ordered,
@@ -713,13 +819,33 @@ class App:
             drawn_by = sorted({o for tab in TABS for o in tab.redrawn_by(action)})
             button.click(
                 lambda state, tab, seen, *rest, _a=action: self.on_selection(
-                    _a, state, tab, seen, Selection(*rest[:-1]), rest[-1]
+                    _a, state, tab, seen, *selection_page_lang(rest)
                 ),
-                [self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [self.last_run, self.current_tab, self.drawn, *tail],
                 [self.status, self.drawn, *(self.outputs[o] for o in drawn_by)],
                 **ordered,
             )
         self._wire_switches()
+        # The language switch (or a Chinese page opening with no link, which clicks #relang-go):
+        # the visible tab and the status line are drawn again in the page's language.
+        relang = {
+            "fn": lambda tab, state, *rest: self.on_language(
+                tab, state, *selection_page_lang(rest)
+            ),
+            "inputs": [self.current_tab, self.last_run, *tail],
+            "outputs": [
+                self.current_tab,
+                self.drawn,
+                self.status,
+                self.snapshot,
+                *self.outputs.values(),
+            ],
+            "trigger_mode": "always_last",
+            "show_progress_on": [self.status],
+            **{**ordered, "cancels": []},
+        }
+        self.language.input(**relang)
+        self.relang.click(**{**relang, "js": STAMP_LANG})
         for name in SELECTION_FIELDS:
             redrawn = sorted({o for tab in TABS for o in tab.redrawn_by(name)})
             trigger = self.controls[name].input
@@ -727,9 +853,9 @@ class App:
                 trigger = self.gates[name].change
             trigger(
                 lambda state, tab, seen, *rest, _f=name: self.on_selection(
-                    _f, state, tab, seen, Selection(*rest[:-1]), rest[-1]
+                    _f, state, tab, seen, *selection_page_lang(rest)
                 ),
-                [self.last_run, self.current_tab, self.drawn, *sel_components, page],
+                [self.last_run, self.current_tab, self.drawn, *tail],
                 [self.status, self.drawn, *(self.outputs[o] for o in redrawn)],
                 trigger_mode="always_last",
                 show_progress="hidden",
@@ -791,9 +917,10 @@ class App:
                 checkpoint, _ = capped(values["checkpoint"], "The checkpoint", 1_000)
                 notices += more + more2 + more3
                 if not isinstance(values["model"], str):
-                    raise InputError("Model must be one of the listed model names.")
+                    raise InputError(Msg("Model must be one of the listed model names."))
             except InputError as exc:
-                return {app.status: status_markdown(None, [str(exc)], None)}
+                with speaking(values["lang"]):
+                    return {app.status: status_markdown(None, [sentence(exc)], None)}
             progress(0.05, desc="Loading the model and tracing")
             sel = Selection(*(values[name] for name in SELECTION_FIELDS))
             model_id = app.model_id(values["model"], checkpoint)
@@ -810,7 +937,7 @@ class App:
             page = values["page"]
             if not page and request is not None and request.session_hash:
                 page = f"api:{request.session_hash}"  # a script's calls: in order, capped too
-            return app.on_run(state, notices, page=page)
+            return app.on_run(state, notices, page=page, lang=values["lang"])
 
         params = [
             inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in API_NAMES

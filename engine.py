@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lang import Msg
 from model import (
     PRESETS,
     TRAINED,
@@ -63,8 +64,12 @@ def split_snapshot(model_id: str) -> tuple[str, int | None]:
     if name in TRAINED and step:
         if not step.isdigit() or int(step) not in TRAINED[name]["snapshots"]:
             raise InputError(
-                f"{name} has training snapshots at steps {TRAINED[name]['snapshots']}, "
-                f"not {step[:12]!r}."
+                Msg(
+                    "{name} has training snapshots at steps {steps}, not {step}.",
+                    name=name,
+                    steps=TRAINED[name]["snapshots"],
+                    step=repr(step[:12]),
+                )
             )
         return name, int(step)
     return model_id, None
@@ -420,31 +425,46 @@ class Engine:
             except Exception as exc:  # a broken install must not take the presets down with it
                 reason = str(exc) if isinstance(exc, BertLoadError) else f"{type(exc).__name__}"
                 self.bundled_error = reason
-                raise InputError(f"The bundled BERT could not be loaded: {reason}") from None
-            return LoadedModel(BUNDLED, BUNDLED_LABEL, net, tok, True)
+                raise InputError(
+                    Msg("The bundled BERT could not be loaded: {reason}", reason=reason)
+                ) from None
+            return LoadedModel(BUNDLED, Msg(BUNDLED_LABEL), net, tok, True)
         if model_id.startswith(CUSTOM_PREFIX):
             if self.public:
-                raise InputError("Custom checkpoints are disabled on this public deployment.")
+                raise InputError(Msg("Custom checkpoints are disabled on this public deployment."))
             source = model_id.removeprefix(CUSTOM_PREFIX).strip()
             if not source:
-                raise InputError("Give a BERT checkpoint folder or a Hugging Face Hub id.")
+                raise InputError(Msg("Give a BERT checkpoint folder or a Hugging Face Hub id."))
             try:
                 net, tok = load_bert(source, device=str(self.device))
             except BertLoadError as exc:
                 raise InputError(str(exc)) from None
-            return LoadedModel(model_id, f"BERT checkpoint {net.config.name}", net, tok, True)
+            label = Msg("BERT checkpoint {name}", name=net.config.name)
+            return LoadedModel(model_id, label, net, tok, True)
         name, step = split_snapshot(model_id)
         if name in TRAINED:
             net = load_trained(name, step).to(self.device)
             final = step is None or step == TRAINED[name]["snapshots"][-1]
-            label = f"{name} (trained, step {step if step is not None else 'final'})"
+            label = (
+                Msg("{name} (trained, step {step})", name=name, step=step)
+                if step is not None
+                else Msg("{name} (trained, step final)", name=name)
+            )
             if not final:
-                label = (
-                    f"{name} (training snapshot at step {step} of {TRAINED[name]['snapshots'][-1]})"
+                label = Msg(
+                    "{name} (training snapshot at step {step} of {last})",
+                    name=name,
+                    step=step,
+                    last=TRAINED[name]["snapshots"][-1],
                 )
             return LoadedModel(model_id, label, net, net.tokenizer, False, trained=name)
         if model_id not in PRESETS:
-            raise InputError(f"Unknown model {str(model_id)[:60]!r}; choose one from the list.")
+            raise InputError(
+                Msg(
+                    "Unknown model {model}; choose one from the list.",
+                    model=repr(str(model_id)[:60]),
+                )
+            )
         net = Transformer(PRESETS[model_id]).to(self.device)
         return LoadedModel(model_id, model_id, net, net.tokenizer, False, random_weights=True)
 
@@ -464,8 +484,12 @@ class Engine:
                     ids = [tok.bos_token_id, *ids]
             if len(ids) > limit:
                 notices.append(
-                    f"Text is {len(ids):,} tokens; this model reads at most {limit:,} — "
-                    "the rest was cut (run it as a separate text to see it)."
+                    Msg(
+                        "Text is {n:,} tokens; this model reads at most {limit:,} — "
+                        "the rest was cut (run it as a separate text to see it).",
+                        n=len(ids),
+                        limit=limit,
+                    )
                 )
                 ids = ids[: limit - 1] + [ids[-1]] if loaded.is_bert else ids[:limit]
             return ids
@@ -492,12 +516,19 @@ class Engine:
         """Refuse empty text; cut absurdly long text before any tokenizer sees it."""
         text = text or ""
         if not text.strip():
-            raise InputError(f"{what} is empty: type a sentence, or pick an example.")
+            raise InputError(
+                Msg("{what} is empty: type a sentence, or pick an example.", what=Msg(what))
+            )
         notices = []
         if len(text) > MAX_CHARS:
             notices.append(
-                f"{what} is {len(text):,} characters; only the first {MAX_CHARS:,} were read "
-                "(no model here reads more than 512 tokens)."
+                Msg(
+                    "{what} is {n:,} characters; only the first {limit:,} were read "
+                    "(no model here reads more than 512 tokens).",
+                    what=Msg(what),
+                    n=len(text),
+                    limit=MAX_CHARS,
+                )
             )
             text = text[:MAX_CHARS]
         return text, notices
@@ -527,7 +558,9 @@ class Engine:
         net, tok = loaded.net, loaded.tokenizer
         ids = tok.encode(text[: net.config.max_len])
         if not ids:
-            raise InputError("Text is empty: type a sentence, or pick an example.")
+            raise InputError(
+                Msg("{what} is empty: type a sentence, or pick an example.", what=Msg("Text"))
+            )
         if net.config.arch == "decoder":  # the decoder reads "<s> ..." (as in encode())
             ids = [tok.bos_token_id, *ids]
         limit = net.config.max_len - (0 if net.config.arch == "encoder-decoder" else len(ids))
@@ -547,14 +580,16 @@ class Engine:
         )
         words = "".join(tok.convert_ids_to_tokens(new))
         if net.config.arch == "encoder-decoder":
-            note = (
-                f"The model's greedy output is “{words}”: it is the decoder's input below, so "
-                "row t of the decoder and cross attention is the step that wrote token t + 1."
+            note = Msg(
+                "The model's greedy output is “{words}”: it is the decoder's input below, so "
+                "row t of the decoder and cross attention is the step that wrote token t + 1.",
+                words=words,
             )
         else:
-            note = (
-                f"The model continued the text greedily with “{words}” (shown after it); row t "
-                "of the attention is the step that wrote token t + 1."
+            note = Msg(
+                "The model continued the text greedily with “{words}” (shown after it); row t "
+                "of the attention is the step that wrote token t + 1.",
+                words=words,
             )
         return words, note
 
@@ -601,12 +636,14 @@ class Engine:
                 notices += more
             else:
                 target = None
-                notices.append("No target text: the decoder reads the source text.")
+                notices.append(Msg("No target text: the decoder reads the source text."))
             targets = [target or text] + ([second] if second is not None else [])
         key = (model_id, tuple(texts), tuple(targets) if targets else None)
         if not positions:
             key += ("no positional encoding",)
-            notices.append("Positional encoding is off: the model sees the tokens without order.")
+            notices.append(
+                Msg("Positional encoding is off: the model sees the tokens without order.")
+            )
         cached = self.cache.get(key)
         if cached is not None:
             return cached
@@ -628,8 +665,10 @@ class Engine:
             with cpu_share(positions_of(inputs), n_params(loaded.net), size):
                 trace = loaded.on_cpu().trace(**inputs).cpu()
             cut.append(
-                f"The GPU could not run this text ({type(exc).__name__}); it was analysed on "
-                "the CPU instead."
+                Msg(
+                    "The GPU could not run this text ({kind}); it was analysed on the CPU instead.",
+                    kind=type(exc).__name__,
+                )
             )
         analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start)
         self.cache.put(analysis)

@@ -84,6 +84,10 @@ def test_run_is_the_only_public_endpoint(client):
     assert names == [n for n in app.API_NAMES if n != "tab"]  # "tab" is per-session state
     assert names[:7] == ["text", "model", "checkpoint", "target", "second", "snapshot", "positions"]
     assert names[-1] == "page" and "layer" in names and "head_b" in names
+    # The page's language: a named parameter, English by default, labelled in English.
+    lang = next(p for p in params if p["parameter_name"] == "lang")
+    assert lang["parameter_default"] == "en" and lang["label"] == "Language"
+    assert all("__i18n__" not in str(p["label"]) for p in params)
     # Named and defaulted: a script can send just the text.
     assert all(p["parameter_has_default"] for p in params), [
         p["parameter_name"] for p in params if not p["parameter_has_default"]
@@ -94,6 +98,16 @@ def test_a_script_can_call_run_with_named_parameters_only(client):
     values = client.predict(text="dogs bark", layer=1, api_name="/run")
     out = dict(zip(returned_elem_ids(client), values, strict=True))
     assert "4 tokens" in out["status"]
+
+
+def test_a_script_can_ask_for_chinese(client):
+    values = client.predict(text="dogs bark", lang="zh-CN", api_name="/run")
+    out = dict(zip(returned_elem_ids(client), values, strict=True))
+    assert "4 个词元" in out["status"] and "tokens ·" not in out["status"]
+    assert "lang=zh-CN" in out["status"]  # the link to this view opens in Chinese too
+    assert out["token-table"]["headers"] == ["位置", "词元", "id", "类别"]
+    english = client.predict(text="dogs bark", api_name="/run")  # the default is still English
+    assert "4 tokens" in dict(zip(returned_elem_ids(client), english, strict=True))["status"]
 
 
 def test_bert_run_returns_status_and_token_table(client):

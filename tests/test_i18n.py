@@ -66,14 +66,32 @@ def test_example_headers_are_plain_text(demo):
     assert dataset["props"]["headers"][:2] == ["Text", "Model"]
 
 
-def test_the_switch_and_deep_link_are_browser_only(demo):
-    """The language switch sends no request and is no API endpoint."""
+def test_the_switch_changes_the_locale_in_the_browser_and_redraws_privately(demo):
+    """The switch changes the page's words in the browser (no request); its one Python event
+    draws the visible tab again in the new language and is no API endpoint."""
     config = demo.get_config_file()
     switch = next(c for c in config["components"] if c.get("props", {}).get("elem_id") == "lang")
     deps = [d for d in config["dependencies"] if switch["id"] in [t[0] for t in d["targets"]]]
     deps += [d for d in config["dependencies"] if switch["id"] in d["outputs"]]
-    assert deps and all(not d["backend_fn"] for d in deps)
+    browser = [d for d in deps if not d["backend_fn"]]
+    python = [d for d in deps if d["backend_fn"]]
+    assert len(browser) == 2 and len(python) == 1  # load + switch in JS; one redraw
+    assert python[0]["api_visibility"] == "private" and switch["id"] in python[0]["inputs"]
     assert "changeLocale" in i18n.SET_LOCALE and "lang" in i18n.LOAD_LOCALE
+    assert "relang-go" in i18n.LOAD_LOCALE
+
+
+def test_every_python_event_hears_the_page_language(demo):
+    config = demo.get_config_file()
+    switch = next(c for c in config["components"] if c.get("props", {}).get("elem_id") == "lang")
+    python = [d for d in config["dependencies"] if d["backend_fn"]]
+    deaf = [d["id"] for d in python if switch["id"] not in d["inputs"]]
+    examples = next(
+        c for c in config["components"] if c.get("props", {}).get("elem_id") == "examples"
+    )
+    # Gradio's own example click only copies the example into the inputs (then Run follows).
+    copies = [d["id"] for d in python if d["inputs"] == [examples["id"]]]
+    assert len(python) > 20 and deaf == copies, deaf
 
 
 def test_a_lang_link_is_no_link_error():

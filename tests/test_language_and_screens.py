@@ -75,7 +75,10 @@ def open_page(browser, url: str, **context):
     page = ctx.new_page()
     page.goto(url)
     page.wait_for_function("() => window.__taTab !== undefined", timeout=60_000)
-    wait_status(page, "tokens", timeout=60_000)
+    page.wait_for_function(  # a status line, in either language
+        "() => /tokens|词元/.test(document.querySelector('#status')?.innerText || '')",
+        timeout=60_000,
+    )
     return ctx, page
 
 
@@ -107,8 +110,9 @@ def test_the_page_is_in_chinese_for_a_chinese_browser(app_url, browser):
         labels = page.locator("#scale").inner_text()
         assert "颜色范围" in labels and "该头的最大值" in labels
         assert "编码器自注意力" in page.locator("#stack").inner_text()
-        # The examples' headers are plain English, never a raw marker.
-        assert "Text" in page.locator("#examples").inner_text()
+        # The examples' headers and model names are plain English, never a raw marker.
+        examples = page.locator("#examples").inner_text()
+        assert "Text" in examples and "__i18n__" not in examples
         shot(page, "language_zh_attention")
     finally:
         ctx.close()
@@ -229,3 +233,94 @@ def test_phone_tokens_and_tables_scroll_inside_their_boxes(app_url, browser):
         shot(page, "phone_tokens")
     finally:
         ctx.close()
+
+
+HEAD_TITLE_JS = """() => {
+  const gd = document.querySelector('#head-plot .js-plotly-plot');
+  return {title: gd?.querySelector('.gtitle')?.textContent || '',
+          x: gd?.querySelector('.xtitle')?.textContent || '',
+          y: gd?.querySelector('.ytitle')?.textContent || '',
+          bar: gd?.querySelector('.colorbar .cbtitle')?.textContent || '',
+          head: gd?.layout?.meta?.head};
+}"""
+HEADERS_JS = """(id) => [...document.querySelectorAll(`#${id} thead th`)]
+  .map((th) => th.innerText.trim()).filter(Boolean)"""
+
+
+def set_slider(page, elem_id: str, value: int) -> None:
+    page.fill(f"#{elem_id} input[type=number]", str(value))
+    page.press(f"#{elem_id} input[type=number]", "Enter")
+
+
+def test_the_switch_makes_the_server_speak_chinese_too(app_url, browser):
+    """简体中文 in the switch: the status line, the figures (title, axes, colour bar) and the
+    tables the server draws are Chinese; Run and a head switch in the browser keep them so."""
+    ctx, page = open_page(browser, app_url, locale="en-US", viewport={"width": 1280, "height": 900})
+    try:
+        wait_status(page, "7 tokens")
+        assert page.evaluate(HEADERS_JS, "token-table")[:2] == ["position", "token"]
+        page.click("#lang label:has-text('简体中文')")
+        wait_status(page, "7 个词元", timeout=60_000)  # the visible tab, drawn again
+        status = page.inner_text("#status")
+        assert "前向传播" in status and "tokens" not in status.split("\n")[0], status
+        page.wait_for_function(
+            "(id) => (" + HEADERS_JS + ")(id)[0] === '位置'", arg="token-table", timeout=30_000
+        )
+        assert page.evaluate(HEADERS_JS, "token-table") == ["位置", "词元", "id", "类别"]
+        page.fill("#text textarea", "dogs bark")
+        page.click("#run")
+        wait_status(page, "4 个词元", timeout=60_000)
+        page.click("#tab-attention-button")
+        wait_tab(page, "attention", timeout=60_000, run=run_of("dogs bark"))
+        seen = page.evaluate(HEAD_TITLE_JS)
+        assert seen["title"].startswith("第 0 层，第 0 个头：编码器自注意力"), seen
+        assert (seen["x"], seen["y"]) == ("键", "查询"), seen
+        assert seen["bar"].startswith("权重"), seen
+        joins: list[str] = []
+        page.on("request", lambda r: joins.append(r.url) if "/queue/join" in r.url else None)
+        set_slider(page, "layer", 2)  # drawn in the browser from the run's payload
+        page.wait_for_function("() => (" + HEAD_TITLE_JS + ")().head?.[0] === 2", timeout=10_000)
+        title = page.evaluate(HEAD_TITLE_JS)["title"]
+        assert title.startswith("第 2 层，第 0 个头：编码器自注意力"), title
+        assert joins == []  # no request: the browser drew the head, in Chinese
+        shot(page, "language_zh_server_attention")
+    finally:
+        ctx.close()
+
+
+TITLES_FIT_JS = """() => [...document.querySelectorAll('#tabs .js-plotly-plot')]
+  .filter((gd) => gd.offsetParent !== null && gd.querySelector('.gtitle'))
+  .map((gd) => { const plot = gd.querySelector('.main-svg').getBoundingClientRect();
+    const title = gd.querySelector('.gtitle').getBoundingClientRect();
+    return {id: gd.closest('[id]').id, over: title.right - plot.right, left: title.left - plot.left,
+            text: gd.querySelector('.gtitle').textContent.slice(0, 80)}; })"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_phone_figure_titles_wrap_inside_the_figure(app_url, browser, lang):
+    """At 390 px no title or subtitle runs past its figure's right edge (they wrap), in English
+    and in Chinese; the head switch then still names the head it shows."""
+    long_text = "The quokka grinned at the flabbergasted photographer."
+    for tab in ("masks", "embeddings", "attention"):  # a phone's tab bar hides some tabs: links
+        link = f"?text={quote(long_text)}&tab={tab}&scale=head&lang={lang}"
+        ctx, page = open_page(browser, app_url + link, **PHONE)
+        try:
+            wait_tab(page, tab, timeout=60_000, run=run_of(long_text))
+            page.wait_for_timeout(1500)  # the wrap runs after each draw
+            titles = page.evaluate(TITLES_FIT_JS)
+            assert titles, tab
+            cut = [t for t in titles if t["over"] > 1 or t["left"] < -1]
+            assert not cut, f"{tab}: titles beyond their figure {cut}"
+            shot(page, f"phone_titles_{lang}_{tab}")
+            if tab != "attention":
+                continue
+            set_slider(page, "layer", 3)
+            page.wait_for_function(
+                "() => (" + HEAD_TITLE_JS + ")().head?.[0] === 3", timeout=10_000
+            )
+            page.wait_for_timeout(600)
+            title = page.evaluate(HEAD_TITLE_JS)["title"]
+            assert ("Layer 3, head 0" if lang == "en" else "第 3 层，第 0 个头") in title, title
+            assert not [t for t in page.evaluate(TITLES_FIT_JS) if t["over"] > 1]
+        finally:
+            ctx.close()

@@ -7,8 +7,8 @@ own language (zh-CN / zh-* → 简体中文, anything else English). The Chinese
 
 The language switch (``LANG_SWITCH``) and ``?lang=zh-CN`` change the locale in the browser with
 Gradio's ``changeLocale`` (the same call as the footer's Settings panel); the choice is kept in
-localStorage. The server never learns the locale: text it builds per run (the status line,
-figure titles, tables) stays English.
+localStorage. The switch is also an input of every Python event, so the server says what it
+writes per run (the status line, figure titles, tables) in the same language (``lang.py``).
 """
 
 from __future__ import annotations
@@ -47,9 +47,12 @@ def english(value):
 
 
 def plain_headers(dataset: gr.Dataset) -> None:
-    """An examples table's column headers in English: Gradio copies the inputs' labels there and
-    shows a marker untranslated (``__i18n__{…}``)."""
+    """An examples table's column headers and choice names in English: Gradio copies the inputs'
+    labels and choices there and shows a marker untranslated (``__i18n__{…}``)."""
     dataset.headers = [english(header) for header in dataset.headers]
+    for props in dataset.component_props:
+        if props.get("choices"):
+            props["choices"] = [(english(label), value) for label, value in props["choices"]]
 
 
 EN = {key_of(en): en for en in ZH_TEXT}
@@ -105,18 +108,32 @@ SET_LOCALE = """async (lang) => {
     }
   }
 }"""
-# As the page opens: ?lang=… (a link), else the last choice on this browser, else the browser's
-# own language; the switch then shows the locale in use.
-LOAD_LOCALE = """async () => {
-  const set = SET_LOCALE;
+# The language the page speaks (a JS expression): ?lang=… (a link), else the last choice on this
+# browser, else the browser's own language as Gradio chose it.
+WANTED_LANG = """(() => {
   const wanted = new URLSearchParams(location.search).get('lang')
     || (() => { try { return localStorage.getItem('ta-lang'); } catch (e) { return null; } })();
   const known = {en: 'en', 'en-us': 'en', 'en-gb': 'en', zh: 'zh-CN', 'zh-cn': 'zh-CN',
                  'zh-hans': 'zh-CN'};
-  const lang = wanted && known[wanted.toLowerCase()];
-  if (lang) { if (lang !== document.documentElement.lang) await set(lang); return lang; }
-  return (document.documentElement.lang || 'en').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en';
+  return (wanted && known[wanted.toLowerCase()]) || null; })()"""
+PAGE_LANG = f"""({WANTED_LANG} || ((document.documentElement.lang || 'en').toLowerCase()
+  .startsWith('zh') ? 'zh-CN' : 'en'))"""
+# As the page opens: the switch then shows the locale in use. The first view came with the page,
+# drawn in English: a page that opens in Chinese with no link to open (a link is drawn in the
+# page's language anyway) asks the server to draw it again (#relang-go, app.App.on_language).
+LOAD_LOCALE = (
+    """async () => {
+  const set = SET_LOCALE;
+  const wanted = WANTED_LANG;
+  if (wanted && wanted !== document.documentElement.lang) await set(wanted);
+  const lang = PAGE_LANG;
+  const link = [...new URLSearchParams(location.search).keys()].some((k) => k !== 'lang');
+  if (lang !== 'en' && !link) setTimeout(() => document.querySelector('#relang-go')?.click(), 0);
+  return lang;
 }""".replace("SET_LOCALE", SET_LOCALE)
+    .replace("WANTED_LANG", WANTED_LANG)
+    .replace("PAGE_LANG", PAGE_LANG)
+)
 
 
 def language_switch() -> gr.Radio:
@@ -124,6 +141,7 @@ def language_switch() -> gr.Radio:
     return gr.Radio(
         [(name, code) for name, code in LOCALES],
         value="en",
+        label="Language",  # the API's name for it; the page shows the two names only
         show_label=False,
         container=False,
         elem_id="lang",

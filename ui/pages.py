@@ -31,14 +31,17 @@ STAMP = """(...args) => {
 MAX_IN_FLIGHT = 4
 
 
+PAGE_BUSY = (
+    "This page already has {n} requests waiting on the server, so this one was not run; wait "
+    "for them to finish, then try again."
+)
+
+
 class PageBusy(Exception):
     """A page already has MAX_IN_FLIGHT requests admitted."""
 
     def __init__(self) -> None:
-        super().__init__(
-            f"This page already has {MAX_IN_FLIGHT} requests waiting on the server, so this one "
-            "was not run; wait for them to finish, then try again."
-        )
+        super().__init__(PAGE_BUSY.format(n=MAX_IN_FLIGHT))
 
 
 class Pages:

@@ -6,6 +6,7 @@ import json
 import re
 
 from engine import Analysis
+from lang import tr
 from ui.state import Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, fixed_margins, safe
@@ -13,7 +14,9 @@ from viz.common import compact, fixed_margins, safe
 
 def failed_view(name: str, exc: Exception):
     """What a view shows when it raised: a sentence, so the other views keep working."""
-    message = f"This view could not be drawn ({type(exc).__name__}: {exc})."[:300]
+    message = tr(
+        "This view could not be drawn ({kind}: {detail}).", kind=type(exc).__name__, detail=exc
+    )[:300]
     if name.endswith(("_csv", "_npz")):  # a download: nothing to offer (the status says why)
         return None
     if name.endswith("_plot") or name.startswith("norms"):
@@ -30,7 +33,7 @@ def failed_view(name: str, exc: Exception):
     if name.endswith("_table"):
         import pandas as pd
 
-        return pd.DataFrame({"error": [message]})
+        return pd.DataFrame({tr("error"): [message]})
     return f"<p class='ta-error'>{safe(message)}</p>"
 
 

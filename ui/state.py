@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qs, urlencode
 
+from lang import tr
+
 STACKS = ("encoder", "decoder", "cross")
 BERTVIZ_VIEWS = ("head", "model")
 SCALES = ("fixed", "head")  # attention colours: 0–1 for every head, or 0–this head's max
@@ -89,10 +91,10 @@ def parse_dims(text: str, d_model: int) -> tuple[tuple[int, ...], str | None]:
     found = [int(x) for x in re.findall(r"\d{1,6}", str(text or "")[:200])][:8]
     dims = tuple(dict.fromkeys(d for d in found if d < d_model))
     if not dims:
-        note = f"Dimensions must be numbers from 0 to {d_model - 1}; showing 0–3."
+        note = tr("Dimensions must be numbers from 0 to {last}; showing 0–3.", last=d_model - 1)
         return (0, 1, 2, 3)[: min(4, d_model)], note
     if len(dims) < len(found):
-        return dims, f"Dimensions above {d_model - 1} were left out."
+        return dims, tr("Dimensions above {last} were left out.", last=d_model - 1)
     return dims, None
 
 
@@ -141,12 +143,20 @@ def parse_link(
         if params["model"] in models:
             values["model"] = params["model"]
         else:
-            invalid.append(f"model={params['model'][:40]!r} is not a model here")
+            invalid.append(
+                tr("model={value} is not a model here", value=repr(params["model"][:40]))
+            )
     if "tab" in params:
         if params["tab"] in tabs:
             values["tab"] = params["tab"]
         else:
-            invalid.append(f"tab={params['tab'][:40]!r} is not one of {', '.join(tabs)}")
+            invalid.append(
+                tr(
+                    "tab={value} is not one of {tabs}",
+                    value=repr(params["tab"][:40]),
+                    tabs=", ".join(tabs),
+                )
+            )
     sel: dict = {}
     for name in INT_FIELDS:
         if name in params:
@@ -154,7 +164,9 @@ def parse_link(
             if re.fullmatch(r"\d{1,4}", raw.strip()):
                 sel[name] = int(raw)
             else:
-                invalid.append(f"{name}={raw[:20]!r} is not a whole number")
+                invalid.append(
+                    tr("{name}={value} is not a whole number", name=name, value=repr(raw[:20]))
+                )
     choices = {
         "stack": STACKS,
         "bertviz_view": BERTVIZ_VIEWS,
@@ -167,19 +179,30 @@ def parse_link(
             if params[name] in allowed:
                 sel[name] = params[name]
             else:
-                invalid.append(f"{name}={params[name][:20]!r} is not {' or '.join(allowed)}")
+                invalid.append(
+                    tr(
+                        "{name}={value} is not {allowed}",
+                        name=name,
+                        value=repr(params[name][:20]),
+                        allowed=tr(" or ").join(allowed),
+                    )
+                )
     if "pe" in params:
         if params["pe"] in ("on", "off"):
             values["positions"] = params["pe"] == "on"
         else:
-            invalid.append(f"pe={params['pe'][:20]!r} is not on or off")
+            invalid.append(tr("pe={value} is not on or off", value=repr(params["pe"][:20])))
     if "dims" in params:
         sel["dims"] = params["dims"][:200]
     if "heads_set" in params:
         sel["heads_set"] = params["heads_set"][:400]
     # "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
     known = {"text", "target", "second", "model", "tab", "pe", "present", "lang", *SELECTION_FIELDS}
-    invalid += [f"{name[:20]!r} is not a link parameter" for name in params if name not in known]
+    invalid += [
+        tr("{name} is not a link parameter", name=repr(name[:20]))
+        for name in params
+        if name not in known
+    ]
     if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
         layer, head = sel.get("layer", 0), sel.get("head", 0)
         sel.setdefault("layer_a", layer)

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import torch
 import torch.nn.functional as F
 
+from lang import tr
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
@@ -58,14 +59,14 @@ def stack_title(stack: str) -> str:
     """What a stack's attention is called: "encoder self-attention", "cross-attention (...)"."""
     if stack not in STACK_TITLES:
         raise ValueError(f"Unknown attention stack {stack!r}: choose one of {list(STACK_TITLES)}.")
-    return STACK_TITLES[stack]
+    return tr(STACK_TITLES[stack])
 
 
 def axis_titles(stack: str) -> tuple[str, str]:
     """(query axis title, key axis title): cross-attention's queries come from the target."""
     if stack == "cross":
-        return "query (target)", "key (source)"
-    return "query", "key"
+        return tr("query (target)"), tr("key (source)")
+    return tr("query"), tr("key")
 
 
 def check_selection(trace, stack: str, layer: int | None = None, head: int | None = None) -> None:
@@ -123,7 +124,11 @@ def pool_note(
     if len(y_lab) == len(q_tok) and len(x_lab) == len(k_tok):
         return ""
     n_tok, n_cell = max(len(q_tok), len(k_tok)), max(len(y_lab), len(x_lab))
-    return f" · {n_tok} tokens {how}-pooled to {n_cell} cells a side"
+    pattern = {
+        "max": " · {n_tok} tokens max-pooled to {n_cell} cells a side",
+        "mean": " · {n_tok} tokens mean-pooled to {n_cell} cells a side",
+    }[how]
+    return tr(pattern, n_tok=n_tok, n_cell=n_cell)
 
 
 # ---------------------------------------------------------------- layout
@@ -250,7 +255,7 @@ def head_cells(
     shown = pool(allowed, k_q, k_k, "max").numpy()[0] > 0  # a cell is shown if any pair may be
     x_lab = pool_labels(token_labels(k_tok), k_k)
     y_lab = pool_labels(token_labels(q_tok), k_q)
-    masked = "" if shown.all() else " · grey = hidden by the mask"
+    masked = "" if shown.all() else tr(" · grey = hidden by the mask")
     note = masked + pool_note(q_tok, k_tok, y_lab, x_lab, "max")
     return np.where(shown[None], pooled, np.nan).astype(np.float32), x_lab, y_lab, note
 
@@ -264,9 +269,15 @@ def head_title(
     stack: str, layer: int, head: int, note: str, scale: Literal["fixed", "head"], zmax: float
 ) -> str:
     """The head view's title: which head, what hides and pools cells, the colour range."""
-    title = f"Layer {layer}, head {head} — {stack_title(stack)}{note}"
+    title = tr(
+        "Layer {layer}, head {head} — {stack}{note}",
+        layer=layer,
+        head=head,
+        stack=stack_title(stack),
+        note=note,
+    )
     if scale == "head":
-        title += f"<br><sup>colours 0–{zmax:.3g}, this head's largest weight</sup>"
+        title += tr("<br><sup>colours 0–{zmax:.3g}, this head's largest weight</sup>", zmax=zmax)
     return title
 
 
@@ -301,11 +312,11 @@ def head_figure(
         y_lab,
         x_title=x_title,
         y_title=y_title,
-        value_name="weight",
+        value_name=tr("weight"),
         zmin=0.0,
         zmax=zmax,
     )
-    bar = "weight (0–1)" if scale == "fixed" else "weight (0–head max)"
+    bar = tr("weight (0–1)") if scale == "fixed" else tr("weight (0–head max)")
     cells.update(hoverongaps=False, colorbar={"title": {"text": bar, "side": "right"}})
     fig = go.Figure(cells)
     n = max(len(x_lab), len(y_lab))
@@ -432,12 +443,12 @@ def overview_figure(
     y_title, x_title = axis_titles(stack)
     if scale == "head":
         # Colours show the shape; the hover still gives the real weight (a second byte a cell).
-        bar, ticks = "% of each head's max", ["0", "25 %", "50 %", "75 %", "100 %"]
-        hover = "weight %{customdata} % of the row (%{z} % of this head's max)"
+        bar, ticks = tr("% of each head's max"), ["0", "25 %", "50 %", "75 %", "100 %"]
+        hover = tr("weight %{customdata} % of the row (%{z} % of this head's max)")
         real = weights
     else:
-        bar, ticks = "weight", ["0", "0.25", "0.5", "0.75", "1"]
-        hover = "weight %{z} % of the row"  # a query's weights sum to 100 %
+        bar, ticks = tr("weight"), ["0", "0.25", "0.5", "0.75", "1"]
+        hover = tr("weight %{z} % of the row")  # a query's weights sum to 100 %
         real = None
     # Built here rather than with heatmap(), which widens z to float32: uint8 is ¼ of the bytes.
     cells = go.Heatmap(
@@ -459,14 +470,26 @@ def overview_figure(
     fig = go.Figure(cells)
     pooled = ""
     if k_q > 1 or k_k > 1:
-        pooled = f" · {max(len(q_tok), len(k_tok))} tokens max-pooled to {max(n_q, n_k)} a tile"
+        pooled = tr(
+            " · {n_tok} tokens max-pooled to {n_cell} a tile",
+            n_tok=max(len(q_tok), len(k_tok)),
+            n_cell=max(n_q, n_k),
+        )
     if scale == "head":
-        note = "each head scaled to its own max (compare shapes, not brightness)"
+        note = tr("each head scaled to its own max (compare shapes, not brightness)")
     else:
-        note = f"colour = weight 0–1 as in the head view; strongest weight {peaks.max():.2f}"
-    title = (
-        f"All {n_layers} layers × {n_heads} heads — {stack_title(stack)}"
-        f"<br><sup>{note}{pooled} · click a tile to open that head</sup>"
+        note = tr(
+            "colour = weight 0–1 as in the head view; strongest weight {peak:.2f}",
+            peak=peaks.max(),
+        )
+    title = tr(
+        "All {n_layers} layers × {n_heads} heads — {stack}"
+        "<br><sup>{note}{pooled} · click a tile to open that head</sup>",
+        n_layers=n_layers,
+        n_heads=n_heads,
+        stack=stack_title(stack),
+        note=note,
+        pooled=pooled,
     )
     tile_px = min(110, (OVERVIEW_WIDTH_PX - 90) / n_heads)  # few heads: no giant tiles
     plot_px = n_layers * tile_px * n_q / n_k
@@ -554,7 +577,9 @@ def compare_figure(
             "cmin": 0.0,
             "cmax": cmax,
             "colorbar": {
-                "title": {"text": "weight" if scale == "fixed" else "weight (0–max of A, B)"},
+                "title": {
+                    "text": tr("weight") if scale == "fixed" else tr("weight (0–max of A, B)")
+                },
                 "thickness": 12,
             },
         },
@@ -569,9 +594,14 @@ def compare_figure(
     fig = three_panels(
         panels, [name_a, name_b, "A − B"], len(x_lab), len(y_lab), x_title, y_title, colorbars
     )
-    span = f"A − B from {float(diff.min()):+.3f} to {float(diff.max()):+.3f}"
+    span = tr("A − B from {low:+.3f} to {high:+.3f}", low=float(diff.min()), high=float(diff.max()))
     pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "mean")
-    title = f"Two heads compared — {stack_title(stack)}{pooled}<br><sup>{span}</sup>"
+    title = tr(
+        "Two heads compared — {stack}{pooled}<br><sup>{span}</sup>",
+        stack=stack_title(stack),
+        pooled=pooled,
+        span=span,
+    )
     base_layout(fig, title, height=panel_height(x_lab, max(len(q_tok), len(k_tok))))
     fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
     return colorbars_below(fig)

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from lang import tr
+
 __all__ = ["bertviz_iframe", "bertviz_document", "DEFAULT_MAX_TOKENS", "VIEWS"]
 
 VIEWS = ("head", "model")
@@ -246,12 +248,14 @@ def _content_height(view: str, n: int, n_layers: int, n_heads: int) -> int:
 
 def truncation_note(n_total: int, n_shown: int) -> str:
     """Plain-text note shown above the view when the input was cut (reusable in the caller's UI)."""
-    return (
-        f"This text has {n_total} tokens; bertviz shows only the first {n_shown}. "
-        f"Its page grows as tokens² × layers × heads and draws one SVG line per weight, so "
-        f"longer inputs make it too large and slow for the browser. The lines are the raw "
-        f"attention weights among those {n_shown} tokens (not renormalised): weight given to "
-        f"tokens after position {n_shown} is not drawn."
+    return tr(
+        "This text has {n_total} tokens; bertviz shows only the first {n_shown}. "
+        "Its page grows as tokens² × layers × heads and draws one SVG line per weight, so "
+        "longer inputs make it too large and slow for the browser. The lines are the raw "
+        "attention weights among those {n_shown} tokens (not renormalised): weight given to "
+        "tokens after position {n_shown} is not drawn.",
+        n_total=n_total,
+        n_shown=n_shown,
     )
 
 
@@ -332,7 +336,7 @@ def bertviz_document(
             f'<option value="{i}">{html.escape(s)}</option>' for i, s in enumerate(names)
         )
         filter_html = f'Attention: <select id="filter">{options}</select>'
-    layer_html = 'Layer: <select id="layer"></select>' if view == "head" else ""
+    layer_html = f'{tr("Layer:")} <select id="layer"></select>' if view == "head" else ""
 
     doc = (
         "<!DOCTYPE html>\n"

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from lang import ordinal, tr
 from model.embeddings import sinusoid_table
 from viz.common import DIVERGING_SCALE, base_layout, heatmap, safe, stack_tokens, token_labels
 
@@ -65,9 +66,9 @@ def _colorbar(r: float, y: float, length: float) -> dict:
     }
 
 
-def _ordinal(n: int) -> str:
-    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+def _every(stride: int) -> str:
+    """ "every 3rd position shown" ("每 3 个位置显示一个")."""
+    return tr("every {nth} position shown", nth=ordinal(stride))
 
 
 def _default_stack(trace, stack: str | None) -> str:
@@ -94,7 +95,7 @@ def _segment_rows(token_type: np.ndarray) -> tuple[np.ndarray, list[str]]:
         members = np.flatnonzero(inverse.reshape(-1) == u)
         span = f"{members[0]}–{members[-1]}" if len(members) > 1 else f"{members[0]}"
         rows.append(token_type[first[u]])
-        labels.append(f"segment {seg} · tokens {span}")
+        labels.append(tr("segment {seg} · tokens {span}", seg=seg, span=span))
     return np.stack(rows), labels
 
 
@@ -102,15 +103,15 @@ def _panels(trace, stack: str, batch: int, n: int, labels: list[str]):
     """(title, hover name, [rows, d], row labels) per term of the sum, in the order of addition."""
     emb = trace.embeddings[stack]
     panels = [
-        ("token embedding E_tok[id]", "token embedding", _np(emb["token"][batch, :n]), labels),
-        ("position P[t]", "position", _np(emb["position"][:n]), labels),
+        (tr("token embedding E_tok[id]"), "token embedding", _np(emb["token"][batch, :n]), labels),
+        (tr("position P[t]"), "position", _np(emb["position"][:n]), labels),
     ]
     if "token_type" in emb:
         rows, seg_labels = _segment_rows(_np(emb["token_type"][batch, :n]))
-        title = "token type E_type[s]: one row per segment, added to each of its tokens"
+        title = tr("token type E_type[s]: one row per segment, added to each of its tokens")
         panels.append((title, "token type", rows, seg_labels))
-    terms = " + ".join(p[1] for p in panels)
-    panels.append((f"sum x = {terms}", "sum", _np(emb["sum"][batch, :n]), labels))
+    terms = " + ".join(tr(p[1]) for p in panels)
+    panels.append((tr("sum x = {terms}", terms=terms), "sum", _np(emb["sum"][batch, :n]), labels))
     return panels
 
 
@@ -138,7 +139,10 @@ def embedding_figure(
     top, bottom = 70, 46
     height = top + bottom + sum(heights) + gap * (len(panels) - 1)
     ranges = [_clip_range(p[2]) for p in panels]
-    titles = [f"{p[0]}   (colour ±{r:.2g})" for p, r in zip(panels, ranges, strict=True)]
+    titles = [
+        tr("{panel}   (colour ±{r:.2g})", panel=p[0], r=r)
+        for p, r in zip(panels, ranges, strict=True)
+    ]
     fig = make_subplots(
         rows=len(panels),
         cols=1,
@@ -152,14 +156,19 @@ def embedding_figure(
     ):
         axis = "coloraxis" if row == 1 else f"coloraxis{row}"
         trace_ = heatmap(
-            z, list(range(z.shape[1])), rows, x_title="dimension", y_title="token", value_name=name
+            z,
+            list(range(z.shape[1])),
+            rows,
+            x_title=tr("dimension"),
+            y_title=tr("token"),
+            value_name=tr(name),
         )
         trace_.update(
             x=None,  # numeric dimension axis: no labels to send
             coloraxis=axis,
-            hovertemplate=(
-                f"{safe(name)}<br>%{{y}}<br>dimension %{{x}}<br>value %{{z:.4f}}<extra></extra>"
-            ),
+            hovertemplate=safe(tr(name))
+            + tr("<br>%{y}<br>dimension %{x}<br>value %{z:.4f}")
+            + "<extra></extra>",
         )
         fig.add_trace(trace_, row=row, col=1)
         domain = fig.layout[f"yaxis{'' if row == 1 else row}"].domain
@@ -181,15 +190,16 @@ def embedding_figure(
             row=row,
             col=1,
         )
-    fig.update_xaxes(title_text="dimension", row=len(panels), col=1)
+    fig.update_xaxes(title_text=tr("dimension"), row=len(panels), col=1)
     for annotation in fig.layout.annotations:
         annotation.update(x=0, xanchor="left", font={"size": 12})
     note = []
     if trace.config.embedding_norm:
-        note.append("then LayerNorm → the input of layer 1")
+        note.append(tr("then LayerNorm → the input of layer 1"))
     if n < n_total:
-        note.append(f"showing the first {n} of {n_total} tokens")
-    title = f"Input embeddings · {stack}" + (f" — {'; '.join(note)}" if note else "")
+        note.append(tr("showing the first {n} of {n_total} tokens", n=n, n_total=n_total))
+    title = tr("Input embeddings · {stack}", stack=tr(stack))
+    title += tr(" — {notes}", notes=tr("; ").join(note)) if note else ""
     base_layout(fig, title, height)
     fig.update_layout(margin={"l": 10, "r": 10, "t": top, "b": bottom})
     return fig
@@ -212,7 +222,9 @@ def position_table(trace, stack: str | None = None, n_positions: int | None = No
     n = t if n_positions is None else max(1, min(n_positions, t))
     note = ""
     if n_positions is not None and n_positions > t:
-        note = f"learned rows of this trace: positions 0–{t - 1} (a longer text shows more)"
+        note = tr(
+            "learned rows of this trace: positions 0–{last} (a longer text shows more)", last=t - 1
+        )
     return _np(trace.embeddings[stack]["position"][:n]), note
 
 
@@ -227,7 +239,12 @@ def position_table_figure(
     r = _clip_range(shown) if trace.config.positions == "learned" else 1.0
     rows = np.arange(0, n, stride)
     trace_ = heatmap(
-        shown, list(range(d)), list(rows), x_title="dimension", y_title="position", value_name="P"
+        shown,
+        list(range(d)),
+        list(rows),
+        x_title=tr("dimension"),
+        y_title=tr("position"),
+        value_name="P",
     )
     trace_.update(
         x=None,
@@ -237,27 +254,32 @@ def position_table_figure(
         zmid=0,
         colorscale=DIVERGING_SCALE,
         colorbar=_colorbar(r, 0.5, 1.0),
-        hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.4f}<extra></extra>",
+        hovertemplate=tr("position %{y}<br>dimension %{x}<br>value %{z:.4f}") + "<extra></extra>",
     )
     fig = go.Figure(trace_)
-    kind = "sinusoidal PE" if trace.config.positions == "sinusoidal" else "learned positions"
-    every = f"every {_ordinal(stride)} position shown" if stride > 1 else ""
+    kind = _kind(trace.config)
+    every = _every(stride) if stride > 1 else ""
     notes = [n_ for n_ in (note, every) if n_]
-    title = f"Position table · {kind} · {n} positions × {d} dimensions"
+    title = tr("Position table · {kind} · {n} positions × {d} dimensions", kind=kind, n=n, d=d)
     if notes:
-        title += " — " + "; ".join(notes)
+        title += tr(" — {notes}", notes=tr("; ").join(notes))
     height = int(np.clip(120 + 3 * len(rows), 320, 560))
     base_layout(fig, title, height)
-    fig.update_xaxes(title_text="hidden dimension")
-    fig.update_yaxes(title_text="position", autorange="reversed")
+    fig.update_xaxes(title_text=tr("hidden dimension"))
+    fig.update_yaxes(title_text=tr("position"), autorange="reversed")
     return fig
+
+
+def _kind(config) -> str:
+    return tr("sinusoidal PE") if config.positions == "sinusoidal" else tr("learned positions")
 
 
 def _dim_name(config, dim: int) -> str:
     if config.positions != "sinusoidal":
-        return f"dim {dim}"
+        return tr("dim {dim}", dim=dim)
     period = 2 * np.pi * 10000 ** ((dim - dim % 2) / config.d_model)
-    return f"dim {dim} · {'sin' if dim % 2 == 0 else 'cos'}, period {period:.3g}"
+    wave = "sin" if dim % 2 == 0 else "cos"
+    return tr("dim {dim} · {wave}, period {period:.3g}", dim=dim, wave=wave, period=period)
 
 
 def position_curves_figure(
@@ -282,17 +304,17 @@ def position_curves_figure(
                 y=table[:, int(dim)].astype(np.float32),
                 mode="lines",
                 name=name,
-                hovertemplate=(
-                    f"{safe(name)}<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>"
-                ),
+                hovertemplate=safe(name)
+                + tr("<br>position %{x}<br>value %{y:.3f}")
+                + "<extra></extra>",
             )
         )
-    kind = "sinusoidal PE" if trace.config.positions == "sinusoidal" else "learned positions"
-    title = f"Position vectors, dimension by dimension · {kind}" + (f" — {note}" if note else "")
+    title = tr("Position vectors, dimension by dimension · {kind}", kind=_kind(trace.config))
+    title += tr(" — {notes}", notes=note) if note else ""
     base_layout(fig, title, 340, hovermode="x unified", legend={"orientation": "h", "y": -0.25})
     fig.update_layout(margin={"l": 10, "r": 10, "t": 48, "b": 70})
-    fig.update_xaxes(title_text="position")
-    fig.update_yaxes(title_text="value", zeroline=True)
+    fig.update_xaxes(title_text=tr("position"))
+    fig.update_yaxes(title_text=tr("value"), zeroline=True)
     return fig
 
 

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.colors import sample_colorscale
 
+from lang import tr
 from viz.common import SEQUENTIAL_SCALE, base_layout, heatmap, square_axes, stack_tokens
 from viz.common import token_labels as _token_labels
 
@@ -36,7 +37,7 @@ def layer_names(n_layers: int) -> list[str]:
 
     Layers are numbered from 0 everywhere in the app (sliders, attention titles, tables, links).
     """
-    return ["embeddings"] + [f"after layer {i}" for i in range(n_layers)]
+    return [tr("embeddings")] + [tr("after layer {i}", i=i) for i in range(n_layers)]
 
 
 def _default_stack(trace, stack: str | None) -> str:
@@ -62,9 +63,9 @@ def hidden_norms(trace, stack: str | None = None, batch: int = 0) -> tuple[np.nd
 def _norm_note(config) -> str:
     if config.norm == "pre":
         if getattr(config, "final_norm", True):
-            return "pre-norm: the residual stream before the final LayerNorm"
-        return "pre-norm: the raw residual stream (this stack has no final LayerNorm)"
-    return "post-norm: each layer's output is already LayerNorm-ed"
+            return tr("pre-norm: the residual stream before the final LayerNorm")
+        return tr("pre-norm: the raw residual stream (this stack has no final LayerNorm)")
+    return tr("post-norm: each layer's output is already LayerNorm-ed")
 
 
 def norms_heatmap(trace, stack: str | None = None, batch: int = 0) -> go.Figure:
@@ -77,8 +78,8 @@ def norms_heatmap(trace, stack: str | None = None, batch: int = 0) -> go.Figure:
             norms,
             _token_labels(tokens),
             rows,
-            x_title="token",
-            y_title="after",
+            x_title=tr("token"),
+            y_title=tr("after"),
             value_name="‖h‖₂",
             colorscale=SEQUENTIAL_SCALE,
             fmt=".2f",
@@ -88,7 +89,9 @@ def norms_heatmap(trace, stack: str | None = None, batch: int = 0) -> go.Figure:
     fig.update_yaxes(nticks=None)  # every layer named: there are few
     fig.data[0].colorbar.update(thickness=10, title={"text": "‖h‖₂"})
     height = 150 + 26 * len(rows) + (70 if len(tokens) > 12 else 40)
-    title = f"Hidden-state norms ‖h‖₂ · {stack} · {_norm_note(trace.config)}"
+    title = tr(
+        "Hidden-state norms ‖h‖₂ · {stack} · {note}", stack=tr(stack), note=_norm_note(trace.config)
+    )
     return base_layout(fig, title, height)
 
 
@@ -133,7 +136,7 @@ def _binned_lines(norms: np.ndarray, labels: list[str], x: list[str]) -> list[go
                 y=y.astype(np.float32),
                 text=[label for label in labels[lo:hi] for _ in range(n_layers1 + 1)],
                 mode="lines",
-                name=f"tokens {lo}–{hi - 1}",
+                name=tr("tokens {lo}–{hi}", lo=lo, hi=hi - 1),
                 line={"width": 1, "color": colours[b]},
                 opacity=0.6,
                 hovertemplate="%{text}<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
@@ -155,12 +158,16 @@ def norms_lines(trace, stack: str | None = None, batch: int = 0) -> go.Figure:
             x=x,
             y=norms.mean(axis=1),
             mode="lines",
-            name="mean over tokens",
+            name=tr("mean over tokens"),
             line={"width": 4.5, "color": "#111827"},
-            hovertemplate="mean over tokens<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
+            hovertemplate=tr("mean over tokens") + "<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
         )
     )
-    title = f"‖h‖₂ per token across layers · {stack} · {_norm_note(trace.config)}"
+    title = tr(
+        "‖h‖₂ per token across layers · {stack} · {note}",
+        stack=tr(stack),
+        note=_norm_note(trace.config),
+    )
     base_layout(fig, title, 420, hovermode="closest")
     fig.update_yaxes(title_text="‖h‖₂", rangemode="tozero")
     fig.update_xaxes(type="category")

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from lang import tr
 from model.masks import causal_mask, padding_mask, padding_mask_query_key
 from viz.attention import (
     HIDDEN_GREY,
@@ -46,9 +47,13 @@ ALLOWED_BLUE = "#2f6db5"
 MASK_SCALE = [[0.0, HIDDEN_GREY], [0.5, HIDDEN_GREY], [0.5, ALLOWED_BLUE], [1.0, ALLOWED_BLUE]]
 MAX_MASK_CELLS = 128  # mask panels: cells a side before mean-pooling
 LEGEND = (
-    f"<span style='color:{ALLOWED_BLUE}'>■</span> may attend   "
-    f"<span style='color:#9a9a9a'>■</span> hidden"
+    "<span style='color:{blue}'>■</span> may attend   <span style='color:{grey}'>■</span> hidden"
 )
+
+
+def legend() -> str:
+    """The colour key of every mask figure: blue may attend, grey hidden."""
+    return tr(LEGEND, blue=ALLOWED_BLUE, grey="#9a9a9a")
 
 
 def mask_heatmap(
@@ -64,13 +69,15 @@ def mask_heatmap(
     y_lab = pool_labels(token_labels(q_tokens), k_q)
     y_title, x_title = axis_titles(stack)
     if k_q == 1 and k_k == 1:
-        z, scale, zmax, value = mask.astype(np.uint8), MASK_SCALE, 1, "may attend: %{z} (1 = yes)"
+        z, scale, zmax = mask.astype(np.uint8), MASK_SCALE, 1
+        value = tr("may attend: %{z} (1 = yes)")
         note = ""
     else:
         share = pool(torch.from_numpy(mask).float()[None], k_q, k_k, "mean")[0]  # (T_q', T_k')
         z = torch.round(share * 100).to(torch.uint8).numpy()
-        scale, zmax, value = [[0.0, HIDDEN_GREY], [1.0, ALLOWED_BLUE]], 100, "%{z} % may attend"
-        note = pool_note(q_tokens, k_tokens, y_lab, x_lab, "mean") + ": shade = share allowed"
+        scale, zmax = [[0.0, HIDDEN_GREY], [1.0, ALLOWED_BLUE]], 100
+        value = tr("%{z} % may attend")
+        note = pool_note(q_tokens, k_tokens, y_lab, x_lab, "mean") + tr(": shade = share allowed")
     gap = 1 if max(z.shape) <= 48 else 0  # a cell grid helps counting; costs pixels when long
     cells = go.Heatmap(
         z=z,
@@ -109,7 +116,7 @@ def _one_mask_figure(
     x_lab, y_lab = list(cells.x), list(cells.y)
     fig = go.Figure(cells)
     height = mask_size_px(max(len(x_lab), len(y_lab))) + label_px(x_lab) + 110
-    base_layout(fig, f"{title}<br><sup>{LEGEND}{note}</sup>", height=height)
+    base_layout(fig, f"{title}<br><sup>{legend()}{note}</sup>", height=height)
     fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
     _square(fig, len(x_lab), len(y_lab))
     fig.update_xaxes(title_text=x_title)
@@ -142,7 +149,10 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
     q_all, k_all = batch_trace.tokens_for(stack)
     titles = []
     for i in (1, 2):
-        titles += [f"text {i} · (b) keys only — used", f"text {i} · (a) query and key"]
+        titles += [
+            tr("text {i} · (b) keys only — used", i=i),
+            tr("text {i} · (a) query and key", i=i),
+        ]
     # Pixels first, then fractions: row 2's titles must clear row 1's rotated key labels.
     panel = mask_size_px(min(max(mask_b.shape[1:]), MAX_MASK_CELLS))
     lab = label_px(token_labels(k_all[0]) + token_labels(k_all[1]))
@@ -163,9 +173,14 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
         suffix = "" if i == 1 else str(i)
         fig.layout[f"yaxis{suffix}"].scaleanchor = f"x{suffix}"
     n_pad = int((q_mask[:2] == 0).sum() + (k_mask[:2] == 0).sum())
-    note = "" if n_pad else " · these two texts have the same length: nothing is padded"
-    legend = f"{LEGEND}   rows = queries, columns = keys{pooled}"
-    title = f"Padding masks — {stack_title(stack)}{note}<br><sup>{legend}</sup>"
+    note = "" if n_pad else tr(" · these two texts have the same length: nothing is padded")
+    key = tr("{legend}   rows = queries, columns = keys{pooled}", legend=legend(), pooled=pooled)
+    title = tr(
+        "Padding masks — {stack}{note}<br><sup>{key}</sup>",
+        stack=stack_title(stack),
+        note=note,
+        key=key,
+    )
     base_layout(fig, title, height=80 + 2 * panel + gap + lab + 10)
     fig.update_layout(margin={"l": 10, "r": 10, "t": 80, "b": lab + 10})
     fig.update_annotations(font={"size": 12})
@@ -183,12 +198,12 @@ def causal_mask_figure(tokens: list[str], arch: str = "decoder") -> go.Figure:
     """
     mask = causal_mask(len(tokens)).numpy()
     if arch == "encoder":
-        title = (
+        title = tr(
             "Causal mask — an encoder does not use it (every token sees every token); "
             "a decoder would"
         )
     else:
-        title = "Causal (look-ahead) mask — token i sees tokens 0…i, never the future"
+        title = tr("Causal (look-ahead) mask — token i sees tokens 0…i, never the future")
     return _one_mask_figure(mask, tokens, tokens, title, "decoder")
 
 
@@ -201,7 +216,7 @@ def cross_mask_figure(trace, batch: int = 0) -> go.Figure:
         )
     q_all, k_all = trace.tokens_for("cross")
     mask = trace.masks["cross"][batch].detach().cpu().numpy()  # (T_tgt, T_src)
-    title = "Cross-attention mask — target queries × source keys; padded source keys hidden"
+    title = tr("Cross-attention mask — target queries × source keys; padded source keys hidden")
     return _one_mask_figure(mask, q_all[batch], k_all[batch], title, "cross")
 
 
@@ -239,9 +254,9 @@ def score_steps_figure(
     y_title, x_title = axis_titles(stack)
     common = {"x_title": x_title, "y_title": y_title}
     panels = [
-        heatmap(raw, x_lab, y_lab, value_name="score", fmt=".2f", **common),
-        heatmap(masked, x_lab, y_lab, value_name="masked score", fmt=".2f", **common),
-        heatmap(probs, x_lab, y_lab, value_name="weight", **common),
+        heatmap(raw, x_lab, y_lab, value_name=tr("score"), fmt=".2f", **common),
+        heatmap(masked, x_lab, y_lab, value_name=tr("masked score"), fmt=".2f", **common),
+        heatmap(probs, x_lab, y_lab, value_name=tr("weight"), **common),
     ]
     panels[1].update(hoverongaps=False)
     top = max(float(np.abs(raw).max()), 1e-6)
@@ -257,17 +272,25 @@ def score_steps_figure(
             "colorscale": ATTENTION_SCALE,
             "cmin": 0.0,
             "cmax": 1.0,
-            "colorbar": {"title": {"text": "weight", "side": "right"}, "thickness": 12},
+            "colorbar": {"title": {"text": tr("weight"), "side": "right"}, "thickness": 12},
         },
     )
-    titles = ["1 · S = QKᵀ/√d_k", "2 · masked: hidden → −∞ (grey)", "3 · softmax(S)"]
+    titles = ["1 · S = QKᵀ/√d_k", tr("2 · masked: hidden → −∞ (grey)"), "3 · softmax(S)"]
     fig = three_panels(panels, titles, len(x_lab), len(y_lab), x_title, y_title, colorbars)
     if bool(allowed.all()):
-        note = "<br><sup>this mask hides nothing here (no padding, no causal mask): 1 = 2</sup>"
+        note = tr("<br><sup>this mask hides nothing here (no padding, no causal mask): 1 = 2</sup>")
     else:
-        note = f"<br><sup>{int((allowed == 0).sum())} hidden pairs become −∞, then weight 0</sup>"
+        note = tr(
+            "<br><sup>{n} hidden pairs become −∞, then weight 0</sup>", n=int((allowed == 0).sum())
+        )
     pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "mean")
-    title = f"Layer {layer}, head {head} — {stack_title(stack)}{pooled}{note}"
+    title = tr(
+        "Layer {layer}, head {head} — {stack}{note}",
+        layer=layer,
+        head=head,
+        stack=stack_title(stack),
+        note=pooled + note,
+    )
     base_layout(fig, title, height=panel_height(x_lab, max(len(x_lab), len(y_lab))) + 20)
     fig.update_layout(plot_bgcolor=HIDDEN_GREY, margin={"l": 10, "r": 10, "t": 90, "b": 10})
     return colorbars_below(fig)

@@ -6,6 +6,8 @@ import html
 
 import pandas as pd
 
+from lang import tr
+
 
 def _text(value: str) -> str:
     """Escape <, > and & for markdown prose (gr.Markdown renders HTML); quotes stay readable."""
@@ -53,53 +55,68 @@ def _millions(n: int) -> str:
     return f"{n / 1e6:.1f} M" if n >= 1e5 else f"{n / 1e3:.1f} k"
 
 
+def _field(name: str) -> str:
+    """A summary line's bold name ("- **Layers:**")."""
+    return f"- **{tr(name)}:**"
+
+
+def _source(source: str) -> str:
+    """Where a model comes from, in the request's language (a checkpoint's name as it is)."""
+    name = source.removeprefix("BERT checkpoint ")
+    return tr("BERT checkpoint {name}", name=name) if name != source else tr(source)
+
+
 def architecture_markdown(config, device: str, n_params: int) -> str:
     """A markdown summary of the model: family, norm, positions, sizes, seed, device."""
     c = config
     stacks = (
-        f"{c.n_layers} encoder + {c.n_layers} decoder layers"
+        tr("{n} encoder + {n} decoder layers", n=c.n_layers)
         if c.arch == "encoder-decoder"
-        else f"{c.n_layers} {c.arch} layers"
+        else tr(
+            {"encoder": "{n} encoder layers", "decoder": "{n} decoder layers"}[c.arch], n=c.n_layers
+        )
     )
     extras = []
     if c.type_vocab_size:
-        extras.append(f"{c.type_vocab_size} token types")
+        extras.append(tr("{n} token types", n=c.type_vocab_size))
     if c.embedding_norm:
-        extras.append("LayerNorm after the embedding sum")
+        extras.append(tr("LayerNorm after the embedding sum"))
     if c.lm_head:
-        extras.append("LM head" + ("" if c.lm_head_bias else " (no bias)"))
+        extras.append(tr("LM head") if c.lm_head_bias else tr("LM head (no bias)"))
     if c.pooler:
-        extras.append("[CLS] pooler")
+        extras.append(tr("[CLS] pooler"))
+    activation = _ACTIVATIONS.get(c.activation)
     lines = [
-        f"**{_text(c.name)}** — {_FAMILY[c.arch]}",
+        f"**{_text(c.name)}** — {tr(_FAMILY[c.arch])}",
         "",
-        f"- **Layers:** {stacks} · **heads** h = {c.n_heads} · **d_model** = {c.d_model} · "
-        f"**d_ff** = {c.d_ff} · **d_head** = d_model / h = {c.d_head}",
-        f"- **Norm:** {_NORM[c.norm]} (ε = {c.layer_norm_eps:g})",
-        f"- **Positions:** {_POSITIONS[c.positions]}, up to {c.max_len} tokens",
-        f"- **FFN activation:** {_ACTIVATIONS.get(c.activation, _text(c.activation))}",
-        f"- **Vocabulary:** {c.vocab_size:,} ids" + (f" · {', '.join(extras)}" if extras else ""),
-        f"- **Parameters:** {n_params:,} ({_millions(n_params)})",
+        f"{_field('Layers')} {stacks} · **{tr('heads')}** h = {c.n_heads} · "
+        f"**d_model** = {c.d_model} · **d_ff** = {c.d_ff} · **d_head** = d_model / h = {c.d_head}",
+        f"{_field('Norm')} {tr(_NORM[c.norm])} (ε = {c.layer_norm_eps:g})",
+        f"{_field('Positions')} "
+        + tr("{kind}, up to {n} tokens", kind=tr(_POSITIONS[c.positions]), n=c.max_len),
+        f"{_field('FFN activation')} {tr(activation) if activation else _text(c.activation)}",
+        f"{_field('Vocabulary')} "
+        + tr("{n:,} ids", n=c.vocab_size)
+        + (f" · {tr(', ').join(extras)}" if extras else ""),
+        f"{_field('Parameters')} {n_params:,} ({_millions(n_params)})",
     ]
     if c.source:
-        lines.append(f"- **Follows:** {_text(c.source)}")
-    lines.append(f"- **Ran on:** {_where(device)}")
+        lines.append(f"{_field('Follows')} {_text(_source(c.source))}")
+    lines.append(f"{_field('Ran on')} {_where(device)}")
     return "\n".join(lines)
 
 
 def param_table(param_counts: dict[str, int]) -> pd.DataFrame:
-    """Columns component, parameters, share % (one decimal), and a final "total" row."""
+    """Columns component, parameters, share % (one decimal), and a final "total" row (headers in
+    the request's language; component names are the model's own)."""
     total = sum(int(v) for v in param_counts.values())
+    columns = [tr("component"), tr("parameters"), tr("share %")]
     rows = [
-        {
-            "component": name,
-            "parameters": int(count),
-            "share %": round(100.0 * int(count) / total, 1) if total else 0.0,
-        }
+        (name, int(count), round(100.0 * int(count) / total, 1) if total else 0.0)
         for name, count in param_counts.items()
     ]
-    rows.append({"component": "total", "parameters": total, "share %": 100.0 if total else 0.0})
-    return pd.DataFrame(rows, columns=["component", "parameters", "share %"])
+    rows.append((tr("total"), total, 100.0 if total else 0.0))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def config_table(config) -> pd.DataFrame:
@@ -107,6 +124,6 @@ def config_table(config) -> pd.DataFrame:
     items = list(config.to_dict().items())
     items.insert([k for k, _ in items].index("n_heads") + 1, ("d_head", config.d_head))
     return pd.DataFrame(
-        {"field": [k for k, _ in items], "value": [str(v) for _, v in items]},
-        columns=["field", "value"],
+        {tr("field"): [k for k, _ in items], tr("value"): [str(v) for _, v in items]},
+        columns=[tr("field"), tr("value")],
     )

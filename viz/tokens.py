@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 import torch
 
+from lang import tr
 from viz.common import display_token, safe
 
 CHIP_CHARS = 24  # a chip shows longer tokens than an axis label; the full token is in its tooltip
@@ -87,7 +88,10 @@ def _chip(position: int, token: str, token_id: int, kind: str) -> str:
         body = f'<span class="ta-hash">##</span>{safe(display_token(token[2:], CHIP_CHARS - 2))}'
     else:
         body = safe(shown)
-    title = safe(f"position {position} · id {token_id} · {KINDS[kind]} · {token!r}")
+    title = safe(
+        tr("position {position} · id {id}", position=position, id=token_id)
+        + f" · {tr(KINDS[kind])} · {token!r}"
+    )
     return (
         f'<span class="ta-chip ta-{kind}" title="{title}">'
         f'<span class="ta-tok">{body}</span>'
@@ -97,15 +101,16 @@ def _chip(position: int, token: str, token_id: int, kind: str) -> str:
 
 def _legend(kinds_present: set[str]) -> str:
     items = [
-        '<span class="ta-legend-item"><span class="ta-chip"><span class="ta-tok">token</span>'
-        '<span class="ta-meta">position · id</span></span></span>'
+        '<span class="ta-legend-item"><span class="ta-chip">'
+        f'<span class="ta-tok">{safe(tr("token"))}</span>'
+        f'<span class="ta-meta">{safe(tr("position · id"))}</span></span></span>'
     ]
     for kind, text in KINDS.items():
         if kind == "word" or kind in kinds_present:
             sample = '<span class="ta-hash">##</span>' if kind == "continuation" else "&nbsp;"
             items.append(
                 f'<span class="ta-legend-item"><span class="ta-chip ta-{kind}">'
-                f'<span class="ta-tok">{sample}</span></span>{safe(text)}</span>'
+                f'<span class="ta-tok">{sample}</span></span>{safe(tr(text))}</span>'
             )
     return f'<div class="ta-legend">{"".join(items)}</div>'
 
@@ -146,16 +151,17 @@ def tokens_table(
     special_tokens: Iterable[str] = (),
     unk_token: str | None = None,
 ) -> pd.DataFrame:
-    """Columns position, token (display text, not escaped), id, kind."""
+    """Columns position, token (display text, not escaped), id, kind (headers and kinds in the
+    request's language, lang.tr)."""
     id_list = _id_list(ids)
     _check_lengths(tokens, id_list)
     special = set(special_tokens)
     return pd.DataFrame(
         {
-            "position": list(range(len(tokens))),
-            "token": [display_token(t, CHIP_CHARS) for t in tokens],
+            tr("position"): list(range(len(tokens))),
+            tr("token"): [display_token(t, CHIP_CHARS) for t in tokens],
             "id": id_list,
-            "kind": [token_kind(t, special, unk_token) for t in tokens],
+            tr("kind"): [tr(token_kind(t, special, unk_token)) for t in tokens],
         }
     )
 
@@ -170,16 +176,17 @@ def _side_line(
     b, t = (int(s) for s in shape_ids)
     line = (
         f"`{ids_name} [B, {t_name}] = {_shape((b, t))}` → "
-        f"`{emb_name} [B, {t_name}, d_model] = {_shape((b, t, d_model))}`"
-        f" + `position [{t_name}, d_model] = {_shape((t, d_model))}`"
+        f"`{tr(emb_name)} [B, {t_name}, d_model] = {_shape((b, t, d_model))}`"
+        f" + `{tr('position')} [{t_name}, d_model] = {_shape((t, d_model))}`"
     )
     if "token_type" in trace.embeddings.get(stack, {}):
-        line += f" + `token type [B, {t_name}, d_model] = {_shape((b, t, d_model))}`"
+        line += f" + `{tr('token type')} [B, {t_name}, d_model] = {_shape((b, t, d_model))}`"
     if trace.config.embedding_norm:
         line += " → LayerNorm"
     hidden = trace.hidden_states.get(stack)
     if hidden is not None:
-        line += f" → `{stack} hidden states [B, L+1, {t_name}, d_model] = {_shape(hidden.shape)}`"
+        states = tr("{stack} hidden states", stack=tr(stack))
+        line += f" → `{states} [B, L+1, {t_name}, d_model] = {_shape(hidden.shape)}`"
     return line
 
 
@@ -198,11 +205,14 @@ def shapes_markdown(trace) -> str:
             )
         )
     b = int(trace.input_ids.shape[0])
-    head = (
-        f"B = {b} text{'s' if b != 1 else ''}, T = {int(trace.input_ids.shape[1])} tokens "
-        "(padding included)"
+    head = tr(
+        "B = {b} text, T = {t} tokens (padding included)"
+        if b == 1
+        else "B = {b} texts, T = {t} tokens (padding included)",
+        b=b,
+        t=int(trace.input_ids.shape[1]),
     )
     if len(lines) > 1:
         head += f", T_tgt = {int(trace.tgt_ids.shape[1])}"
-    head += f", d_model = {d}, L = {cfg.n_layers} layers"
-    return f"**Shapes** — {head}\n\n" + "\n\n".join(lines)
+    head += tr(", d_model = {d}, L = {n} layers", d=d, n=cfg.n_layers)
+    return tr("**Shapes** — {head}", head=head) + "\n\n" + "\n\n".join(lines)

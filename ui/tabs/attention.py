@@ -10,6 +10,7 @@ from dataclasses import replace
 import gradio as gr
 
 import analysis
+from lang import LOCALE, tr
 from ui.i18n import t
 from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
@@ -73,7 +74,8 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
       z[r] = row;
     }
     const was = d.titles[meta.head[0]]?.[meta.head[1]];
-    const title = String(gd.layout.title.text ?? '');
+    const shown = String(gd.layout.title.text ?? '');  /* maybe wrapped for a phone: */
+    const title = shown === gd.__taWrapped ? gd.__taTitle : shown;  /* see WRAP_TITLES */
     meta.head = [L, H];
     await window.Plotly.update(gd, {z: [z], zmax: [d.zmax[L][H]]},
       {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
@@ -137,7 +139,7 @@ RANDOM_NOTE = (
 def untrained_note(fig, random_weights: bool):
     """Say on the figure itself when its attention comes from untrained random weights."""
     if random_weights:
-        fig.layout.title.text = f"{fig.layout.title.text}<br><sup>⚠️ {RANDOM_NOTE}</sup>"
+        fig.layout.title.text = f"{fig.layout.title.text}<br><sup>⚠️ {tr(RANDOM_NOTE)}</sup>"
         fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
     return fig
 
@@ -157,7 +159,7 @@ _SWITCH_DATA: OrderedDict[tuple, str] = OrderedDict()  # the last few runs' payl
 
 def switch_data(view: View, trace, sel) -> str:
     """The head switch's payload (JSON) for this run, stack and scale; "" when there is none."""
-    key = (view.analysis.key, sel.stack, sel.scale, view.sel.measure)
+    key = (view.analysis.key, sel.stack, sel.scale, view.sel.measure, LOCALE.get())
     if key not in _SWITCH_DATA:
         data = attention.head_switch_data(trace, sel.stack, scale=sel.scale)
         run = run_id(view.analysis.key)
@@ -179,7 +181,7 @@ def makers(view: View) -> dict:
 
     def note(fig):
         if norms:
-            fig.layout.title.text = f"{fig.layout.title.text}<br><sup>{NORMS_NOTE}</sup>"
+            fig.layout.title.text = f"{fig.layout.title.text}<br><sup>{tr(NORMS_NOTE)}</sup>"
             fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
         return untrained_note(fig, random)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from lang import tr
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Tab, View
 from viz.bertviz_embed import bertviz_iframe
@@ -33,9 +34,11 @@ def makers(view: View) -> dict:
 
     def bertviz_html() -> str:
         if sel.stack == "cross":
-            return (
-                "<p>bertviz's head and model views draw self-attention over one token list; pick "
-                "the encoder or decoder stack to see them.</p>"
+            return "<p>{}</p>".format(
+                tr(
+                    "bertviz's head and model views draw self-attention over one token list; "
+                    "pick the encoder or decoder stack to see them."
+                )
             )
         toks = trace.tokens_for(sel.stack)[0][0]
         weights = trace.attentions[sel.stack][0]  # (L, H, T, T)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 import analysis
+from lang import tr
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz.attention import stack_title
@@ -134,14 +135,18 @@ def rollout_figure(trace, stack: str, layer: int):
             flow,
             token_labels(k_tok),
             token_labels(q_tok),
-            x_title="input token",
-            y_title="token after the layer",
-            value_name="share",
+            x_title=tr("input token"),
+            y_title=tr("token after the layer"),
+            value_name=tr("share"),
             zmin=0.0,
             zmax=float(flow.max()),
         )
     )
-    title = f"Rollout after layer {layer} — {stack_title(stack)} (a linear-mixing estimate)"
+    title = tr(
+        "Rollout after layer {layer} — {stack} (a linear-mixing estimate)",
+        layer=layer,
+        stack=stack_title(stack),
+    )
     base_layout(fig, title, height=min(860, max(380, 150 + 14 * len(q_tok))))
     square_axes(fig, len(k_tok), len(q_tok))
     return fig
@@ -193,23 +198,48 @@ def chosen_heads(text: str, layer: int, n_layers: int, n_heads: int) -> list[tup
     pairs = re.findall(r"(\d{1,4})\s*[:/.,]\s*(\d{1,4})", str(text))
     rest = re.sub(r"\d{1,4}\s*[:/.,]\s*\d{1,4}", "", str(text))
     if not pairs or re.sub(r"[\s,;]", "", rest):
-        raise ValueError(f"write the heads as layer:head pairs, e.g. 0:2, 1:5 (not {text[:40]!r})")
+        raise ValueError(
+            tr(
+                "write the heads as layer:head pairs, e.g. 0:2, 1:5 (not {text})",
+                text=repr(text[:40]),
+            )
+        )
     heads = list(dict.fromkeys((int(a), int(b)) for a, b in pairs))
     wrong = [f"{a}:{b}" for a, b in heads if a >= n_layers or b >= n_heads]
     if wrong:
         raise ValueError(
-            f"{', '.join(wrong[:4])} is not a head here: layers 0–{n_layers - 1}, heads "
-            f"0–{n_heads - 1}"
+            tr(
+                "{wrong} is not a head here: layers 0–{last_layer}, heads 0–{last_head}",
+                wrong=", ".join(wrong[:4]),
+                last_layer=n_layers - 1,
+                last_head=n_heads - 1,
+            )
         )
     if len(heads) > 2 * n_heads:  # one forward pass each: keep the view within its budget
-        raise ValueError(f"choose at most {2 * n_heads} heads (one forward pass each)")
+        raise ValueError(tr("choose at most {n} heads (one forward pass each)", n=2 * n_heads))
     return heads
 
 
 def ablation_table(net, trace, stack: str, heads: list[tuple[int, int]], mode: str) -> pd.DataFrame:
     # One forward pass per head, inside the drawing's own admission (app.App.draw, CpuShare).
-    df = analysis.ablation_effects(net, model_inputs(trace), stack, heads, mode)
-    return df.round(4)
+    df = analysis.ablation_effects(net, model_inputs(trace), stack, heads, mode).round(4)
+    df["kind"] = [tr(kind) for kind in df["kind"]]
+    return shown_columns(df)
+
+
+def shown_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with its headers in the request's language (the CSV keeps the English names)."""
+    return df.rename(columns={name: tr(name) for name in df.columns})
+
+
+def split_reason(split: dict) -> str:
+    """Why the token/position split holds ("x = token + position …"), in the request's language."""
+    parts = [p for p in split.get("parts", []) if p != "bias"]
+    reason, english = split.get("reason", ""), "x = " + " + ".join(parts)
+    if not reason.startswith(english):
+        return tr(reason)
+    through = reason.removeprefix(english)
+    return "x = " + " + ".join(tr(p) for p in parts) + (tr(through) if through else "")
 
 
 def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int, key: int) -> str:
@@ -224,42 +254,62 @@ def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int
     def cell(token: str) -> str:
         return md_literal(display_token(token))
 
+    heading = tr(
+        "**Layer {layer}, head {head}: query {query} “{q}” → key {key} “{k}”** (d_k = {d_k})",
+        layer=layer,
+        head=head,
+        query=query,
+        q=cell(q_tok[query]),
+        key=key,
+        k=cell(k_tok[key]),
+        d_k=b["d_k"],
+    )
     lines = [
-        f"**Layer {layer}, head {head}: query {query} “{cell(q_tok[query])}” → key {key} "
-        f"“{cell(k_tok[key])}”** (d_k = {b['d_k']})",
+        heading,
         "",
-        "| step | value | checked against the trace |",
+        "| {} | {} | {} |".format(tr("step"), tr("value"), tr("checked against the trace")),
         "|---|---|---|",
         f"| q·k | {f(b['dot'])} | |",
-        f"| score = q·k / √d_k | {f(b['score'])} | {f(b['score_trace'])} "
+        f"| {tr('score = q·k / √d_k')} | {f(b['score'])} | {f(b['score_trace'])} "
         f"(Δ {b['score_difference']:.1e}) |",
     ]
     split = b.get("split") or {}
     if split.get("available"):
         by_part: dict[str, float] = {}
         for term in split["terms"]:
-            name = f"{term['query_part']}·{term['key_part']}"
+            name = f"{tr(term['query_part'])}·{tr(term['key_part'])}"
             by_part[name] = term["value"]
         terms = ", ".join(f"{k} {v:+.3f}" for k, v in by_part.items() if abs(v) > 5e-4)
+        split_name = tr("split ({reason})", reason=md_literal(split_reason(split)))
         lines.append(
-            f"| split ({md_literal(split['reason'])}): {terms} | sum {f(split['sum'])} | "
+            f"| {split_name}: {terms} | {tr('sum')} {f(split['sum'])} | "
             f"Δ {split['difference']:.1e} |"
         )
     elif split:
-        lines.append(
-            f"| token / position split | not exact here: {md_literal(split.get('reason', ''))} | |"
-        )
+        reason = md_literal(tr(split.get("reason", "")))
+        not_exact = tr("not exact here: {reason}", reason=reason)
+        lines.append(f"| {tr('token / position split')} | {not_exact} | |")
+    mask = tr("may attend") if b["mask"] else tr("hidden")
+    context_name = tr(", the head's context")
     lines += [
-        f"| mask | {'may attend' if b['mask'] else 'hidden'}: adds {f(b['mask_value'])} | |",
-        f"| α = exp(score − row max) / Σ | {f(b['weight_recomputed'])} | {f(b['weight'])} "
-        f"(Δ {b['weight_difference']:.1e}); the row sums to {b['row_sum']:.6f} |",
+        f"| {tr('mask')} | "
+        + tr("{mask}: adds {value}", mask=mask, value=f(b["mask_value"]))
+        + " | |",
+        f"| {tr('α = exp(score − row max) / Σ')} | {f(b['weight_recomputed'])} | {f(b['weight'])} "
+        + tr(
+            "(Δ {difference:.1e}); the row sums to {row_sum:.6f}",
+            difference=b["weight_difference"],
+            row_sum=b["row_sum"],
+        )
+        + " |",
         f"| ‖α · v_key‖ | {float(np.linalg.norm(b['weighted_value'])):.4f} | |",
-        f"| ‖Σⱼ αᵢⱼ vⱼ‖, the head's context | {float(np.linalg.norm(b['context'])):.4f} | |",
+        f"| ‖Σⱼ αᵢⱼ vⱼ‖{context_name} | {float(np.linalg.norm(b['context'])):.4f} | |",
     ]
     check = b.get("context_check") or {}
     if check.get("available"):
         lines.append(
-            f"| Σ_h context_h W_O^h + b_O | the attention output | Δ {check['difference']:.1e} |"
+            f"| Σ_h context_h W_O^h + b_O | {tr('the attention output')} | "
+            f"Δ {check['difference']:.1e} |"
         )
     return "\n".join(lines)
 
@@ -289,7 +339,7 @@ def makers(view: View) -> dict:
         return rollout_figure(trace, stack, layer)
 
     return {
-        "head_stats_table": lambda: stats().round(3),
+        "head_stats_table": lambda: shown_columns(stats().round(3)),
         "stats_csv": lambda: export_file(
             f"head_stats_{model}_{stack}.csv", analysis.stats_csv(stats())
         ),

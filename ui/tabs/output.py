@@ -6,6 +6,7 @@ import gradio as gr
 import pandas as pd
 import torch
 
+from lang import tr
 from model import predict_roles
 from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
@@ -43,12 +44,12 @@ def steps_table(trace, stack: str, tokenizer, top: int = 3) -> pd.DataFrame:
         actual = tokens[t + 1] if t + 1 < len(tokens) else "—"
         rows.append(
             {
-                "step": t,
-                "reads": display_token(tokens[t]),
-                "predicts": display_token(chosen[0]),
+                tr("step"): t,
+                tr("reads"): display_token(tokens[t]),
+                tr("predicts"): display_token(chosen[0]),
                 "p": round(float(best_p[t, 0]), 3),
-                "next in text": display_token(actual),
-                "alternatives": ", ".join(
+                tr("next in text"): display_token(actual),
+                tr("alternatives"): ", ".join(
                     f"{display_token(c)} {float(p):.2f}"
                     for c, p in zip(chosen[1:], best_p[t, 1:], strict=True)
                 ),
@@ -58,8 +59,8 @@ def steps_table(trace, stack: str, tokenizer, top: int = 3) -> pd.DataFrame:
 
 
 def roles_markdown(answer: dict) -> str:
-    parts = [f"**{label}**: {answer[label] or '—'}" for label in ("agent", "action", "patient")]
-    return "Who did what to whom: " + " · ".join(parts)
+    parts = [f"**{tr(label)}**: {answer[label] or '—'}" for label in ("agent", "action", "patient")]
+    return tr("Who did what to whom: ") + " · ".join(parts)
 
 
 def makers(view: View) -> dict:
@@ -72,19 +73,21 @@ def makers(view: View) -> dict:
         answer = predict_roles(net, text, positions=positions)
         table = pd.DataFrame(
             {
-                "position": range(len(answer["tokens"])),
-                "token": [display_token(t) for t in answer["tokens"]],
-                "role": answer["labels"],
+                tr("position"): range(len(answer["tokens"])),
+                tr("token"): [display_token(t) for t in answer["tokens"]],
+                tr("role"): [tr(label) for label in answer["labels"]],
                 "p": [round(p, 3) for p in answer["confidence"]],
             }
         )
-        note = "" if positions else " (positional encoding off: order is invisible to it)"
+        note = "" if positions else tr(" (positional encoding off: order is invisible to it)")
         layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
 
         def looked():
             fig = attention.head_figure(trace, "encoder", layer, head, scale=sel.scale)
-            fig.layout.title.text = (
-                f"Where each token looked before being tagged — layer {layer}, head {head}"
+            fig.layout.title.text = tr(
+                "Where each token looked before being tagged — layer {layer}, head {head}",
+                layer=layer,
+                head=head,
             )
             return fig
 
@@ -95,14 +98,15 @@ def makers(view: View) -> dict:
         }
     if trace.logits is None:
         why = (
-            "This model has no LM head or classifier here"
+            tr("This model has no LM head or classifier here")
             if net.lm_head is None
-            else "This model's vocabulary is too large to keep its predictions for every token"
+            else tr("This model's vocabulary is too large to keep its predictions for every token")
         )
         return {
-            "prediction": lambda: (
-                f"{why}: pick a trained model (dates, induction, roles) to see "
-                "what a Transformer outputs."
+            "prediction": lambda: tr(
+                "{why}: pick a trained model (dates, induction, roles) to see "
+                "what a Transformer outputs.",
+                why=why,
             ),
             "steps_table": lambda: pd.DataFrame(),
             "steps_plot": lambda: None,
@@ -112,17 +116,23 @@ def makers(view: View) -> dict:
 
     def steps_plot():
         fig = attention.head_figure(trace, stack, layer, head, scale=sel.scale)
-        fig.layout.title.text = (
-            f"Decoding step by step — layer {layer}, head {head}: row t is the step that wrote "
-            f"token t + 1 ({attention.stack_title(stack)})"
+        fig.layout.title.text = tr(
+            "Decoding step by step — layer {layer}, head {head}: row t is the step that wrote "
+            "token t + 1 ({stack})",
+            layer=layer,
+            head=head,
+            stack=attention.stack_title(stack),
         )
         return fig
 
-    what = "translation" if cfg.arch == "encoder-decoder" else "continuation"
+    what = (
+        "Greedy translation, one row per step (layer and head above choose the attention map)."
+        if cfg.arch == "encoder-decoder"
+        else "Greedy continuation, one row per step "
+        "(layer and head above choose the attention map)."
+    )
     return {
-        "prediction": lambda: (
-            f"Greedy {what}, one row per step (layer and head above choose the attention map)."
-        ),
+        "prediction": lambda: tr(what),
         "steps_table": lambda: steps_table(trace, stack, net.tokenizer),
         "steps_plot": steps_plot,
     }

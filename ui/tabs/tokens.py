@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from lang import tr
 from ui.i18n import t
 from ui.tabs.base import Built, Tab, View
 from viz import tokens
@@ -29,7 +30,7 @@ def makers(view: View) -> dict:
     def chips() -> str:
         html = tokens.token_chips_html(trace.tokens[0], trace.input_ids[0].tolist(), special, unk)
         if trace.tgt_tokens is not None:
-            html += "<p><b>Target (decoder input)</b></p>" + tokens.token_chips_html(
+            html += f"<p><b>{tr('Target (decoder input)')}</b></p>" + tokens.token_chips_html(
                 trace.tgt_tokens[0], trace.tgt_ids[0].tolist(), special, unk
             )
         return html

@@ -1,0 +1,76 @@
+"""The words the server writes (status line, figure titles and axes, table headers) in the page's
+language: English or 简体中文.
+
+Code keeps its English where it is and says it through ``tr``: ``tr("Layer {layer}", layer=2)``.
+The English pattern is the key; ``ui/zh_CN_server.json`` maps it to Chinese with the same
+``{fields}`` (the page's own labels live beside it, in ``ui/zh_CN.json``, for Gradio's i18n). Text
+with no entry stays English; tokens, numbers and model ids are fields, never translated.
+
+The language is a context variable, set once per request where the event enters the app
+(``speaking(lang)`` in app.App) and reset when it leaves, so every function below it, viz
+included, speaks that language with no ``lang`` argument. Its default is English: a notebook
+calling viz gets the figures it always got.
+
+Text made before anyone knows the language (an engine notice, cached with its trace) is a
+``Msg``: a plain English ``str`` that remembers its pattern, so ``tr(msg)`` says it again later in
+the language of whoever reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from contextvars import ContextVar
+from pathlib import Path
+
+ZH_SERVER_FILE = Path(__file__).resolve().parent / "ui" / "zh_CN_server.json"
+ZH: dict[str, str] = json.loads(ZH_SERVER_FILE.read_text(encoding="utf-8"))
+LOCALE: ContextVar[str] = ContextVar("transformer_anatomy_locale", default="en")
+USED: set[str] = set()  # the English patterns tr() was asked for (tests find missing entries)
+
+
+def locale_of(value: object) -> str:
+    """ "zh-CN", "zh", "zh-Hans", "zh-TW" … → "zh-CN" (the one Chinese we have); else "en"."""
+    return "zh-CN" if isinstance(value, str) and value.lower().startswith("zh") else "en"
+
+
+@contextlib.contextmanager
+def speaking(lang: object) -> Iterator[str]:
+    """Say everything inside the block in ``lang`` (this thread or task only), then restore."""
+    token = LOCALE.set(locale_of(lang))
+    try:
+        yield LOCALE.get()
+    finally:
+        LOCALE.reset(token)
+
+
+class Msg(str):
+    """English text (a ``str``, as before) that can be said again in another language by ``tr``."""
+
+    pattern: str
+    fields: dict
+
+    def __new__(cls, pattern: str, /, **fields) -> Msg:
+        text = super().__new__(cls, pattern.format(**fields) if fields else pattern)
+        text.pattern, text.fields = pattern, fields
+        return text
+
+
+def tr(text: str, /, **fields) -> str:
+    """``text`` in the current language, its ``{fields}`` filled in (a Msg keeps its own)."""
+    if isinstance(text, Msg):
+        fields = {k: tr(v) if isinstance(v, Msg) else v for k, v in text.fields.items()} | fields
+        text = text.pattern
+    if len(USED) < 10_000:  # dynamic text (an exception's words) must not grow it forever
+        USED.add(text)
+    pattern = ZH.get(text, text) if LOCALE.get() == "zh-CN" else text
+    return pattern.format(**fields) if fields else pattern
+
+
+def ordinal(n: int) -> str:
+    """ "3rd" in English, "3" in Chinese (where the words around it say the rest)."""
+    if LOCALE.get() != "en":
+        return str(n)
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

@@ -1,0 +1,219 @@
+"""What the server writes, in 简体中文 (issue 9): every tab's figures (titles, axis titles, colour
+bars, panel titles, hover text), table headers, markdown and the status line, drawn under
+lang.speaking("zh-CN"), hold no English sentence; every pattern the code says has a translation
+with the same fields; English stays English; the head switch's titles follow the language."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import string
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import app
+import lang
+from engine import BUNDLED, Engine
+from lang import Msg, speaking, tr
+from ui import state as views
+from ui.render import render
+from ui.tabs import TAB_IDS
+from viz import attention
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "time flies like an arrow"
+# Words that are names or symbols in both languages: formulas, model and library names, units.
+SYMBOLS = set(
+    """softmax LayerNorm QK QKᵀ d_k d_model d_head d_ff PE BERT CLS SEP PAD UNK CPU CUDA GPU ms
+    id ids sin cos LM FFN GELU ReLU erf tanh E_tok E_type tok type max_len bertviz head_mask
+    W_O W_Q W_K W_vocab b_O v_key context_h exp Kobayashi Abnar Zuidema Clark et al nats
+    all MiniLM L6 v2 seed pooler ISO Hub Hugging Face TransformerConfig AdamW KL ablated
+    input_ids tgt_ids token_type dates induction roles T_tgt Transformer Sublayer
+    lm_head Linear conv TransformerEncoder""".split()  # noqa: SIM905 - words read better as words
+)
+
+
+def english_words(text: str, allowed: set[str]) -> list[str]:
+    """The English words left in ``text`` once markup, placeholders and names are taken out."""
+    text = re.sub(r"<style>.*?</style>", " ", str(text), flags=re.S)
+    text = re.sub(r"<[^>]*>|&#?\w+;|%\{[^}]*\}|`[^`]*`|\]\([^)]*\)", " ", text)
+    names = {w for name in allowed for w in re.findall(r"[A-Za-z][A-Za-z_]*", name)}
+    words = re.findall(r"[A-Za-z][A-Za-z_]*", text)
+    # Single letters are variables (B, T, L, h, i, j, t, x, A − B); names and symbols pass.
+    return [w for w in words if len(w) > 1 and w not in SYMBOLS | names and not w.isupper()]
+
+
+def figure_texts(fig) -> list[str]:
+    """Every text a reader of the figure sees: title, axis and colour-bar titles, annotations
+    (panel titles), hover templates and legend names."""
+    layout = fig.layout
+    texts = [layout.title.text or ""]
+    for name in layout:
+        if name.startswith(("xaxis", "yaxis")):
+            texts.append(layout[name].title.text or "")
+        if name.startswith("coloraxis"):
+            texts.append(layout[name].colorbar.title.text or "")
+    texts += [a.text or "" for a in layout.annotations]
+    for trace in fig.data:
+        texts.append(getattr(trace, "hovertemplate", None) or "")
+        colorbar = getattr(trace, "colorbar", None)
+        if colorbar is not None:
+            texts.append(colorbar.title.text or "")
+    return texts
+
+
+def output_texts(name: str, value) -> list[str]:
+    if (
+        value is None or name == "bertviz_html" or name.endswith(("_csv", "_npz"))
+    ):  # bertviz's own page (our note: tested below)
+        return []
+    if name == "head_data":  # the head switch's titles
+        return [t for row in json.loads(value)["titles"] for t in row] if value else []
+    if hasattr(value, "layout"):
+        return figure_texts(value)
+    if isinstance(value, pd.DataFrame):
+        return [str(c) for c in value.columns]
+    if isinstance(value, dict):  # a gr.update
+        return []
+    return [re.sub(r'title="[^"]*"', "", str(value))]  # chips' tooltips quote each token
+
+
+CASES = [  # model, text, target, selection: every family, both scales, norms, trained heads
+    (BUNDLED, TEXT, None, {}),
+    (BUNDLED, TEXT, None, {"scale": "head", "measure": "norms"}),
+    ("seed001-decoder", "我喜欢你", None, {"stack": "decoder"}),
+    ("seed003-encdec", "我喜欢你", "I love you", {"stack": "cross"}),
+    ("seed004-encoder", "我喜欢你", None, {}),
+    ("dates", "2026年11月22日", None, {"stack": "cross"}),
+    ("roles", "我喜欢你", None, {}),
+    ("induction", "qzvkdmqzv", None, {"stack": "decoder"}),
+]
+
+
+@pytest.fixture(scope="module")
+def drawn_in_chinese():
+    """[(where, text)] of everything the server draws for CASES, in 简体中文."""
+    engine = Engine(device="cpu")
+    found = []
+    with speaking("zh-CN"):
+        for model, text, target, fields in CASES:
+            analysis = engine.analyse(text, model, target)
+            batch = engine.analyse(text, model, target, second="I have a dog.")
+            sel = views.Selection(**fields)
+            tokens = [
+                t for side in (batch.trace.tokens, batch.trace.tgt_tokens or []) for t in side
+            ]
+            tokens = [token for side in tokens for token in side]
+            allowed = {text, model, *(target or "").split(), *tokens}
+            allowed |= {t.lstrip("#") for t in tokens} | {"I have a dog."}
+            for tab in TAB_IDS:
+                outputs = render(tab, analysis, sel, batch)
+                if tab == "heads":  # the on-demand table too
+                    outputs |= render(tab, analysis, sel, batch, only={"ablation_table"})
+                for name, value in outputs.items():
+                    for shown in output_texts(name, value):
+                        found.append(((model, tab, name), shown, allowed))
+            status = app.status_markdown(analysis, [], "?text=x")
+            found.append(((model, "status", ""), status, allowed | {analysis.model.model_id}))
+    return found
+
+
+def test_every_view_and_the_status_line_speak_chinese(drawn_in_chinese):
+    left = {}
+    for where, shown, allowed in drawn_in_chinese:
+        words = english_words(shown, allowed)
+        if words:
+            left[" / ".join(where)] = " ".join(sorted(set(words)))
+    assert not left, json.dumps(left, ensure_ascii=False, indent=1)[:6000]
+    chinese = [shown for _, shown, _ in drawn_in_chinese if re.search(r"[\u4e00-\u9fff]", shown)]
+    assert len(chinese) > 100  # the views really were drawn, in Chinese
+
+
+def test_notices_and_errors_made_earlier_are_said_in_the_readers_language():
+    _, notices = app.capped("x" * 30_000, "Text")
+    assert notices[0].startswith("Text is 30,000 characters")  # English, as before
+    with speaking("zh-CN"):
+        said = app.status_markdown(None, notices, None)
+        error = app.sentence(app.InputError(Msg("Model must be one of the listed model names.")))
+    assert "30,000" in said and "20,000" in said and re.search(r"[\u4e00-\u9fff]", said)
+    assert not english_words(said, set()) and not english_words(error, set())
+    assert app.sentence(app.InputError(Msg("Model must be one of the listed model names."))) == (
+        "Model must be one of the listed model names."
+    )
+
+
+def source_patterns() -> dict[str, str]:
+    """Every literal first argument of tr(…) or Msg(…) in the code, with where it is."""
+    found = {}
+    for path in [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("tr", "Msg")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found[node.args[0].value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+    return found
+
+
+def fields_of(pattern: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+
+
+def test_every_pattern_the_code_says_has_a_translation_with_the_same_fields(drawn_in_chinese):
+    patterns = source_patterns()
+    assert len(patterns) > 100
+    used = set(patterns) | lang.USED  # also what was said through a name (STACK_TITLES[stack])
+    said_as_is = {"", " — {notes}"}  # punctuation-only patterns may stay as they are
+    missing = sorted(p for p in used - set(lang.ZH) - said_as_is if re.search("[A-Za-z]", p))
+    assert not missing, f"add to ui/zh_CN_server.json: {missing}"
+    for english, chinese in lang.ZH.items():
+        # The same fields (Chinese may leave out one English needs: "3rd" is "3" in Chinese).
+        assert fields_of(chinese) <= fields_of(english), (english, chinese)
+        assert len(fields_of(english) - fields_of(chinese)) <= 1, (english, chinese)
+        assert english.count("<br>") == chinese.count("<br>"), (english, chinese)
+
+
+def test_no_translation_is_stale():
+    strings = set()
+    code = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
+    code += [*ROOT.glob("analysis/*.py"), *ROOT.glob("model/*.py")]  # reasons, role labels
+    for path in code:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.add(node.value)
+    for card in ROOT.glob("assets/trained/*/card.json"):  # a trained model's "source"
+        strings.add(json.loads(card.read_text(encoding="utf-8"))["config"]["source"])
+    stale = sorted(set(lang.ZH) - strings - {"Layers", "Norm"} - set(source_patterns()))
+    assert not stale, f"ui/zh_CN_server.json translates text the code no longer says: {stale}"
+
+
+def test_english_is_the_default_and_the_language_is_reset_after_a_request():
+    assert tr(
+        "Layer {layer}, head {head} — {stack}{note}", layer=1, head=2, stack="x", note=""
+    ) == ("Layer 1, head 2 — x")
+    with speaking("zh-CN"):
+        assert tr("query") != "query"
+        with speaking("en"):
+            assert tr("query") == "query"
+        assert lang.LOCALE.get() == "zh-CN"
+    assert lang.LOCALE.get() == "en" and tr("query") == "query"
+    assert lang.locale_of("zh-TW") == "zh-CN" and lang.locale_of(None) == "en"
+
+
+def test_the_head_switch_titles_follow_the_language(bert):
+    net, tok = bert
+    enc = tok(["time flies like an arrow"], return_tensors="pt")
+    trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    with speaking("zh-CN"):
+        data = attention.head_switch_data(trace, "encoder", scale="head")
+        title = attention.head_figure(trace, "encoder", 2, 5, scale="head").layout.title.text
+    assert data["titles"][2][5] == title
+    assert re.search(r"[\u4e00-\u9fff]", title) and "2" in title and "5" in title
+    english = attention.head_figure(trace, "encoder", 2, 5, scale="head").layout.title.text
+    assert english.startswith("Layer 2, head 5 — encoder self-attention")
