@@ -151,7 +151,8 @@ def is_public(flag: bool | None = None) -> bool:
 
 def status_markdown(analysis: Analysis | None, notices: list[str], link: str | None) -> str:
     """The status line in the request's language (notices made earlier are said again, lang.Msg)."""
-    parts = [f"⚠️ {md_literal(tr(n))}" for n in notices]
+    # A Msg is said now, in the reader's language; other notices were said when made (sentence).
+    parts = [f"⚠️ {md_literal(tr(n) if isinstance(n, Msg) else n)}" for n in notices]
     if analysis is not None:
         t = analysis.trace
         where = "CUDA" if t.device.startswith("cuda") else "CPU"
