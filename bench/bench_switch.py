@@ -29,7 +29,7 @@ from bench.bench_browser import SWITCH_JS, ByteCounter, run_and_wait, text_of  #
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app  # noqa: E402
 from tests.test_e2e_browser import run_of, wait_tab  # noqa: E402
 
-SERVER_ONLY = "() => { delete window.DecompressionStream; window.__taHeads = {}; }"
+SERVER_ONLY = "() => { delete window.DecompressionStream; window.__taFill = undefined; }"
 
 
 def p95(xs: list[float]) -> float:
