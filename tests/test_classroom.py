@@ -415,9 +415,17 @@ def test_figures_sent_without_numbers_show_the_servers_numbers(slow_app, page):
 
     server = attention.compare_figure(trace, "encoder", (0, 0), (0, 1))
     diff = np.asarray(server.data[2].z, dtype=np.float64)
-    label = hover_text_at(page, "compare-plot", "xaxis3", 4, 2)
-    shown = re.search(r"A − B: ([+\-−]?[0-9.]+)", label)[1].replace("−", "-")
-    assert float(shown) == round(float(diff[4, 2]), 3) and len(shown.split(".")[1]) == 3
+    hovered = {}
+    for axis, name in (("xaxis", "A = L0 H0:"), ("xaxis2", "B = L0 H1:"), ("xaxis3", "A − B:")):
+        label = hover_text_at(page, "compare-plot", axis, 4, 2)
+        number = re.search(rf"{name} ([-−]?[0-9]+\.[0-9]{{3}})$", label)
+        assert number, f"{axis}: {label!r}"  # three decimals, as the hover format says
+        hovered[axis] = number[1].replace("−", "-")
+    assert float(hovered["xaxis3"]) == round(float(diff[4, 2]), 3)  # the server's number
+    a_minus_b = (
+        round(float(hovered["xaxis"]) * 1000) - round(float(hovered["xaxis2"]) * 1000)
+    ) / 1000
+    assert float(hovered["xaxis3"]) == a_minus_b  # A − B of the numbers A and B show
     set_slider(page, "layer-a", 3)
     page.wait_for_function(
         f"() => {COMPARE_GD}?.layout?.annotations?.[0]?.text === 'A = L3 H0'", timeout=20_000

@@ -486,7 +486,7 @@ def test_three_panel_colour_bars_sit_under_the_panels(bert, make):
 def fill_like_the_browser(fig: go.Figure, data: dict) -> go.Figure:
     """What ui/fill.py does to a figure sent without z: each trace's z from the decoded payload
     ([layer, head]: its shown numbers, a hidden cell as meta.fill.hidden; [la, ha, lb, hb]: the
-    difference of the shown numbers, hidden as 0), in float64 as JavaScript computes."""
+    difference of the shown numbers, hidden as 0), stored as float32 as ui/fill.py stores them."""
     sent = json.loads(fig.to_json())
     spec = sent["layout"]["meta"]["fill"]
     assert spec["data"] == data["id"]
@@ -501,6 +501,7 @@ def fill_like_the_browser(fig: go.Figure, data: dict) -> go.Figure:
             code_a = np.nan_to_num(values[cells[0], cells[1]] * 1000, nan=0.0).round()
             code_b = np.nan_to_num(values[cells[2], cells[3]] * 1000, nan=0.0).round()
             trace.z = (code_a - code_b) / 1000
+        trace.z = np.asarray(trace.z, dtype=np.float32)
     return out
 
 
@@ -542,7 +543,7 @@ def test_a_figure_sent_without_numbers_is_filled_to_the_servers_figure(
     filled = fill_like_the_browser(slim, data)
     for shown, server in zip(filled.data, full.data, strict=True):
         # exactly the server's numbers: it sends float32 of the same thousandths
-        np.testing.assert_array_equal(np.float32(shown.z), np.asarray(server.z, np.float32))
+        np.testing.assert_array_equal(shown.z, np.asarray(server.z, np.float32))
         assert hover_strings(shown.z) == hover_strings(server.z)
     diff = np.asarray(filled.data[2].z)
     assert f"A − B from {diff.min():+.3f} to {diff.max():+.3f}" in full.layout.title.text

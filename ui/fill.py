@@ -61,12 +61,13 @@ FILL = r"""() => {
         setTimeout(() => resolve(null), WAIT_MS);
       });
     },
-    /* One trace's z as rows over one Float64Array: cells [layer, head] gives that head's shown
-       numbers (a hidden cell: `hidden`, null = a gap); [la, ha, lb, hb] gives A - B of the shown
-       numbers (a hidden cell counts as weight 0). The data stores each head key by key. */
+    /* One trace's z as rows over one Float32Array (the server's figures send float32 too, and a
+       float32 thousandth still prints as that thousandth): cells [layer, head] gives that head's
+       shown numbers (a hidden cell: `hidden`, null = a gap); [la, ha, lb, hb] gives A - B of the
+       shown numbers (a hidden cell counts as weight 0). The data stores each head key by key. */
     z(d, cells, hidden) {
       const rows = d.rows, cols = d.cols, n = rows * cols, low = d.layers * d.heads * n;
-      const codes = d.codes, out = new Float64Array(n), gap = hidden == null ? NaN : hidden;
+      const codes = d.codes, out = new Float32Array(n), gap = hidden == null ? NaN : hidden;
       const a = (cells[0] * d.heads + cells[1]) * n;
       if (cells.length === 2) {
         for (let k = 0, i = a; k < cols; k++) {

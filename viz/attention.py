@@ -561,7 +561,9 @@ def compare_figure(
     panels = [
         heatmap(pat_a, x_lab, y_lab, value_name=f"{name_a}:", **common),
         heatmap(pat_b, x_lab, y_lab, value_name=f"{name_b}:", **common),
-        heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt="+.3f", **common),
+        # ".3f", not "+.3f": Plotly.js 3.3's hover ignores a signed format and prints the raw
+        # float32 (0.028999999165534973); negative differences still show their minus sign.
+        heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt=".3f", **common),
     ]
     peak = max(float(pat_a.max()), float(pat_b.max()), 1e-6)
     cmax = 1.0 if scale == "fixed" else peak  # A and B share one scale: the head view's
