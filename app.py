@@ -37,6 +37,7 @@ from engine import (
 )
 from lang import LOCALE, Msg, speaking, tr
 from model import PRESETS, TRAINED
+from ui.fill import FILL
 from ui.i18n import (
     I18N,
     PAGE_LANG,
@@ -47,7 +48,7 @@ from ui.i18n import (
     wire_language,
 )
 from ui.kept import bound_unread, keep_no_output_values
-from ui.pages import MAX_IN_FLIGHT, PAGE_BUSY, STAMP, PageBusy, Pages
+from ui.pages import API, MAX_IN_FLIGHT, PAGE_BUSY, STAMP, Client, PageBusy, Pages
 from ui.render import render, slide_ready
 from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
 from ui.tabs import BY_ID, TAB_IDS, TABS
@@ -250,8 +251,9 @@ class App:
     def model_id(self, choice: str, checkpoint: str) -> str:
         return CUSTOM_PREFIX + (checkpoint or "").strip() if choice == CUSTOM else choice
 
-    def draw(self, state: ViewState, seen: dict, only=None, force=False):
-        """(analysis, {output: value}, seen) for the state's tab; skips what the session has."""
+    def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
+        """(analysis, {output: value}, seen) for the state's tab; skips what the session has.
+        ``client``: what the asking page can do (ui.pages.Client)."""
         tab = BY_ID[state.tab]
         analysis = self.engine.analyse(
             state.text, state.model, state.target, positions=state.positions
@@ -271,7 +273,7 @@ class App:
         # 512-token figure): it takes a pass's slot and CPU share too (engine.CpuShare).
         # Half the trace's size is reserved for what drawing adds (replayed Q/K/V: up to 50 %).
         with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
-            values = render(state.tab, analysis, state.sel, batch, only)
+            values = render(state.tab, analysis, state.sel, batch, only, client)
         if only is None:
             seen = {**seen, state.tab: signature}
         else:
@@ -484,7 +486,7 @@ class App:
         """Run (or re-use) the forward pass for ``state`` and draw its tab."""
 
         def run() -> dict:
-            result = self._run(state, notices)
+            result = self._run(state, notices, Client.of(page))
             if self.last_run in result:
                 self.pages.set_run(page, state)
             return result
@@ -501,9 +503,9 @@ class App:
             with speaking(lang):
                 return {self.status: status_markdown(None, [Msg(PAGE_BUSY, n=MAX_IN_FLIGHT)], None)}
 
-    def _run(self, state: ViewState, notices=()) -> dict:
+    def _run(self, state: ViewState, notices=(), client=API) -> dict:
         try:
-            analysis, values, seen = self.draw(state, {}, force=True)
+            analysis, values, seen = self.draw(state, {}, force=True, client=client)
         except Exception as exc:  # the old figures stay, marked as the previous run's
             notes = [*notices, sentence(exc)]
             return {
@@ -524,19 +526,23 @@ class App:
         self, tab: str, state: ViewState, seen: dict, sel: Selection, page=None, lang="en"
     ) -> dict:
         return self.in_turn(
-            page, lang, lambda: self._tab(tab, self.pages.latest_run(page, state), seen, sel)
+            page,
+            lang,
+            lambda: self._tab(tab, self.pages.latest_run(page, state), seen, sel, Client.of(page)),
         )
 
-    def _tab(self, tab: str, state: ViewState, seen: dict, sel: Selection) -> dict:
+    def _tab(self, tab: str, state: ViewState, seen: dict, sel: Selection, client=API):
         state = replace(state, tab=tab, sel=sel)
-        return self._redraw(state, seen, fixed={self.current_tab: tab})[1]
+        return self._redraw(state, seen, fixed={self.current_tab: tab}, client=client)[1]
 
-    def _redraw(self, state: ViewState, seen: dict, only=None, fixed: dict | None = None):
+    def _redraw(
+        self, state: ViewState, seen: dict, only=None, fixed: dict | None = None, client=API
+    ):
         """(analysis or None, updates) for a redraw of the state's tab from the cache, with the
         ``fixed`` updates sent either way; an error is one sentence in the status line."""
         fixed = fixed or {}
         try:
-            analysis, values, seen = self.draw(state, seen, only=only)
+            analysis, values, seen = self.draw(state, seen, only=only, client=client)
         except Exception as exc:
             return None, {**fixed, self.status: status_markdown(None, [sentence(exc)], None)}
         return analysis, {
@@ -561,15 +567,19 @@ class App:
             page,
             lang,
             lambda: self._selection(
-                field, replace(self.pages.latest_run(page, state), tab=tab), seen, sel
+                field,
+                replace(self.pages.latest_run(page, state), tab=tab),
+                seen,
+                sel,
+                Client.of(page),
             ),
         )
 
-    def _selection(self, field: str, state: ViewState, seen: dict, sel: Selection) -> dict:
+    def _selection(self, field: str, state: ViewState, seen: dict, sel: Selection, client=API):
         only = BY_ID[state.tab].redrawn_by(field)
         if not only:
             return {}
-        return self._redraw(replace(state, sel=sel), seen, only=only)[1]
+        return self._redraw(replace(state, sel=sel), seen, only=only, client=client)[1]
 
     def on_pick(
         self,
@@ -585,16 +595,19 @@ class App:
         return self.in_turn(
             page,
             lang,
-            lambda: self._pick(picked, self.pages.latest_run(page, state), tab, seen, sel),
+            lambda: self._pick(
+                picked, self.pages.latest_run(page, state), tab, seen, sel, Client.of(page)
+            ),
         )
 
-    def _pick(self, picked: str, state: ViewState, tab: str, seen: dict, sel: Selection) -> dict:
+    def _pick(self, picked, state: ViewState, tab: str, seen: dict, sel: Selection, client=API):
         match = re.match(r"\s*(\d{1,4})\s*,\s*(\d{1,4})", str(picked or ""))
         if match is None:
             return {}
         sel = replace(sel, layer=int(match[1]), head=int(match[2]))
         only = BY_ID[tab].redrawn_by("layer") | BY_ID[tab].redrawn_by("head")
-        analysis, result = self._redraw(replace(state, tab=tab, sel=sel), seen, only=only)
+        state = replace(state, tab=tab, sel=sel)
+        analysis, result = self._redraw(state, seen, only=only, client=client)
         if analysis is not None:  # the sliders show the head, clamped to this model
             clamped = sel.clamp(analysis)
             result.update(
@@ -649,7 +662,7 @@ class App:
             name = latest.model.partition("@")[0]
             steps = self.on_model_change(name)[self.snapshot]["choices"]  # relabelled, kept
             fixed = {self.current_tab: tab, self.snapshot: gr.update(choices=steps)}
-            return self._redraw(latest, {}, fixed=fixed)[1]
+            return self._redraw(latest, {}, fixed=fixed, client=Client.of(page))[1]
 
         return self.in_turn(page, lang, redraw)
 
@@ -724,6 +737,7 @@ class App:
         # user action cancels a pending one, so a late link result never replaces the user's own.
         demo.load(fn=None, js=READ_QUERY, outputs=[self.text, self.status])
         demo.load(fn=None, js=WRAP_TITLES)  # long figure titles wrap on a phone
+        demo.load(fn=None, js=FILL)  # the page fills figures from the head switch data (ui/fill.py)
         deep = self.deeplink.click(
             self.on_deeplink,
             [self.query, self.language, page],

@@ -6,7 +6,8 @@ BERT, side by side in one page:
     painted (the switch data is already in the page: it came with the tab);
   * server: the same, with the browser's switch disabled (no DecompressionStream), so every switch
     is a request, as before issue 11;
-  * bytes the page received for the Attention tab (figures + every head's switch data).
+  * bytes the page received for the Attention tab (figures + every head's switch data), and per
+    output (a page that holds the switch data gets the head and compare figures without z).
 Then the switch data's size for the same text on BERT-base- and BERT-large-shaped checkpoints
 (seeded random weights, bench/shapes.py; random weights attend nearly uniformly, which compresses
 differently from trained ones). Budget (DESIGN.md): switch ≤ 50 ms at 128 tokens, ≤ 150 ms at
@@ -29,12 +30,63 @@ from bench.bench_browser import SWITCH_JS, ByteCounter, run_and_wait, text_of  #
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app  # noqa: E402
 from tests.test_e2e_browser import run_of, wait_tab  # noqa: E402
 
-SERVER_ONLY = "() => { delete window.DecompressionStream; window.__taHeads = {}; }"
+# Keeps the text of Gradio's event stream while window.__rxKeep is set (see per_output).
+KEEP_STREAM_JS = """
+(() => {
+  window.__rxText = [];
+  const dec = new TextDecoder();
+  const read = ReadableStreamDefaultReader.prototype.read;
+  ReadableStreamDefaultReader.prototype.read = function () {
+    return read.call(this).then((r) => {
+      if (window.__rxKeep && r && r.value != null) {
+        window.__rxText.push(typeof r.value === 'string' ? r.value
+                                                         : dec.decode(r.value, {stream: true}));
+      }
+      return r;
+    });
+  };
+})();
+"""
+SERVER_ONLY = "() => { delete window.DecompressionStream; window.__taFill = undefined; }"
 
 
 def p95(xs: list[float]) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+
+
+def output_name(value) -> str | None:
+    """Which Attention output a streamed value is (by its content), or None."""
+    if isinstance(value, dict) and isinstance(value.get("plot"), str):
+        layout = json.loads(value["plot"])["layout"]
+        title = layout.get("title", {}).get("text", "")
+        for start, name in (("Layer", "head figure"), ("All", "overview"), ("Two", "compare")):
+            if title.startswith(start):
+                slim = "fill" in (layout.get("meta") or {})
+                return f"{name} ({'without z' if slim else 'complete'})"
+    if isinstance(value, dict) and "value" in value:
+        value = value["value"]
+    if isinstance(value, str) and value.startswith('{"layers"'):
+        return "switch data"
+    return None
+
+
+def per_output(page) -> dict[str, int]:
+    """Bytes of each Attention output in the stream kept since __rxKeep was set (its JSON)."""
+    text = "".join(page.evaluate("() => window.__rxText.splice(0)"))
+    sizes: dict[str, int] = {}
+    decoder, at = json.JSONDecoder(), 0
+    while (at := text.find("data:", at)) >= 0:  # "data: {…}" messages, not always on own lines
+        try:
+            msg, at = decoder.raw_decode(text, at + 5 + (text[at + 5 : at + 6] == " "))
+        except json.JSONDecodeError:
+            at += 5
+            continue
+        for value in (msg.get("output") or {}).get("data") or []:
+            name = output_name(value)
+            if name:
+                sizes[name] = sizes.get(name, 0) + len(json.dumps(value).encode("utf-8"))
+    return sizes
 
 
 def switches(page, n: int, start: int) -> list[float]:
@@ -49,15 +101,20 @@ def browser_part(n_switches: int) -> None:
         for n in (128, 512):
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             counter = ByteCounter(page)
+            page.add_init_script(KEEP_STREAM_JS)
             page.goto(url)
             page.wait_for_selector("#token-chips .ta-chip")
             text = text_of(n)
             run_and_wait(page, text, n)
             counter.reset()
+            page.evaluate("() => { window.__rxKeep = true; window.__rxText = []; }")
             page.click("#tab-attention-button")
             wait_tab(page, "attention", timeout=60_000, run=run_of(text))
             page.wait_for_timeout(2500)  # the switch data is decoded once, after the figures
             received = counter.reset()
+            page.evaluate("() => { window.__rxKeep = false; }")
+            sizes = ", ".join(f"{k} {v / 1e3:.0f} KB" for k, v in sorted(per_output(page).items()))
+            print(f"{n} tokens, per output: {sizes}", flush=True)
             fast = switches(page, n_switches, 1)
             page.evaluate(SERVER_ONLY)
             slow = switches(page, n_switches, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs
 
 import pytest
@@ -191,3 +192,34 @@ def test_a_chosen_set_of_heads_is_ablated_singly_and_together():
     for wrong in ("7:0", "0:12", "two", "0:1 and more"):
         with pytest.raises(ValueError):
             chosen_heads(wrong, 0, 6, 12)
+
+
+def test_only_a_page_that_holds_the_head_data_gets_figures_without_numbers():
+    """The head and compare figures go without z only to a page that said it can fill them and
+    holds (or receives with them) the head switch data; API clients always get complete ones."""
+    from ui.pages import API, Client, page_id
+
+    eng = Engine(device="cpu")
+    analysis = eng.analyse("the cat sat on the mat", BUNDLED)
+    sel = views.Selection(layer_a=1, head_a=2)
+    slim = ("head_plot", "compare_plot")
+    assert Client.of("") == Client.of(None) == Client.of("9f1c") == API  # gradio_client, no fill
+    api = render("attention", analysis, sel)
+    assert all(t.z is not None for name in slim for t in api[name].data)
+    data_id = json.loads(api["head_data"])["id"]
+    fresh = Client.of("9f1c|fill:")  # can fill, holds no data yet
+    assert page_id("9f1c|fill:") == "9f1c"
+    out = render("attention", analysis, sel, client=fresh)  # the data comes with the figures
+    for name in slim:
+        assert all(t.z is None for t in out[name].data)
+        assert out[name].layout.meta["fill"]["data"] == data_id
+    assert out["overview_plot"].data[0].z is not None
+    only = {"compare_plot"}  # an A/B slider: the data does not come with it
+    redrawn = render("attention", analysis, sel, only=only, client=fresh)
+    assert redrawn["compare_plot"].data[0].z is not None
+    held = Client.of(f"9f1c|fill:{data_id}")
+    redrawn = render("attention", analysis, sel, only=only, client=held)
+    assert redrawn["compare_plot"].data[0].z is None
+    other = Client.of("9f1c|fill:0123456789ab")  # another run's data
+    redrawn = render("attention", analysis, sel, only=only, client=other)
+    assert redrawn["compare_plot"].data[0].z is not None

@@ -7,11 +7,13 @@ turns the race a busy classroom meets by chance into one that happens every time
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 
 from engine import Engine
@@ -166,7 +168,8 @@ def test_scale_switch_recolours_the_head_view_and_names_its_max(slow_app, page):
     page.wait_for_selector("#token-chips .ta-chip")
     page.click("#tab-attention-button")
     wait_tab(page, "attention")
-    zmax = "() => document.querySelector('#head-plot .js-plotly-plot').data[0].zmax"
+    # (null-safe: Gradio mounts each new figure in a new element, filled before it is drawn)
+    zmax = "() => document.querySelector('#head-plot .js-plotly-plot')?.data?.[0]?.zmax"
     assert page.evaluate(zmax) == 1
     page.get_by_label("0–this head's max").check()
     page.wait_for_function(f"() => ({zmax})() < 1")
@@ -174,8 +177,8 @@ def test_scale_switch_recolours_the_head_view_and_names_its_max(slow_app, page):
         "() => document.querySelector('#head-plot .js-plotly-plot').layout.title.text"
     )
     assert "this head's largest weight" in title
-    over = "() => document.querySelector('#overview-plot .js-plotly-plot').layout.title.text"
-    page.wait_for_function(f'() => ({over})().includes("own max")')
+    over = "() => document.querySelector('#overview-plot .js-plotly-plot')?.layout?.title?.text"
+    page.wait_for_function(f'() => ({over})()?.includes("own max")')
 
 
 def test_figures_are_slide_ready_png_and_svg(slow_app, browser):
@@ -275,6 +278,12 @@ def hover_numbers(z) -> list[str]:
     ]
 
 
+# A figure's heatmaps' z as plain nested lists (as Plotly holds them: rows of typed arrays).
+Z_JS = "%s._fullData.map((t) => Array.from(t.z, (row) => Array.from(row)))"
+# From now on the page cannot fill figures: the server sends complete ones, and draws each head.
+NO_FILL = "() => { delete window.DecompressionStream; window.__taFill = undefined; }"
+
+
 def set_slider(page, elem_id: str, value: int) -> None:
     page.fill(f"#{elem_id} input[type=number]", str(value))
     page.press(f"#{elem_id} input[type=number]", "Enter")
@@ -308,7 +317,7 @@ def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app
         )
         trace = engine.analyse(text, "bert").trace
         server = attention.head_figure(trace, "encoder", layer, head)
-        shown = page.evaluate(f"() => ({{z: {gd}.data[0].z, zmax: {gd}.data[0].zmax}})")
+        shown = page.evaluate(f"() => ({{z: {Z_JS % gd}[0], zmax: {gd}.data[0].zmax}})")
         assert hover_numbers(shown["z"]) == hover_numbers(server.data[0].z)
         assert shown["zmax"] == server.data[0].zmax
     assert len(joins) == 2, "a head switch on the Attention tab asked the server"
@@ -316,7 +325,7 @@ def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app
     assert "layer=4&head=0" in link  # the link to this view follows the switch
     shot(page, "head_switch_in_browser")
     # A browser that cannot decompress the data gets the same head from the server.
-    page.evaluate("() => { delete window.DecompressionStream; window.__taHeads = {}; }")
+    page.evaluate(NO_FILL)
     set_slider(page, "head", 6)
     page.wait_for_function(f"() => {gd}.layout.title.text.startsWith('Layer 4, head 6 ')")
     assert len(joins) == 3
@@ -335,3 +344,136 @@ def test_a_layer_switch_on_the_heads_tab_still_redraws_there(slow_app, page):
     before = page.evaluate(f"() => {rollout}")
     set_slider(page, "layer", 3)
     page.wait_for_function(f"() => ({rollout}) !== {json.dumps(before)}", timeout=20_000)
+
+
+HEAD_GD = "document.querySelector('#head-plot .js-plotly-plot')"
+COMPARE_GD = "document.querySelector('#compare-plot .js-plotly-plot')"
+# Which payload the head and compare figures were filled from (null: sent complete).
+FILLED_FROM = f"() => [{HEAD_GD}, {COMPARE_GD}].map((gd) => gd?.layout?.meta?.fill?.data ?? null)"
+# Every heatmap of the Attention tab drawn: each trace has its numbers and its painted image.
+NOTHING_BLANK = """() => ['head-plot', 'overview-plot', 'compare-plot'].every((id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  if (!gd || !gd._fullData || !gd._fullData.length) return false;
+  const images = gd.querySelectorAll('g.heatmaplayer image');
+  return images.length === gd.data.length
+    && [...images].every((im) => (im.getAttribute('href') || '').startsWith('data:image/png'))
+    && gd._fullData.every((t) => t.visible === true && t.z && t.z.length > 0 && t.z[0].length > 0);
+})"""
+
+
+def assert_shows_the_servers_numbers(page, trace, layer, head, a, b) -> None:
+    """The head and compare figures on the page hold the server figures' hover numbers."""
+    from viz import attention
+
+    page.wait_for_function(NOTHING_BLANK, timeout=20_000)
+    server = attention.head_figure(trace, "encoder", layer, head)
+    assert hover_numbers(page.evaluate(f"() => {Z_JS % HEAD_GD}")[0]) == hover_numbers(
+        server.data[0].z
+    )
+    server = attention.compare_figure(trace, "encoder", a, b)
+    shown = page.evaluate(f"() => {Z_JS % COMPARE_GD}")
+    for panel, server_panel in zip(shown, server.data, strict=True):
+        assert hover_numbers(panel) == hover_numbers(server_panel.z)
+    title = page.evaluate(f"() => {COMPARE_GD}.layout.title.text")
+    assert title.startswith(server.layout.title.text)
+
+
+def hover_text_at(page, elem_id: str, x_axis: str, row: int, col: int) -> str:
+    """Hover one heatmap cell with the mouse; the hover label Plotly shows."""
+    page.locator(f"#{elem_id}").scroll_into_view_if_needed()
+    x, y = page.evaluate(
+        """([id, axis, r, k]) => {
+        const gd = document.querySelector(`#${id} .js-plotly-plot`);
+        const box = gd.getBoundingClientRect(), xa = gd._fullLayout[axis];
+        const ya = gd._fullLayout.yaxis;
+        return [box.left + xa._offset + xa.c2p(k), box.top + ya._offset + ya.c2p(r)]; }""",
+        [elem_id, x_axis, row, col],
+    )
+    page.mouse.move(x, y)
+    page.wait_for_selector(f"#{elem_id} .hovertext", timeout=5_000)
+    return page.locator(f"#{elem_id} .hovertext").text_content()
+
+
+def test_figures_sent_without_numbers_show_the_servers_numbers(slow_app, page):
+    """A page that can fill figures gets the head and compare figures without z and fills them
+    from the head switch data: after a Run, an A/B change, a head switch, a tab switch and another
+    Run every heatmap is drawn, with the server's hover numbers; A − B's hover is the difference
+    of the shown A and B; the SVG download holds the filled heatmaps."""
+    url, engine = slow_app
+    text = "the quick brown fox jumps over the lazy dog"
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.fill("#text textarea", text)
+    page.click("#run")
+    wait_status(page, "11 tokens")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention", run=run_of(text))
+    trace = engine.analyse(text, "bert").trace
+    assert all(page.evaluate(FILLED_FROM)), "a page that can fill got complete figures"
+    assert_shows_the_servers_numbers(page, trace, 0, 0, (0, 0), (0, 1))
+    from viz import attention
+
+    server = attention.compare_figure(trace, "encoder", (0, 0), (0, 1))
+    diff = np.asarray(server.data[2].z, dtype=np.float64)
+    hovered = {}
+    for axis, name in (("xaxis", "A = L0 H0:"), ("xaxis2", "B = L0 H1:"), ("xaxis3", "A − B:")):
+        label = hover_text_at(page, "compare-plot", axis, 4, 2)
+        number = re.search(rf"{name} ([-−]?[0-9]+\.[0-9]{{3}})$", label)
+        assert number, f"{axis}: {label!r}"  # three decimals, as the hover format says
+        hovered[axis] = number[1].replace("−", "-")
+    assert float(hovered["xaxis3"]) == round(float(diff[4, 2]), 3)  # the server's number
+    a_minus_b = (
+        round(float(hovered["xaxis"]) * 1000) - round(float(hovered["xaxis2"]) * 1000)
+    ) / 1000
+    assert float(hovered["xaxis3"]) == a_minus_b  # A − B of the numbers A and B show
+    set_slider(page, "layer-a", 3)
+    page.wait_for_function(
+        f"() => {COMPARE_GD}?.layout?.annotations?.[0]?.text === 'A = L3 H0'", timeout=20_000
+    )
+    set_slider(page, "head-b", 7)
+    page.wait_for_function(
+        f"() => {COMPARE_GD}?.layout?.annotations?.[1]?.text === 'B = L0 H7'", timeout=20_000
+    )
+    assert all(page.evaluate(FILLED_FROM))  # the page held the data: no numbers sent again
+    assert_shows_the_servers_numbers(page, trace, 0, 0, (3, 0), (0, 7))
+    set_slider(page, "head", 5)  # drawn in the browser
+    page.wait_for_function(f"() => {HEAD_GD}.layout.title.text.startsWith('Layer 0, head 5 ')")
+    assert_shows_the_servers_numbers(page, trace, 0, 5, (3, 0), (0, 7))
+    page.click("#tab-tokens-button")
+    page.wait_for_timeout(500)
+    page.click("#tab-attention-button")
+    page.wait_for_timeout(500)
+    assert_shows_the_servers_numbers(page, trace, 0, 5, (3, 0), (0, 7))
+    svg = page.evaluate(
+        f"() => Plotly.toImage({COMPARE_GD}, {{format: 'svg'}}).then(decodeURIComponent)"
+    )
+    assert svg.count("data:image/png") >= 3  # the three filled heatmaps are in the download
+    shot(page, "compare_filled_in_browser")
+    other = "a second sentence to compare"
+    page.fill("#text textarea", other)
+    page.click("#run")
+    wait_tab(page, "attention", run=run_of(other))
+    assert all(page.evaluate(FILLED_FROM))
+    assert_shows_the_servers_numbers(
+        page, engine.analyse(other, "bert").trace, 0, 5, (3, 0), (0, 7)
+    )
+
+
+def test_a_page_without_decompression_stream_gets_complete_figures(slow_app, browser):
+    url, engine = slow_app
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    context.add_init_script("delete window.DecompressionStream;")
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.click("#tab-attention-button")
+    text = "time flies like an arrow"
+    wait_tab(page, "attention", run=run_of(text))
+    assert page.evaluate(FILLED_FROM) == [None, None]
+    set_slider(page, "head-b", 4)
+    page.wait_for_function(
+        f"() => {COMPARE_GD}?.layout?.annotations?.[1]?.text === 'B = L0 H4'", timeout=20_000
+    )
+    assert page.evaluate(FILLED_FROM) == [None, None]
+    assert_shows_the_servers_numbers(page, engine.analyse(text, "bert").trace, 0, 0, (0, 0), (0, 4))
+    context.close()

@@ -263,9 +263,14 @@ def test_compare_shows_two_heads_and_their_difference(families):
     tr = families["bert"]
     fig = A.compare_figure(tr, "encoder", (0, 1), (5, 7))
     a, b, diff = (z_of(t) for t in fig.data)
-    np.testing.assert_allclose(a, tr.attentions["encoder"][0, 0, 1].numpy(), rtol=1e-6)
-    np.testing.assert_allclose(b, tr.attentions["encoder"][0, 5, 7].numpy(), rtol=1e-6)
-    np.testing.assert_allclose(diff, a - b, atol=1e-7)
+    weights_a = A.head_pattern(tr, "encoder", 0, 1)
+    weights_b = A.head_pattern(tr, "encoder", 5, 7)
+    # A and B are the weights as the hover shows them (three decimals), A − B their difference.
+    assert hover_strings(a) == hover_strings(weights_a)
+    assert hover_strings(b) == hover_strings(weights_b)
+    np.testing.assert_allclose(a, weights_a, atol=5e-4 + 1e-7)
+    thousandths = [np.round(z * 1000) for z in (a, b, diff)]
+    np.testing.assert_array_equal(thousandths[2], thousandths[0] - thousandths[1])
     assert {t.yaxis for t in fig.data} == {"y"}  # one shared query axis
     assert fig.data[0].x == fig.data[1].x == fig.data[2].x
     assert (
@@ -473,3 +478,87 @@ def test_three_panel_colour_bars_sit_under_the_panels(bert, make):
     assert not boxes_overlap(*spans)
     assert spans[1][0] >= fig.layout.xaxis3.domain[0]  # the second bar is under panel 3
     assert fig.layout.margin.b >= 64 and all(b.y * fig.layout.height < 8 for b in bars)
+
+
+# ---------------------------------------------------------------- figures the browser fills
+
+
+def fill_like_the_browser(fig: go.Figure, data: dict) -> go.Figure:
+    """What ui/fill.py does to a figure sent without z: each trace's z from the decoded payload
+    ([layer, head]: its shown numbers, a hidden cell as meta.fill.hidden; [la, ha, lb, hb]: the
+    difference of the shown numbers, hidden as 0), stored as float32 as ui/fill.py stores them."""
+    sent = json.loads(fig.to_json())
+    spec = sent["layout"]["meta"]["fill"]
+    assert spec["data"] == data["id"]
+    assert all("z" not in t for t in sent["data"]), "the slim figure still carries numbers"
+    values = decode_switch_data(data)  # (L, H, rows, cols), NaN = hidden
+    hidden = np.nan if spec["hidden"] is None else spec["hidden"]
+    out = go.Figure(fig)
+    for trace, cells in zip(out.data, spec["z"], strict=True):
+        if len(cells) == 2:
+            trace.z = np.where(np.isnan(values[cells[0], cells[1]]), hidden, values[tuple(cells)])
+        else:
+            code_a = np.nan_to_num(values[cells[0], cells[1]] * 1000, nan=0.0).round()
+            code_b = np.nan_to_num(values[cells[2], cells[3]] * 1000, nan=0.0).round()
+            trace.z = (code_a - code_b) / 1000
+        trace.z = np.asarray(trace.z, dtype=np.float32)
+    return out
+
+
+def payload(trace, stack: str, scale: str) -> dict:
+    """The head switch data as the Attention tab sends it (with an id and a run)."""
+    return {**A.head_switch_data(trace, stack, scale=scale), "id": "d1", "run": "r1"}
+
+
+def without_meta_fill(fig: go.Figure) -> dict:
+    d = json.loads(fig.to_json())
+    d["layout"]["meta"].pop("fill", None)
+    for trace in d["data"]:
+        trace.pop("z", None)
+    return d
+
+
+@pytest.mark.parametrize(("family", "stack"), STACKS)
+@pytest.mark.parametrize("scale", ["fixed", "head"])
+def test_a_figure_sent_without_numbers_is_filled_to_the_servers_figure(
+    families, family, stack, scale
+):
+    """The head and compare figures a page that holds the payload receives without z, filled
+    from the payload as the browser does, show exactly the server figure's numbers (hover), gaps,
+    colour ranges and titles, and nothing else differs."""
+    tr = families[family]
+    data = payload(tr, stack, scale)
+    n_layers, n_heads = data["layers"], data["heads"]
+    for layer, head in {(0, 0), (n_layers - 1, n_heads - 1), (n_layers - 1, 0)}:
+        full = A.head_figure(tr, stack, layer, head, scale=scale)
+        slim = A.without_z(go.Figure(full), "d1", [[layer, head]], hidden=None)
+        filled = fill_like_the_browser(slim, data)
+        assert hover_strings(filled.data[0].z) == hover_strings(full.data[0].z)
+        assert filled.data[0].zmax == full.data[0].zmax
+        assert without_meta_fill(filled) == without_meta_fill(full)
+    a, b = (0, 1), (n_layers - 1, n_heads - 1)
+    full = A.compare_figure(tr, stack, a, b, scale=scale)
+    assert A.compare_in_switch_data(tr, stack, a, b)
+    slim = A.without_z(go.Figure(full), "d1", [[*a], [*b], [*a, *b]], hidden=0)
+    filled = fill_like_the_browser(slim, data)
+    for shown, server in zip(filled.data, full.data, strict=True):
+        # exactly the server's numbers: it sends float32 of the same thousandths
+        np.testing.assert_array_equal(shown.z, np.asarray(server.z, np.float32))
+        assert hover_strings(shown.z) == hover_strings(server.z)
+    diff = np.asarray(filled.data[2].z)
+    assert f"A − B from {diff.min():+.3f} to {diff.max():+.3f}" in full.layout.title.text
+    assert without_meta_fill(filled) == without_meta_fill(full)
+
+
+def test_compare_is_filled_only_where_it_and_the_payload_pool_alike(long_traces):
+    """Up to MAX_PANEL_CELLS tokens neither view pools; beyond, compare mean-pools and the
+    payload max-pools, so the compare figure must carry its own numbers."""
+    assert A.compare_in_switch_data(long_traces[128], "encoder", (0, 0), (5, 11))
+    assert not A.compare_in_switch_data(long_traces[512], "encoder", (0, 0), (5, 11))
+
+
+def test_a_slim_figure_is_much_smaller_than_the_full_one(long_traces):
+    tr = long_traces[128]
+    full = A.compare_figure(tr, "encoder", (0, 0), (5, 11))
+    slim = A.without_z(go.Figure(full), "d1", [[0, 0], [5, 11], [0, 0, 5, 11]], hidden=0)
+    assert len(slim.to_json()) < 0.25 * len(full.to_json())

@@ -18,17 +18,45 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 # Prepended to every Python-backed event: the last input becomes this page's id (kept on window,
-# so it lives as long as the page). gradio_client calls send "" and are ordered per session.
+# so it lives as long as the page), followed by "|fill:<id>" when the page can fill figures' z from
+# the head switch data (ui/fill.py; it needs DecompressionStream) and holds the data <id> ("" when
+# none yet). gradio_client calls send "" and are ordered per session.
 STAMP = """(...args) => {
   window.__taPage = window.__taPage ||
     (window.crypto && crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
-  args[args.length - 1] = window.__taPage;
+  const fill = window.__taFill && window.__taFill.ok() ? '|fill:' + window.__taFill.held : '';
+  args[args.length - 1] = window.__taPage + fill;
   return args; }"""
 
 
 MAX_IN_FLIGHT = 4
+
+
+@dataclass(frozen=True)
+class Client:
+    """What the asking page said about itself: whether it fills figures from the head switch data
+    (ui/fill.py), and the id of the data it holds. API clients: neither."""
+
+    fills: bool = False
+    holds: str = ""
+
+    @classmethod
+    def of(cls, page: str | None) -> Client:
+        if not isinstance(page, str) or "|fill:" not in page:
+            return cls()
+        held = page.partition("|fill:")[2]
+        return cls(fills=True, holds=held if held.isalnum() and len(held) <= 32 else "")
+
+
+API = Client()  # an API client, or a page that cannot fill figures: every figure complete
+
+
+def page_id(page: str | None) -> str | None:
+    """The page's id without what the stamp says after it."""
+    return page.partition("|")[0] if isinstance(page, str) else page
 
 
 PAGE_BUSY = (
@@ -67,6 +95,7 @@ class Pages:
     def turn(self, page: str | None) -> Iterator[None]:
         """Run the body alone among this page's requests (no-op without a page id); raises
         PageBusy when the page already has ``max_in_flight`` requests admitted."""
+        page = page_id(page)
         if not isinstance(page, str) or not page or len(page) > 64:
             yield
             return
@@ -84,12 +113,14 @@ class Pages:
 
     def latest_run(self, page: str | None, fallback):
         """The state of this page's latest Run, or ``fallback`` (what the browser sent)."""
+        page = page_id(page)
         if not isinstance(page, str) or not page:
             return fallback
         run = self._entry(page)[1]
         return run if run is not None else fallback
 
     def set_run(self, page: str | None, state) -> None:
+        page = page_id(page)
         if isinstance(page, str) and page and len(page) <= 64:
             self._entry(page)[1] = state
 

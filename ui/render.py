@@ -7,6 +7,7 @@ import re
 
 from engine import Analysis
 from lang import tr
+from ui.pages import API, Client
 from ui.state import Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, fixed_margins, safe
@@ -79,16 +80,19 @@ def render(
     sel: Selection,
     batch: Analysis | None = None,
     only: set[str] | None = None,
+    client: Client = API,
 ) -> dict:
-    """The outputs of one tab (or just those named in ``only``), keyed by output name. By default
-    the on-demand ("lazy") outputs are cleared rather than drawn.
+    """The outputs of one tab (or just those named in ``only``), keyed by output name, for the
+    page ``client`` (a page that fills figures from the head switch data gets them without it).
+    By default the on-demand ("lazy") outputs are cleared rather than drawn.
 
     A view that raises is replaced by a sentence saying so; the other views are still drawn.
     """
     lazy = ()
     if only is None:  # the whole tab: its on-demand outputs are cleared (they showed older input)
         only, lazy = BY_ID[tab].eager, BY_ID[tab].lazy
-    makers = BY_ID[tab].makers(View(analysis, sel.clamp(analysis), batch))
+    view = View(analysis, sel.clamp(analysis), batch, client, frozenset(only))
+    makers = BY_ID[tab].makers(view)
     run = run_id(analysis.key)
     out = {}
     for name, make in makers.items():

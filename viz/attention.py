@@ -39,7 +39,8 @@ CAPTIONS = {
     "shapes). Hover for the real weight; click a tile to open that head.",
     "compare": "**A − B** — two heads' softmax(QKᵀ/√d_k) side by side and their difference: red "
     "where head A attends more, blue where head B does, on ± the weights' own scale (so noise "
-    "stays pale); the title gives the difference's range.",
+    "stays pale); the title gives the difference's range. A − B is the difference of the "
+    "three-decimal weights the panels show, so hovering A, B and A − B adds up exactly.",
 }
 
 STACK_TITLES = {
@@ -336,6 +337,21 @@ NAN_CODE = 65535  # the browser payload's code for a cell the mask hides
 ZLIB6_BYTES = 12 * 2**20  # codes up to this size are compressed harder (see head_switch_data)
 
 
+def milli(weights: np.ndarray) -> np.ndarray:
+    """Weights as the hover prints them (".3f"), as integers: round(w·1000), halves up as
+    JavaScript's toFixed rounds; NAN_CODE where the weight is NaN (hidden). uint16, so only for
+    weights in [0, 65.534] (see ``codes_fit``)."""
+    codes = np.floor(weights.astype(np.float64) * 1000 + 0.5)
+    return np.where(np.isnan(weights), NAN_CODE, codes).astype(np.uint16)
+
+
+def codes_fit(weights: np.ndarray) -> bool:
+    """Whether every weight has a ``milli`` code (norms of an unusual model may not)."""
+    return np.nanmax(weights, initial=0.0) * 1000 < NAN_CODE - 0.5 and (
+        np.nanmin(weights, initial=0.0) >= 0
+    )
+
+
 def head_switch_data(
     trace,
     stack: str,
@@ -359,11 +375,9 @@ def head_switch_data(
     """
     maps, x_lab, y_lab, note = head_cells(trace, stack, None, batch, max_cells)
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
-    if np.nanmax(maps, initial=0.0) * 1000 >= NAN_CODE - 0.5 or np.nanmin(maps, initial=0) < 0:
+    if not codes_fit(maps):
         return None
-    codes = np.floor(maps.astype(np.float64) * 1000 + 0.5)
-    codes = np.where(np.isnan(maps), NAN_CODE, codes).astype(np.uint16)
-    codes = np.ascontiguousarray(codes.transpose(0, 2, 1))  # key-major: compresses ~5 % better
+    codes = np.ascontiguousarray(milli(maps).transpose(0, 2, 1))  # key-major: ~5 % smaller
     planes = np.concatenate([(codes >> 8).astype(np.uint8).ravel(), codes.astype(np.uint8).ravel()])
     # Level 6 while it is quick; a big stack (BERT-large at 512 tokens: 50 MB of codes) takes
     # level 1, ~7× faster for ~30 % more bytes, so the tab's first draw stays within budget.
@@ -541,21 +555,32 @@ def compare_figure(
 ) -> go.Figure:
     """Heads A and B side by side and their difference A − B (diverging, centred at 0).
 
+    Every panel holds the numbers its hover prints: A and B are the weights rounded to three
+    decimals (halves up, as the hover and the browser's payload round them), and A − B is the
+    difference of those shown numbers, so A − B = A − B on screen to the last digit and the browser
+    can rebuild the figure from the head switch's payload (``fill_from_payload``) exactly.
+
     Args:
         a, b: (layer, head) of the two heads.
         scale: "fixed" colours A and B 0–1 (as the head view), "head" 0–the larger max of the two;
             A − B always uses ± that scale (or its own extreme when larger), and the title gives
             its range in numbers.
         max_cells: longer texts are mean-pooled to at most this many cells a side.
+    Returns:
+        A figure whose ``layout.meta["heads"]`` is ``[[layer_a, head_a], [layer_b, head_b]]``.
     """
     q_tok, k_tok = stack_tokens(trace, stack, batch)
     pair = torch.from_numpy(
         np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])
     )  # (2, T_q, T_k)
-    # Mean-pooling keeps A − B exact: the mean of a difference is the difference of the means.
+    # Long texts: each cell is its window's mean (the mean of a difference is the difference of
+    # the means, so A − B stays a difference of the two panels).
     k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
-    pat_a, pat_b = pool(pair, k_q, k_k, "mean").numpy()
-    diff = pat_a - pat_b
+    # The shown numbers (see the docstring), as thousandths: exact in float64.
+    shown_a, shown_b = np.floor(
+        pool(pair, k_q, k_k, "mean").numpy().astype(np.float64) * 1000 + 0.5
+    )
+    pat_a, pat_b, diff = shown_a / 1000, shown_b / 1000, (shown_a - shown_b) / 1000
     x_lab = pool_labels(token_labels(k_tok), k_k)
     y_lab = pool_labels(token_labels(q_tok), k_q)
     y_title, x_title = axis_titles(stack)
@@ -564,7 +589,9 @@ def compare_figure(
     panels = [
         heatmap(pat_a, x_lab, y_lab, value_name=f"{name_a}:", **common),
         heatmap(pat_b, x_lab, y_lab, value_name=f"{name_b}:", **common),
-        heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt="+.3f", **common),
+        # ".3f", not "+.3f": Plotly.js 3.3's hover ignores a signed format and prints the raw
+        # float32 (0.028999999165534973); negative differences still show their minus sign.
+        heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt=".3f", **common),
     ]
     peak = max(float(pat_a.max()), float(pat_b.max()), 1e-6)
     cmax = 1.0 if scale == "fixed" else peak  # A and B share one scale: the head view's
@@ -603,5 +630,43 @@ def compare_figure(
         span=span,
     )
     base_layout(fig, title, height=panel_height(x_lab, max(len(q_tok), len(k_tok))))
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
+    fig.update_layout(
+        margin={"l": 10, "r": 10, "t": 70, "b": 10}, meta={"heads": [list(a), list(b)]}
+    )
     return colorbars_below(fig)
+
+
+# ---------------------------------------------------------------- figures the browser fills
+
+
+def compare_in_switch_data(
+    trace, stack: str, a: tuple[int, int], b: tuple[int, int], batch: int = 0
+) -> bool:
+    """Whether ``compare_figure``'s A and B panels hold exactly the head switch data's cells of
+    heads a and b (a hidden cell there is weight 0 here): true when neither view pools the text
+    (at most MAX_PANEL_CELLS tokens; the two pool differently beyond)."""
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    if max(len(q_tok), len(k_tok)) > min(MAX_PANEL_CELLS, MAX_HEAD_CELLS):
+        return False
+    maps = head_cells(trace, stack, [a, b], batch)[0]  # (2, T_q, T_k), NaN = hidden
+    pair = np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])
+    if not codes_fit(maps):
+        return False
+    codes = np.where(np.isnan(maps), 0, milli(maps))
+    return np.array_equal(codes, np.floor(pair.astype(np.float64) * 1000 + 0.5))
+
+
+def without_z(fig: go.Figure, data_id: str, cells: list[list[int]], hidden: float | None):
+    """The figure without its heatmaps' numbers, for a page that holds the head switch data
+    ``data_id``: ``layout.meta["fill"]`` names, trace by trace, the head it shows ([layer, head])
+    or the difference it shows ([layer_a, head_a, layer_b, head_b]: A − B of the shown numbers),
+    and what a hidden cell shows (None: a gap); the page rebuilds each z from the data before
+    Plotly draws (ui/fill.py). The caller checks that the data covers exactly these cells."""
+    assert len(cells) == len(fig.data)
+    for cells_trace in fig.data:
+        cells_trace.z = None
+    fig.layout.meta = {
+        **(fig.layout.meta or {}),
+        "fill": {"data": data_id, "z": cells, "hidden": hidden},
+    }
+    return fig

@@ -38,46 +38,24 @@ setInterval(hook, 300);
 """
 
 # Draws another head into the head view from the run's payload (viz.attention.head_switch_data,
-# kept in the hidden #head-data box): no request. Resolves true when the figure shows that head,
-# false when it cannot (no payload yet, the figure is from another run, or the browser lacks
-# DecompressionStream): the server draws it then.
+# kept in the hidden #head-data box and decoded once by ui/fill.py): no request. Resolves true when
+# the figure shows that head, false when it cannot (no payload yet, the figure is from another
+# run, or the browser lacks DecompressionStream): the server draws it then.
 # The "Link to this view" in the status line follows the switch.
 SWITCH_HEAD = r"""async (layer, head, data) => { try {
-  const gd = document.querySelector('#head-plot .js-plotly-plot');
-  if (!data || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
-  const c = window.__taHeads || (window.__taHeads = {});
-  if (c.src !== data) {  /* decoded once per payload (callers meanwhile wait); never retried */
-    c.src = data;
-    c.ready = (async () => { try {
-      const d = JSON.parse(data);
-      const bin = atob(d.data), packed = new Uint8Array(bin.length);
-      for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
-      const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
-      d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
-      return d;
-    } catch (e) { return null; } })();
-  }
-  const d = await c.ready, meta = gd.layout.meta;
-  if (!d) return false;
-  if (meta.run !== d.run || !Array.isArray(meta.head)) return false;
+  const gd = document.querySelector('#head-plot .js-plotly-plot'), fill = window.__taFill;
+  if (!data || !fill || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
+  const d = await fill.add(data), meta = gd.layout.meta;
+  if (!d || meta.run !== d.run || !Array.isArray(meta.head)) return false;
   const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
   const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
   if (meta.head[0] !== L || meta.head[1] !== H) {
-    const n = d.rows * d.cols, at = (L * d.heads + H) * n, low = d.layers * d.heads * n;
-    const z = new Array(d.rows);
-    for (let r = 0; r < d.rows; r++) {
-      const row = new Array(d.cols);
-      for (let k = 0, i = at + r; k < d.cols; k++, i += d.rows) {  /* stored key by key */
-        const code = (d.codes[i] << 8) | d.codes[low + i];
-        row[k] = code === 65535 ? null : code / 1000;
-      }
-      z[r] = row;
-    }
     const was = d.titles[meta.head[0]]?.[meta.head[1]];
     const shown = String(gd.layout.title.text ?? '');  /* maybe wrapped for a phone: */
     const title = shown === gd.__taWrapped ? gd.__taTitle : shown;  /* see WRAP_TITLES */
     meta.head = [L, H];
-    await window.Plotly.update(gd, {z: [z], zmax: [d.zmax[L][H]]},
+    if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
+    await window.Plotly.update(gd, {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]},
       {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
   }
   const link = document.querySelector('#status a[href^="?"]');
@@ -88,6 +66,8 @@ SWITCH_HEAD = r"""async (layer, head, data) => { try {
   }
   return true;
 } catch (e) { return false; } }"""
+# The payload is decoded as it arrives, so the figures that come with it can be filled at once.
+KEEP_DATA = "(data) => { window.__taFill?.add(data); }"
 
 
 def build() -> Built:
@@ -119,6 +99,7 @@ def build() -> Built:
     compare_plot = plot("compare-plot")
     picker = gr.HTML("", js_on_load=PICK_TILE, elem_id="overview-pick", elem_classes="ta-hidden")
     head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for SWITCH_HEAD
+    head_data.change(fn=None, js=KEEP_DATA, inputs=[head_data])
     outputs = {
         "head_plot": head_plot,
         "head_data": head_data,
@@ -157,17 +138,36 @@ NORMS_NOTE = "‖α·f(x)‖ (Kobayashi et al. 2020): not a distribution, colour
 _SWITCH_DATA: OrderedDict[tuple, str] = OrderedDict()  # the last few runs' payloads
 
 
+def data_key(view: View, sel) -> tuple:
+    """What a payload shows: the run, the stack, the colour scale, the measure and the language
+    (its titles)."""
+    return (view.analysis.key, sel.stack, sel.scale, view.sel.measure, LOCALE.get())
+
+
 def switch_data(view: View, trace, sel) -> str:
     """The head switch's payload (JSON) for this run, stack and scale; "" when there is none."""
-    key = (view.analysis.key, sel.stack, sel.scale, view.sel.measure, LOCALE.get())
+    key = data_key(view, sel)
     if key not in _SWITCH_DATA:
         data = attention.head_switch_data(trace, sel.stack, scale=sel.scale)
         run = run_id(view.analysis.key)
-        _SWITCH_DATA[key] = json.dumps({**data, "run": run}) if data else ""
+        _SWITCH_DATA[key] = json.dumps({**data, "run": run, "id": run_id(key)}) if data else ""
         while len(_SWITCH_DATA) > 8:
             _SWITCH_DATA.popitem(last=False)
     _SWITCH_DATA.move_to_end(key)
     return _SWITCH_DATA[key]
+
+
+def fill_id(view: View, trace, sel) -> str:
+    """The payload's id when the asking page will hold it as this response lands (it holds it
+    already, or this response brings it) and can fill figures from it; "" otherwise."""
+    if not view.client.fills:
+        return ""
+    data_id = run_id(data_key(view, sel))
+    if view.client.holds == data_id:
+        return data_id
+    if "head_data" in view.drawing and switch_data(view, trace, sel):
+        return data_id
+    return ""
 
 
 def makers(view: View) -> dict:
@@ -185,15 +185,26 @@ def makers(view: View) -> dict:
             fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
         return untrained_note(fig, random)
 
+    # A page that holds the payload gets the head and compare figures without their numbers,
+    # which it has already (ui/fill.py): the same numbers are not sent twice.
+    def head_plot():
+        fig = attention.head_figure(trace, sel.stack, sel.layer, sel.head, scale=sel.scale)
+        if data_id := fill_id(view, trace, sel):
+            fig = attention.without_z(fig, data_id, [[sel.layer, sel.head]], hidden=None)
+        return note(fig)
+
+    def compare_plot():
+        fig = attention.compare_figure(trace, sel.stack, a, b, scale=sel.scale)
+        data_id = fill_id(view, trace, sel)
+        if data_id and attention.compare_in_switch_data(trace, sel.stack, a, b):
+            fig = attention.without_z(fig, data_id, [[*a], [*b], [*a, *b]], hidden=0)
+        return note(fig)
+
     return {
-        "head_plot": lambda: note(
-            attention.head_figure(trace, sel.stack, sel.layer, sel.head, scale=sel.scale)
-        ),
+        "head_plot": head_plot,
         "head_data": lambda: switch_data(view, trace, sel),
         "overview_plot": lambda: note(attention.overview_figure(trace, sel.stack, scale=sel.scale)),
-        "compare_plot": lambda: note(
-            attention.compare_figure(trace, sel.stack, a, b, scale=sel.scale)
-        ),
+        "compare_plot": compare_plot,
     }
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from engine import Analysis
+from ui.pages import API, Client
 from ui.state import Selection, as_int
 
 SAVE_SVG = """() => { const id = %s;
@@ -111,11 +112,14 @@ class Radio(gr.Radio):
 
 @dataclass(frozen=True)
 class View:
-    """What a tab draws from: one analysis, the (clamped) selection, and the Masks view's batch."""
+    """What a tab draws from: one analysis, the (clamped) selection, and the Masks view's batch;
+    and for whom: what the asking page can do, and which outputs this response carries."""
 
     analysis: Analysis
     sel: Selection
     batch: Analysis | None = None
+    client: Client = API
+    drawing: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -1,0 +1,127 @@
+"""Figures the browser fills: the head switch data, decoded once, gives their heatmaps' numbers.
+
+The Attention tab sends every head of the stack once per run (viz.attention.head_switch_data). A
+page that can decode it (DecompressionStream) says so in its stamp (ui.pages.STAMP); the server
+then sends the head and compare figures without z, and ``layout.meta.fill`` says which head each
+trace shows (viz.attention.without_z). This script, run once as the page opens, keeps the last
+few decoded payloads and fills such a figure's z just before Plotly draws it, so the figure is
+drawn once, complete, and Plotly's PNG/SVG downloads show the numbers. SWITCH_HEAD
+(ui/tabs/attention.py) uses the same decoder.
+"""
+
+from __future__ import annotations
+
+# window.__taFill: add(json) -> Promise(decoded data | null); get(id) waits for the data `id`;
+# z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added; ok(): the
+# page can fill figures. A figure is filled only from the data whose id it names (which includes
+# the run), so a late fill never paints another run's numbers. Data that never arrives or fails
+# to decode draws the figure without numbers once and turns filling off for the page (the server
+# sends complete figures from the next event on).
+FILL = r"""() => {
+  if (window.__taFill) return;
+  const NAN = 65535, KEEP = 4, WAIT_MS = 15000;
+  const datas = new Map(), waiting = new Map();
+  let lastSrc = null, lastReady = Promise.resolve(null), broken = false, trapped = false;
+  let plotly = window.Plotly;
+
+  async function decode(d) {
+    const bin = atob(d.data), packed = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
+    d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
+    if (d.codes.length !== 2 * d.layers * d.heads * d.rows * d.cols) throw new Error('size');
+    delete d.data;
+    return d;
+  }
+
+  const fill = {
+    held: '',
+    ok: () => !broken && typeof window.DecompressionStream === 'function'
+      && (trapped || !!(plotly && plotly.__taFill)),
+    add(src) {
+      if (src === lastSrc) return lastReady;
+      lastSrc = src;
+      let d = null;
+      try { d = src ? JSON.parse(src) : null; } catch (e) { d = null; }
+      if (!d || !d.id) return (lastReady = Promise.resolve(null));
+      if (!datas.has(d.id)) {
+        const ready = decode(d).catch(() => { broken = true; return null; });
+        datas.set(d.id, ready);
+        while (datas.size > KEEP) datas.delete(datas.keys().next().value);
+        for (const resolve of waiting.get(d.id) || []) resolve(ready);
+        waiting.delete(d.id);
+      }
+      fill.held = d.id;
+      return (lastReady = datas.get(d.id));
+    },
+    get(id) {
+      if (datas.has(id)) return datas.get(id);
+      return new Promise((resolve) => {
+        waiting.set(id, [...(waiting.get(id) || []), resolve]);
+        setTimeout(() => resolve(null), WAIT_MS);
+      });
+    },
+    /* One trace's z as rows over one Float32Array (the server's figures send float32 too, and a
+       float32 thousandth still prints as that thousandth): cells [layer, head] gives that head's
+       shown numbers (a hidden cell: `hidden`, null = a gap); [la, ha, lb, hb] gives A - B of the
+       shown numbers (a hidden cell counts as weight 0). The data stores each head key by key. */
+    z(d, cells, hidden) {
+      const rows = d.rows, cols = d.cols, n = rows * cols, low = d.layers * d.heads * n;
+      const codes = d.codes, out = new Float32Array(n), gap = hidden == null ? NaN : hidden;
+      const a = (cells[0] * d.heads + cells[1]) * n;
+      if (cells.length === 2) {
+        for (let k = 0, i = a; k < cols; k++) {
+          for (let r = 0, o = k; r < rows; r++, i++, o += cols) {
+            const c = (codes[i] << 8) | codes[low + i];
+            out[o] = c === NAN ? gap : c / 1000;
+          }
+        }
+      } else {
+        const b = (cells[2] * d.heads + cells[3]) * n;
+        for (let k = 0, i = 0; k < cols; k++) {
+          for (let r = 0, o = k; r < rows; r++, i++, o += cols) {
+            let ca = (codes[a + i] << 8) | codes[low + a + i];
+            let cb = (codes[b + i] << 8) | codes[low + b + i];
+            if (ca === NAN) ca = 0;
+            if (cb === NAN) cb = 0;
+            out[o] = (ca - cb) / 1000;
+          }
+        }
+      }
+      const z = new Array(rows);
+      for (let r = 0; r < rows; r++) z[r] = out.subarray(r * cols, (r + 1) * cols);
+      return z;
+    },
+  };
+
+  /* Gradio draws every figure with Plotly.react: a figure that names its data gets its z first. */
+  function hook(P) {
+    if (!P || P.__taFill || typeof P.react !== 'function') return;
+    const react = P.react;
+    P.react = function (gd, data, layout) {
+      const spec = layout && layout.meta && layout.meta.fill;
+      if (!spec || !Array.isArray(data)) return react.apply(this, arguments);
+      const self = this, args = arguments;
+      return fill.get(spec.data).then((d) => {
+        if (d && d.id === spec.data && d.run === layout.meta.run) {
+          spec.z.forEach((cells, i) => { if (data[i]) data[i].z = fill.z(d, cells, spec.hidden); });
+        } else {
+          broken = true;
+        }
+        return react.apply(self, args);
+      });
+    };
+    P.__taFill = true;
+  }
+  if (plotly) hook(plotly);
+  else {
+    try {
+      Object.defineProperty(window, 'Plotly', {
+        configurable: true, enumerable: true,
+        get: () => plotly, set: (v) => { plotly = v; hook(v); },
+      });
+      trapped = true;
+    } catch (e) { trapped = false; }
+  }
+  window.__taFill = fill;
+}"""
