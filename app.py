@@ -9,7 +9,6 @@ Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto] [--public]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import json
 import logging
@@ -476,12 +475,6 @@ class App:
             for name, value in values.items()
         }
 
-    @contextlib.contextmanager
-    def request(self, page: str | None, lang: str | None):
-        """One event of one page: in that page's turn, speaking the page's language (lang.tr)."""
-        with self.pages.turn(page), speaking(lang):
-            yield
-
     def on_run(self, state: ViewState, notices=(), page: str | None = None, lang="en") -> dict:
         """Run (or re-use) the forward pass for ``state`` and draw its tab."""
 
@@ -494,10 +487,10 @@ class App:
         return self.in_turn(page, lang, run)
 
     def in_turn(self, page: str | None, lang, body) -> dict:
-        """``body()`` as one request of its page (``request``); a page with too many requests
-        waiting gets a sentence instead."""
+        """``body()`` as one event of one page: in that page's turn, speaking the page's language
+        (lang.tr); a page with too many requests waiting gets a sentence instead."""
         try:
-            with self.request(page, lang):
+            with self.pages.turn(page), speaking(lang):
                 return body()
         except PageBusy:
             with speaking(lang):
