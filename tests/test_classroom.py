@@ -457,6 +457,33 @@ def test_figures_sent_without_numbers_show_the_servers_numbers(slow_app, page):
     assert_shows_the_servers_numbers(
         page, engine.analyse(other, "bert").trace, 0, 5, (3, 0), (0, 7)
     )
+    # A figure of an older run that lands late, naming the data the page holds now (the newer
+    # run's): drawn without numbers, never with the newer run's; and the page stops filling, so
+    # the next figures come complete from the server.
+    late = page.evaluate(LATE_FIGURE_OF_AN_OLDER_RUN)
+    assert late == {"z": None, "fills": False}, late
+    set_slider(page, "head", 2)  # the figure names another run: the server draws this head
+    page.wait_for_function(f"() => {HEAD_GD}.layout.title.text.startsWith('Layer 0, head 2 ')")
+    set_slider(page, "head-b", 3)
+    page.wait_for_function(
+        f"() => {COMPARE_GD}?.layout?.annotations?.[1]?.text === 'B = L0 H3'", timeout=20_000
+    )
+    assert page.evaluate(FILLED_FROM) == [None, None]  # both sent complete
+    assert_shows_the_servers_numbers(
+        page, engine.analyse(other, "bert").trace, 0, 2, (3, 0), (0, 3)
+    )
+
+
+# The head figure again, as a late response of an older run would bring it: without z, its
+# meta.fill naming the data the page holds (the newer run's).
+LATE_FIGURE_OF_AN_OLDER_RUN = f"""async () => {{
+  const gd = {HEAD_GD}, held = window.__taFill.held;
+  const data = gd.data.map((t) => ({{...t, z: null}}));
+  const layout = {{...gd.layout, meta: {{...gd.layout.meta, run: 'an-older-run',
+    fill: {{...gd.layout.meta.fill, data: held}}}}}};
+  await window.Plotly.react(gd, data, layout);
+  return {{z: gd.data[0].z ?? null, fills: window.__taFill.ok()}};
+}}"""
 
 
 def test_a_page_without_decompression_stream_gets_complete_figures(slow_app, browser):

@@ -167,6 +167,27 @@ def test_cross_attention_rows_are_target_tokens_and_columns_source(families):
     assert fig.layout.yaxis.title.text == "query (target)"
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 16])
+def test_max_pool_is_max_pool2d_with_short_last_windows_and_nan(chunk):
+    """The fast pooling the head view and the overview use gives max_pool2d's numbers exactly:
+    windows that do not divide the text (the last one short), NaN kept, any chunk of maps."""
+    import itertools
+
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(0)
+    for n, t_q, t_k, k_q, k_k in itertools.product(
+        (1, 5), (1, 7, 16), (3, 9, 16), (1, 2, 3, 8), (1, 2, 5)
+    ):
+        maps = torch.rand(n, t_q, t_k, generator=gen)
+        maps[maps > 0.95] = float("nan")
+        want = F.max_pool2d(maps[:, None], (k_q, k_k), (k_q, k_k), ceil_mode=True)[:, 0]
+        got = A.max_pool(maps, k_q, k_k, chunk=chunk)
+        assert got.shape == want.shape, (n, t_q, t_k, k_q, k_k)
+        assert torch.equal(got.nan_to_num(-1.0), want.nan_to_num(-1.0)), (n, t_q, t_k, k_q, k_k)
+
+
 def test_head_figure_max_pools_long_texts(long_traces):
     tr = long_traces[512]
     fig = A.head_figure(tr, "encoder", 0, 0)

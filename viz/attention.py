@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import math
 import zlib
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -104,9 +105,33 @@ def pool(maps: torch.Tensor, k_q: int, k_k: int, how: Literal["max", "mean"]) ->
     """Downsample (N, T_q, T_k) maps by k_q × k_k windows (the last window may be short)."""
     if k_q == 1 and k_k == 1:
         return maps
-    fn = F.max_pool2d if how == "max" else F.avg_pool2d  # avg divides by the clipped window
-    out = fn(maps[:, None], (k_q, k_k), stride=(k_q, k_k), ceil_mode=True)  # (N, 1, T_q', T_k')
-    return out[:, 0]
+    if how == "max":
+        return max_pool(maps, k_q, k_k)
+    # avg_pool2d divides by the clipped window at the edge
+    return F.avg_pool2d(maps[:, None], (k_q, k_k), stride=(k_q, k_k), ceil_mode=True)[:, 0]
+
+
+def max_pool(maps: torch.Tensor, k_q: int, k_k: int, chunk: int = 16) -> torch.Tensor:
+    """The largest value of each k_q × k_k window of (N, T_q, T_k) maps: what
+    ``F.max_pool2d(ceil_mode=True)`` gives (a short last window included), NaN propagated.
+
+    Rows by elementwise maxima of views, then keys by a reduction over a view, ``chunk`` maps at a
+    time so each stays in cache: BERT-large's 384 heads of 512² pool in 0.09 s (k = 2) and
+    0.04 s (k = 8) here, where max_pool2d takes 0.43 s and 0.10 s (2 CPU cores).
+    """
+    n, t_q, t_k = maps.shape
+    if t_q % k_q or t_k % k_k:  # -inf never wins: every window holds at least one real value
+        maps = F.pad(maps, (0, -t_k % k_k, 0, -t_q % k_q), value=-math.inf)
+        t_q, t_k = maps.shape[1:]
+    out = maps.new_empty(n, t_q // k_q, t_k // k_k)
+    for start in range(0, n, chunk):
+        rows = maps[start : start + chunk].reshape(-1, t_q // k_q, k_q * t_k)  # k_q rows, laid flat
+        top = rows[..., :t_k]
+        for i in range(1, k_q):
+            top = torch.maximum(top, rows[..., i * t_k : (i + 1) * t_k])
+        windows = top.reshape(len(top), t_q // k_q, t_k // k_k, k_k)
+        torch.amax(windows, -1, out=out[start : start + chunk])
+    return out
 
 
 def pool_labels(labels: list[str], k: int) -> list[str]:
@@ -228,6 +253,45 @@ def colorbars_below(fig: go.Figure) -> go.Figure:
 # ---------------------------------------------------------------- one head
 
 
+@dataclass(frozen=True)
+class HeadFrame:
+    """What every head of a stack shares in the head view.
+
+    att: the stack's weights as (L·H, T_q, T_k), layer by layer, padding removed (a view of the
+    trace, on its device); k_q × k_k: the max-pooling window; shown: bool (T_q', T_k'), the cells
+    the mask lets through (a pooled cell is shown if any pair in it may be); the axis labels; and
+    the note every title carries (what the mask hides, how the text was pooled).
+    """
+
+    att: torch.Tensor
+    k_q: int
+    k_k: int
+    shown: np.ndarray
+    x_lab: list[str]
+    y_lab: list[str]
+    note: str
+
+    def cells(self, rows: slice | list[int]) -> np.ndarray:
+        """float32 (N, T_q', T_k'): these heads (rows of ``att``) pooled, NaN where hidden."""
+        pooled = pool(self.att[rows].float(), self.k_q, self.k_k, "max").cpu().numpy()
+        return np.where(self.shown, pooled, np.float32(np.nan))
+
+
+def head_frame(trace, stack: str, batch: int = 0, max_cells: int = MAX_HEAD_CELLS) -> HeadFrame:
+    """The stack's ``HeadFrame`` for ``batch``, pooled to at most ``max_cells`` a side."""
+    check_selection(trace, stack)
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    att = trace.attentions[stack][batch, :, :, : len(q_tok), : len(k_tok)].detach()
+    allowed = torch.from_numpy(allowed_cells(trace, stack, batch)).float()[None]
+    k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
+    shown = pool(allowed, k_q, k_k, "max").numpy()[0] > 0
+    x_lab = pool_labels(token_labels(k_tok), k_k)
+    y_lab = pool_labels(token_labels(q_tok), k_q)
+    masked = "" if shown.all() else tr(" · grey = hidden by the mask")
+    note = masked + pool_note(q_tok, k_tok, y_lab, x_lab, "max")
+    return HeadFrame(att.flatten(0, 1), k_q, k_k, shown, x_lab, y_lab, note)
+
+
 def head_cells(
     trace,
     stack: str,
@@ -241,24 +305,14 @@ def head_cells(
     stack, layer by layer), max-pooled to at most ``max_cells`` a side, NaN where the mask hides
     the cell. The note says what the mask hides and how the text was pooled (for every title).
     """
-    check_selection(trace, stack)
+    frame = head_frame(trace, stack, batch, max_cells)
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
-    heads = heads or [(lay, h) for lay in range(n_layers) for h in range(n_heads)]
-    for lay, h in heads:
-        check_selection(trace, stack, lay, h)
-    q_tok, k_tok = stack_tokens(trace, stack, batch)
-    att = trace.attentions[stack][batch, :, :, : len(q_tok), : len(k_tok)].detach().cpu().float()
-    index = torch.tensor(heads)
-    maps = att[index[:, 0], index[:, 1]]  # (N, T_q, T_k)
-    allowed = torch.from_numpy(allowed_cells(trace, stack, batch)).float()[None]
-    k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
-    pooled = pool(maps, k_q, k_k, "max").numpy()
-    shown = pool(allowed, k_q, k_k, "max").numpy()[0] > 0  # a cell is shown if any pair may be
-    x_lab = pool_labels(token_labels(k_tok), k_k)
-    y_lab = pool_labels(token_labels(q_tok), k_q)
-    masked = "" if shown.all() else tr(" · grey = hidden by the mask")
-    note = masked + pool_note(q_tok, k_tok, y_lab, x_lab, "max")
-    return np.where(shown[None], pooled, np.nan).astype(np.float32), x_lab, y_lab, note
+    rows: slice | list[int] = slice(None)
+    if heads:
+        for lay, h in heads:
+            check_selection(trace, stack, lay, h)
+        rows = [lay * n_heads + h for lay, h in heads]
+    return frame.cells(rows), frame.x_lab, frame.y_lab, frame.note
 
 
 def head_zmax(cells: np.ndarray, scale: Literal["fixed", "head"]) -> float:
@@ -335,6 +389,7 @@ def head_figure(
 
 NAN_CODE = 65535  # the browser payload's code for a cell the mask hides
 ZLIB6_BYTES = 12 * 2**20  # codes up to this size are compressed harder (see head_switch_data)
+SWITCH_CHUNK = 16  # heads pooled and encoded at a time for the switch payload
 
 
 def milli(weights: np.ndarray) -> np.ndarray:
@@ -373,29 +428,37 @@ def head_switch_data(
     Returns {"layers", "heads", "rows", "cols", "zmax": [[…]], "titles": [[…]], "data"}, where a
     title is the head-specific part of the figure's title (``head_title``).
     """
-    maps, x_lab, y_lab, note = head_cells(trace, stack, None, batch, max_cells)
+    frame = head_frame(trace, stack, batch, max_cells)
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
-    if not codes_fit(maps):
-        return None
-    codes = np.ascontiguousarray(milli(maps).transpose(0, 2, 1))  # key-major: ~5 % smaller
-    planes = np.concatenate([(codes >> 8).astype(np.uint8).ravel(), codes.astype(np.uint8).ravel()])
+    n, rows, cols = n_layers * n_heads, len(frame.y_lab), len(frame.x_lab)
+    # Pooled, rounded and split a few heads at a time (BERT-large at 512 tokens: 384 heads, 50 MB
+    # of codes; one pass over all of them at once is ~3× slower, out of cache).
+    planes = np.empty((2, n, cols, rows), np.uint8)  # high bytes, then low; each head key-major
+    zmax = []
+    for start in range(0, n, SWITCH_CHUNK):
+        cells = frame.cells(slice(start, start + SWITCH_CHUNK))
+        if not codes_fit(cells):
+            return None
+        codes = milli(cells).transpose(0, 2, 1)  # key-major: ~5 % smaller
+        planes[0, start : start + len(cells)] = codes >> 8
+        planes[1, start : start + len(cells)] = codes & 0xFF
+        zmax += [head_zmax(m, scale) for m in cells]
     # Level 6 while it is quick; a big stack (BERT-large at 512 tokens: 50 MB of codes) takes
     # level 1, ~7× faster for ~30 % more bytes, so the tab's first draw stays within budget.
     level = 6 if planes.nbytes <= ZLIB6_BYTES else 1
-    zmax = [head_zmax(m, scale) for m in maps]
     titles = [
-        head_title(stack, lay, h, note, scale, zmax[lay * n_heads + h])
+        head_title(stack, lay, h, frame.note, scale, zmax[lay * n_heads + h])
         for lay in range(n_layers)
         for h in range(n_heads)
     ]
     return {
         "layers": n_layers,
         "heads": n_heads,
-        "rows": len(y_lab),
-        "cols": len(x_lab),
+        "rows": rows,
+        "cols": cols,
         "zmax": [zmax[i : i + n_heads] for i in range(0, len(zmax), n_heads)],
         "titles": [titles[i : i + n_heads] for i in range(0, len(titles), n_heads)],
-        "data": base64.b64encode(zlib.compress(planes.tobytes(), level)).decode("ascii"),
+        "data": base64.b64encode(zlib.compress(planes, level)).decode("ascii"),
     }
 
 
@@ -531,13 +594,19 @@ def overview_figure(
         scaleanchor="x",  # square cells; the plot narrows instead of stretching the tiles
         constrain="domain",
     )
-    line = {"color": "white", "width": 2}
-    for h in range(1, n_heads):
-        x = h * n_k - 0.5
-        fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="y domain", line=line)
-    for layer in range(1, n_layers):
-        y = layer * n_q - 0.5
-        fig.add_shape(type="line", y0=y, y1=y, x0=0, x1=1, xref="x domain", line=line)
+    # White lines between the tiles, set at once (add_shape one by one revalidates every shape
+    # so far: 0.5 s for BERT-large's 38 lines).
+    line = {"type": "line", "line": {"color": "white", "width": 2}}
+    fig.update_layout(
+        shapes=[
+            {**line, "x0": x, "x1": x, "y0": 0, "y1": 1, "yref": "y domain"}
+            for x in (h * n_k - 0.5 for h in range(1, n_heads))
+        ]
+        + [
+            {**line, "y0": y, "y1": y, "x0": 0, "x1": 1, "xref": "x domain"}
+            for y in (layer * n_q - 0.5 for layer in range(1, n_layers))
+        ]
+    )
     return fig
 
 

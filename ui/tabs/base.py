@@ -23,7 +23,9 @@ SAVE_SVG = """() => { const id = %s;
 # beyond the figure's width is cut. After each draw, every title line wider than the figure is
 # broken at its last space, "·" or Chinese punctuation that fits (inside <sup> too), and the top
 # margin grows by a line per break. The unwrapped title stays on the figure (gd.__taTitle) for
-# the head switch (SWITCH_HEAD), which replaces the head's part of it.
+# the head switch (SWITCH_HEAD), which replaces the head's part of it. The measuring waits for the
+# frame after the draw: measured at once, it forced a layout of the whole page inside every draw
+# (5 ms of a 128-token head switch's ~30).
 WRAP_TITLES = r"""() => {
   const fits = (gd) => {
     const text = String(gd.layout?.title?.text ?? '');
@@ -70,7 +72,7 @@ WRAP_TITLES = r"""() => {
     for (const gd of document.querySelectorAll('#tabs .js-plotly-plot')) {
       if (gd.__taWrap || !gd.on || !window.Plotly) continue;
       gd.__taWrap = true;
-      gd.on('plotly_afterplot', () => fits(gd));
+      gd.on('plotly_afterplot', () => requestAnimationFrame(() => setTimeout(() => fits(gd))));
       fits(gd);
     }
   };
