@@ -215,6 +215,42 @@ def test_small_screens_show_the_attention_tab_without_overlap(app_url, browser, 
         ctx.close()
 
 
+# Each line of a figure's title (the slide caption "model · “text”" is the last) and each panel
+# title over its top row ("A = L3 H0").
+TITLE_LINES_JS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const box = (e) => { const b = e.getBoundingClientRect();
+    return [b.left, b.top, b.right, b.bottom]; };
+  return {lines: [...gd.querySelectorAll('.gtitle tspan.line')].map((e) => [e.textContent, box(e)]),
+          panels: [...gd.querySelectorAll('.annotation')].map((e) => [e.textContent, box(e)])};
+}"""
+DESKTOP = {"viewport": {"width": 1280, "height": 900}}
+SCREENS = {"desktop": DESKTOP, "zoom150": ZOOM_150, "phone": PHONE}
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_the_slide_caption_never_touches_the_compare_panel_titles(app_url, browser, screen):
+    """The compare figure's title, its slide caption (model · “text”) last, stays clear of the
+    panel titles "A = L0 H0", "B = …", "A − B" under it, with a long text, on every screen."""
+    text = "我喜欢你，你喜欢我，她帮助他，他帮助她"
+    link = f"?model=roles&text={quote(text)}&tab=attention&lang=zh-CN"
+    ctx, page = open_page(browser, app_url + link, **SCREENS[screen])
+    try:
+        wait_tab(page, "attention", timeout=60_000, run=run_of(text, "roles"))
+        page.wait_for_timeout(1500)  # a phone's title wrap runs after the draw
+        seen = page.evaluate(TITLE_LINES_JS, "compare-plot")
+        caption, panels = seen["lines"][-1], seen["panels"]
+        assert caption[0].strip("\u200b").startswith("roles · “我喜欢你"), seen
+        assert [name for name, _ in panels][:2] == ["A = L0 H0", "B = L0 H1"], seen
+        for line, line_box in seen["lines"]:
+            for name, panel_box in panels:
+                assert not overlap(line_box, panel_box, slack=-2), (line, name, seen)
+        assert max(b[3] for _, b in seen["lines"]) < min(b[1] for _, b in panels), seen
+        shot(page, f"{screen}_compare_caption")
+    finally:
+        ctx.close()
+
+
 def test_phone_tokens_and_tables_scroll_inside_their_boxes(app_url, browser):
     long_text = "The quokka grinned at the flabbergasted photographer. " * 6
     ctx, page = open_page(browser, app_url + f"?text={quote(long_text)}", **PHONE)
