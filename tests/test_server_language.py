@@ -217,3 +217,17 @@ def test_the_head_switch_titles_follow_the_language(bert):
     assert re.search(r"[\u4e00-\u9fff]", title) and "2" in title and "5" in title
     english = attention.head_figure(trace, "encoder", 2, 5, scale="head").layout.title.text
     assert english.startswith("Layer 2, head 5 — encoder self-attention")
+
+
+def test_the_head_statistics_caption_names_the_columns_as_the_table_heads_them():
+    """The caption over the Heads table names each statistic in bold with the very word its
+    column header shows: "**prev**ious" in English, "**前一个**" in 简体中文."""
+    from analysis.head_stats import COLUMNS
+    from ui.i18n import ZH_TEXT
+    from ui.tabs.heads import STATS_CAPTION, shown_columns
+
+    for language, caption in (("en", STATS_CAPTION), ("zh-CN", ZH_TEXT[STATS_CAPTION])):
+        with speaking(language):
+            headers = list(shown_columns(pd.DataFrame(columns=list(COLUMNS))).columns)
+        named = [header for header in headers[2:] if f"**{header}**" in caption]  # not layer, head
+        assert named == headers[2:], (language, headers, caption)
