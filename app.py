@@ -34,7 +34,7 @@ from engine import (
     positions_of,
     well_formed,
 )
-from lang import LOCALE, Msg, speaking, tr
+from lang import LOCALE, Msg, message_of, speaking, tr
 from model import PRESETS, TRAINED
 from ui.fill import FILL
 from ui.i18n import (
@@ -178,7 +178,7 @@ def status_markdown(analysis: Analysis | None, notices: list[str], link: str | N
 def sentence(exc: Exception) -> str:
     """One sentence for the status line, whatever went wrong; the server keeps serving."""
     if isinstance(exc, InputError):
-        return tr(exc.args[0]) if exc.args and isinstance(exc.args[0], Msg) else str(exc)
+        return message_of(exc)
     log.warning("request failed: %s: %s", type(exc).__name__, str(exc)[:500])
     detail = str(exc).splitlines()[0][:200] if str(exc) else ""
     return tr(

@@ -6,7 +6,7 @@ import json
 import re
 
 from engine import Analysis
-from lang import tr
+from lang import message_of, tr
 from ui.pages import API, Client
 from ui.state import Selection, run_id
 from ui.tabs import BY_ID, View
@@ -19,7 +19,9 @@ TITLE_TOP, TITLE_LINE, SUP_LINE = 32, 21, 20  # px: above the title (the toolbar
 def failed_view(name: str, exc: Exception):
     """What a view shows when it raised: a sentence, so the other views keep working."""
     message = tr(
-        "This view could not be drawn ({kind}: {detail}).", kind=type(exc).__name__, detail=exc
+        "This view could not be drawn ({kind}: {detail}).",
+        kind=type(exc).__name__,
+        detail=message_of(exc).rstrip(".。"),  # our own errors in the page's language too
     )[:300]
     if name.endswith(("_csv", "_npz")):  # a download: nothing to offer (the status says why)
         return None
