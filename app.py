@@ -43,6 +43,7 @@ from ui.i18n import (
     Blocks,
     language_switch,
     plain_headers,
+    relabel_examples,
     t,
     wire_language,
 )
@@ -360,6 +361,8 @@ class App:
             )
             self._wire(demo)
             wire_language(demo, self.language)
+            # ... and in the page's language on screen (Gradio's table would show a marker raw).
+            demo.load(fn=None, js=relabel_examples("examples", self.example_words))
         demo.queue(
             default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
         )
@@ -441,7 +444,7 @@ class App:
             examples_per_page=6,
             elem_id="examples",
         )
-        plain_headers(self.examples.dataset)
+        self.example_words = plain_headers(self.examples.dataset)  # English in the config
 
     # ---- handlers ----------------------------------------------------------------------------
     def selector_updates(self, analysis: Analysis, sel: Selection) -> dict:
