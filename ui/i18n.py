@@ -9,6 +9,10 @@ The language switch (``LANG_SWITCH``) and ``?lang=zh-CN`` change the locale in t
 Gradio's ``changeLocale`` (the same call as the footer's Settings panel); the choice is kept in
 localStorage. The switch is also an input of every Python event, so the server says what it
 writes per run (the status line, figure titles, tables) in the same language (``lang.py``).
+
+Gradio's examples table never translates its column headers and choice names (a marker shows
+raw): they stay English in the config (``plain_headers``) and ``relabel_examples`` names them in
+the browser from the same dictionaries, again after each switch and page turn.
 """
 
 from __future__ import annotations
