@@ -34,7 +34,7 @@ from engine import (
     positions_of,
     well_formed,
 )
-from lang import LOCALE, Msg, speaking, tr
+from lang import LOCALE, Msg, message_of, speaking, tr
 from model import PRESETS, TRAINED
 from ui.fill import FILL
 from ui.i18n import (
@@ -43,6 +43,7 @@ from ui.i18n import (
     Blocks,
     language_switch,
     plain_headers,
+    relabel_examples,
     t,
     wire_language,
 )
@@ -178,7 +179,7 @@ def status_markdown(analysis: Analysis | None, notices: list[str], link: str | N
 def sentence(exc: Exception) -> str:
     """One sentence for the status line, whatever went wrong; the server keeps serving."""
     if isinstance(exc, InputError):
-        return tr(exc.args[0]) if exc.args and isinstance(exc.args[0], Msg) else str(exc)
+        return message_of(exc)
     log.warning("request failed: %s: %s", type(exc).__name__, str(exc)[:500])
     detail = str(exc).splitlines()[0][:200] if str(exc) else ""
     return tr(
@@ -360,6 +361,8 @@ class App:
             )
             self._wire(demo)
             wire_language(demo, self.language)
+            # ... and in the page's language on screen (Gradio's table would show a marker raw).
+            demo.load(fn=None, js=relabel_examples("examples", self.example_words))
         demo.queue(
             default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
         )
@@ -441,7 +444,7 @@ class App:
             examples_per_page=6,
             elem_id="examples",
         )
-        plain_headers(self.examples.dataset)
+        self.example_words = plain_headers(self.examples.dataset)  # English in the config
 
     # ---- handlers ----------------------------------------------------------------------------
     def selector_updates(self, analysis: Analysis, sel: Selection) -> dict:

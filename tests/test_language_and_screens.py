@@ -5,6 +5,7 @@ screenshots go to artifacts/screenshots/ (language_*, phone_*, zoom150_*)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -110,17 +111,50 @@ def test_the_page_is_in_chinese_for_a_chinese_browser(app_url, browser):
         labels = page.locator("#scale").inner_text()
         assert "颜色范围" in labels and "该头的最大值" in labels
         assert "编码器自注意力" in page.locator("#stack").inner_text()
-        # The examples' headers and model names are plain English, never a raw marker.
-        examples = page.locator("#examples").inner_text()
-        assert "Text" in examples and "__i18n__" not in examples
+        assert_examples_speak(page, "zh-CN")
         shot(page, "language_zh_attention")
     finally:
         ctx.close()
 
 
+EXAMPLES_JS = """() => {
+  const box = document.querySelector('#examples');
+  return {headers: [...box.querySelectorAll('thead th')].map((th) => th.innerText.trim()),
+          models: [...box.querySelectorAll('tbody tr')]
+            .map((tr) => tr.children[1]?.innerText.trim()),
+          pages: box.querySelector('.paginate')?.innerText.trim() || '',
+          text: box.innerText};
+}"""
+EXAMPLE_WORDS = {  # headers (Text, Model), the bundled BERT's name, the word before page numbers
+    "en": ["Text", "Model", "BERT weights (all-MiniLM-L6-v2, bundled)", "Pages:"],
+    "zh-CN": ["文本", "模型", "BERT 权重（all-MiniLM-L6-v2，内置）", "页："],
+}
+
+
+def assert_examples_speak(page, lang: str) -> None:
+    """The examples table's column headers, model names and page word are in ``lang``: Gradio's
+    Dataset shows them as plain text, named in the page's language in the browser."""
+    text, model, bert, pages = EXAMPLE_WORDS[lang]
+    page.wait_for_function(
+        "([id, h]) => [...document.querySelectorAll(`#${id} thead th`)]"
+        ".some((th) => th.innerText.trim() === h)",
+        arg=["examples", text],
+        timeout=10_000,
+    )
+    seen = page.evaluate(EXAMPLES_JS)
+    assert seen["headers"][:2] == [text, model], seen
+    assert bert in seen["models"] and seen["pages"].startswith(pages), seen
+    other = EXAMPLE_WORDS["en" if lang != "en" else "zh-CN"]
+    assert not [word for word in other if word in seen["text"]], seen
+    assert "__i18n__" not in seen["text"], seen
+    if lang != "en":  # every model a Chinese example table names is said in Chinese
+        assert all(re.search(r"[\u4e00-\u9fff]", name) for name in seen["models"]), seen
+
+
 def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
     ctx, page = open_page(browser, app_url, locale="zh-CN")
     try:
+        assert_examples_speak(page, "zh-CN")  # Gradio chose Chinese from the browser
         page.click("#lang label:has-text('English')")
         page.wait_for_function("() => document.documentElement.lang === 'en'")
         page.wait_for_function(  # the tabs not yet opened are named a moment later
@@ -132,6 +166,10 @@ def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
         assert seen["run"] == "Run" and seen["text"] == "Text"
         # Every tab's name, opened or not (the switch names the tabs Gradio leaves alone).
         assert seen["tabs"][:5] == ["Tokens", "Embeddings", "Attention", "Heads", "Masks"]
+        assert_examples_speak(page, "en")  # no reload: the table is renamed in place
+        page.click("#examples .paginate button:has-text('2')")  # a page turn redraws the rows
+        page.wait_for_timeout(300)
+        assert_examples_speak(page, "en")
         page.reload()
         page.wait_for_function("() => window.__taTab !== undefined", timeout=60_000)
         page.wait_for_selector("#run")
@@ -141,6 +179,11 @@ def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
         page.click("#lang label:has-text('简体中文')")
         page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
         assert_chinese(page)
+        assert_examples_speak(page, "zh-CN")
+        page.click("#examples .paginate button:has-text('2')")
+        page.wait_for_timeout(300)
+        assert_examples_speak(page, "zh-CN")
+        shot(page, "language_zh_examples")
     finally:
         ctx.close()
 
@@ -211,6 +254,42 @@ def test_small_screens_show_the_attention_tab_without_overlap(app_url, browser, 
             assert_figure_clear(page, "score-steps-plot")
             assert_page_fits(page)
             shot(page, f"{screen}_masks")
+    finally:
+        ctx.close()
+
+
+# Each line of a figure's title (the slide caption "model · “text”" is the last) and each panel
+# title over its top row ("A = L3 H0").
+TITLE_LINES_JS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const box = (e) => { const b = e.getBoundingClientRect();
+    return [b.left, b.top, b.right, b.bottom]; };
+  return {lines: [...gd.querySelectorAll('.gtitle tspan.line')].map((e) => [e.textContent, box(e)]),
+          panels: [...gd.querySelectorAll('.annotation')].map((e) => [e.textContent, box(e)])};
+}"""
+DESKTOP = {"viewport": {"width": 1280, "height": 900}}
+SCREENS = {"desktop": DESKTOP, "zoom150": ZOOM_150, "phone": PHONE}
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_the_slide_caption_never_touches_the_compare_panel_titles(app_url, browser, screen):
+    """The compare figure's title, its slide caption (model · “text”) last, stays clear of the
+    panel titles "A = L0 H0", "B = …", "A − B" under it, with a long text, on every screen."""
+    text = "我喜欢你，你喜欢我，她帮助他，他帮助她"
+    link = f"?model=roles&text={quote(text)}&tab=attention&lang=zh-CN"
+    ctx, page = open_page(browser, app_url + link, **SCREENS[screen])
+    try:
+        wait_tab(page, "attention", timeout=60_000, run=run_of(text, "roles"))
+        page.wait_for_timeout(1500)  # a phone's title wrap runs after the draw
+        seen = page.evaluate(TITLE_LINES_JS, "compare-plot")
+        caption, panels = seen["lines"][-1], seen["panels"]
+        assert caption[0].strip("\u200b").startswith("roles · “我喜欢你"), seen
+        assert [name for name, _ in panels][:2] == ["A = L0 H0", "B = L0 H1"], seen
+        for line, line_box in seen["lines"]:
+            for name, panel_box in panels:
+                assert not overlap(line_box, panel_box, slack=-2), (line, name, seen)
+        assert max(b[3] for _, b in seen["lines"]) < min(b[1] for _, b in panels), seen
+        shot(page, f"{screen}_compare_caption")
     finally:
         ctx.close()
 

@@ -6,6 +6,7 @@ with the same fields; English stays English; the head switch's titles follow the
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import string
@@ -19,7 +20,7 @@ import lang
 from engine import BUNDLED, Engine
 from lang import Msg, speaking, tr
 from ui import state as views
-from ui.render import render
+from ui.render import failed_view, render
 from ui.tabs import TAB_IDS
 from viz import attention
 
@@ -146,18 +147,35 @@ def test_notices_and_errors_made_earlier_are_said_in_the_readers_language():
 
 
 def source_patterns() -> dict[str, str]:
-    """Every literal first argument of tr(…) or Msg(…) in the code, with where it is."""
+    """Every literal first argument of tr(…) or Msg(…) in the code, with where it is; a module
+    constant given instead (Msg(CANNOT_READ, …)) counts as its text."""
+    files = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
+    files += [*ROOT.glob("model/*.py")]  # checkpoint errors
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
+    constants = {  # NAME = "text" at the top of a module
+        target.id: node.value.value
+        for tree in trees.values()
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     found = {}
-    for path in [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if not (
                 isinstance(node, ast.Call)
                 and getattr(node.func, "id", None) in ("tr", "Msg")
                 and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)
             ):
-                found[node.args[0].value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found[first.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+            elif isinstance(first, ast.Name) and first.id in constants:
+                found[constants[first.id]] = f"{path.relative_to(ROOT)}:{node.lineno}"
     return found
 
 
@@ -217,3 +235,78 @@ def test_the_head_switch_titles_follow_the_language(bert):
     assert re.search(r"[\u4e00-\u9fff]", title) and "2" in title and "5" in title
     english = attention.head_figure(trace, "encoder", 2, 5, scale="head").layout.title.text
     assert english.startswith("Layer 2, head 5 — encoder self-attention")
+
+
+def test_the_head_statistics_caption_names_the_columns_as_the_table_heads_them():
+    """The caption over the Heads table names each statistic in bold with the very word its
+    column header shows: "**prev**ious" in English, "**前一个**" in 简体中文."""
+    from analysis.head_stats import COLUMNS
+    from ui.i18n import ZH_TEXT
+    from ui.tabs.heads import STATS_CAPTION, shown_columns
+
+    for language, caption in (("en", STATS_CAPTION), ("zh-CN", ZH_TEXT[STATS_CAPTION])):
+        with speaking(language):
+            headers = list(shown_columns(pd.DataFrame(columns=list(COLUMNS))).columns)
+        named = [header for header in headers[2:] if f"**{header}**" in caption]  # not layer, head
+        assert named == headers[2:], (language, headers, caption)
+
+
+# Names inside refusals that stay as they are in Chinese: dtypes, a config key, a key prefix.
+CHECKPOINT_NAMES = {"float32", "float16", "bfloat16", "float64", "vocab_size", "bert", "large"}
+LIGHT_REFUSALS = [  # each refused in milliseconds, before any tensor is read
+    "3.3B parameters", "layers as text", "config.json 2 MB", "JSON nested 200k deep",
+    "header 50 MB", "header past the end", "5k empty tensors", "float8 weights",
+    "shape disagrees", "unknown key", "missing key", "key twice", "vocab.txt past the table",
+    "added token past the table", "config.json -> /dev/zero", "link to nowhere", "~nosuchuser",
+    "/proc/self/root",
+]  # fmt: skip
+
+
+def data_in(message: Msg) -> set[str]:
+    """The values a message quotes (names, keys, sizes), in its nested messages too."""
+    found = set()
+    for value in message.fields.values():
+        found |= data_in(value) if isinstance(value, Msg) else {str(value)}
+    return found
+
+
+def test_a_refused_checkpoint_is_said_in_the_readers_language(tmp_path):
+    """Loading a custom checkpoint fails with one sentence (a lang.Msg): English as before, and
+    wholly Chinese for a Chinese page; only the names it quotes stay as they are."""
+    from model import BertLoadError, load_bert
+    from tests.test_checkpoint_guard import REFUSALS
+
+    for case in LIGHT_REFUSALS:
+        build, fragment = REFUSALS[case]
+        with pytest.raises(BertLoadError) as exc:
+            load_bert(build(tmp_path / case.replace("/", "_") / "ckpt"), device="cpu")
+        message = exc.value.args[0]
+        assert isinstance(message, Msg) and fragment in message, (case, message)
+        assert tr(message) == str(exc.value)  # English stays what it was
+        with speaking("zh-CN"):
+            said = tr(message)
+        assert re.search(r"[\u4e00-\u9fff]", said), (case, said)
+        left = english_words(said, data_in(message) | CHECKPOINT_NAMES)
+        assert not left, (case, said, left)
+
+
+def test_the_app_says_a_checkpoint_refusal_and_a_failed_view_in_the_page_language(tmp_path):
+    """The status line of a refused checkpoint, and a view that failed with one of our own
+    errors, are Chinese on a Chinese page ("This view could not be drawn (…: <our sentence>)")."""
+    from engine import CUSTOM_PREFIX
+    from tests.test_checkpoint_guard import with_config
+
+    source = with_config(model_type="gpt2")(tmp_path / "ckpt")
+    with pytest.raises(app.InputError) as exc:
+        Engine(device="cpu").analyse("hi", CUSTOM_PREFIX + source)
+    english = app.sentence(exc.value)
+    assert (
+        english
+        == "ckpt is a gpt2 checkpoint; only BERT checkpoints (model_type 'bert') can be loaded."
+    )
+    with speaking("zh-CN"):
+        said = app.sentence(exc.value)
+        failed = failed_view("breakdown", exc.value)
+    assert "gpt2" in said and not english_words(said, {"gpt2", "ckpt", "model_type", "bert"})
+    assert "InputError" in failed and said.rstrip("。") in html.unescape(failed), failed
+    assert not english_words(failed, {"gpt2", "ckpt", "model_type", "bert", "InputError"})

@@ -9,6 +9,10 @@ The language switch (``LANG_SWITCH``) and ``?lang=zh-CN`` change the locale in t
 Gradio's ``changeLocale`` (the same call as the footer's Settings panel); the choice is kept in
 localStorage. The switch is also an input of every Python event, so the server says what it
 writes per run (the status line, figure titles, tables) in the same language (``lang.py``).
+
+Gradio's examples table never translates its column headers and choice names (a marker shows
+raw): they stay English in the config (``plain_headers``) and ``relabel_examples`` names them in
+the browser from the same dictionaries, again after each switch and page turn.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from gradio.i18n import I18nData
 ZH_FILE = Path(__file__).with_name("zh_CN.json")
 ZH_TEXT: dict[str, str] = json.loads(ZH_FILE.read_text(encoding="utf-8"))
 LOCALES = (("English", "en"), ("简体中文", "zh-CN"))
+PAGES = "Pages:"  # Gradio's own word before an examples table's page numbers
 USED: set[str] = set()  # the English strings t() was asked for (tests find stale entries)
 
 
@@ -46,13 +51,33 @@ def english(value):
     return value
 
 
-def plain_headers(dataset: gr.Dataset) -> None:
+def plain_headers(dataset: gr.Dataset) -> list[str]:
     """An examples table's column headers and choice names in English: Gradio copies the inputs'
-    labels and choices there and shows a marker untranslated (``__i18n__{…}``)."""
-    dataset.headers = [english(header) for header in dataset.headers]
+    labels and choices there and shows a marker untranslated (``__i18n__{…}``). Returns the
+    translation keys of those words (and of Gradio's "Pages:" under the table), for
+    ``relabel_examples`` to name them in the page's language in the browser."""
+    t(PAGES)  # a page word with a translation, like any other
+    keys = [key_of(PAGES)] if PAGES in ZH_TEXT else []
+
+    def plain(value):
+        if isinstance(value, I18nData):
+            keys.append(value.key)
+        return english(value)
+
+    dataset.headers = [plain(header) for header in dataset.headers]
     for props in dataset.component_props:
         if props.get("choices"):
-            props["choices"] = [(english(label), value) for label, value in props["choices"]]
+            props["choices"] = [(plain(label), value) for label, value in props["choices"]]
+    return keys
+
+
+def relabel_examples(elem_id: str, keys: list[str]) -> str:
+    """A load event's JS: the examples table ``#elem_id`` names its headers and models (``keys``,
+    from ``plain_headers``) in the page's language, and again whenever the language changes or
+    the table redraws (a page turn). Gradio's Dataset never translates them itself."""
+    return RELABEL_EXAMPLES.replace("ELEM_ID", json.dumps(elem_id)).replace(
+        "KEYS", json.dumps(keys)
+    )
 
 
 EN = {key_of(en): en for en in ZH_TEXT}
@@ -107,6 +132,34 @@ SET_LOCALE = """async (lang) => {
       if (k && pick(k)) node.nodeValue = pick(k);
     }
   }
+}"""
+# Text nodes inside the table whose words are one of KEYS' translations, in any language, are
+# said in <html lang>'s (Gradio sets it on every locale change). Setting a node to the words it
+# already has changes nothing, so the observer's own writes end the loop.
+RELABEL_EXAMPLES = """() => {
+  const words = window.gradio_config?.i18n_translations || {};
+  const keyOf = {};
+  for (const loc in words) for (const k of KEYS) if (words[loc]?.[k]) keyOf[words[loc][k]] = k;
+  const pick = (lang, k) => (words[lang] || {})[k] || (words[lang.split('-')[0]] || {})[k]
+    || (words.en || {})[k];
+  const relabel = (box) => {
+    const lang = document.documentElement.lang || 'en';
+    const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      const text = node.nodeValue.trim(), k = keyOf[text], want = k && pick(lang, k);
+      if (want && want !== text) node.nodeValue = node.nodeValue.replace(text, want);
+    }
+  };
+  const start = (tries) => {
+    const box = document.getElementById(ELEM_ID);
+    if (!box) return tries > 0 && setTimeout(() => start(tries - 1), 200);
+    const again = () => relabel(box);
+    again();
+    new MutationObserver(again).observe(box, {subtree: true, childList: true, characterData: true});
+    new MutationObserver(again).observe(document.documentElement,
+                                        {attributes: true, attributeFilter: ['lang']});
+  };
+  start(50);
 }"""
 # The language the page speaks (a JS expression): ?lang=… (a link), else the last choice on this
 # browser, else the browser's own language as Gradio chose it.

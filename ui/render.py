@@ -6,17 +6,22 @@ import json
 import re
 
 from engine import Analysis
-from lang import tr
+from lang import message_of, tr
 from ui.pages import API, Client
 from ui.state import Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, fixed_margins, safe
 
+PANEL_TITLE_GAP = 6  # px between a figure's title and the panel titles under it
+TITLE_TOP, TITLE_LINE, SUP_LINE = 32, 21, 20  # px: above the title (the toolbar), its lines
+
 
 def failed_view(name: str, exc: Exception):
     """What a view shows when it raised: a sentence, so the other views keep working."""
     message = tr(
-        "This view could not be drawn ({kind}: {detail}).", kind=type(exc).__name__, detail=exc
+        "This view could not be drawn ({kind}: {detail}).",
+        kind=type(exc).__name__,
+        detail=message_of(exc).rstrip(".。"),  # our own errors in the page's language too
     )[:300]
     if name.endswith(("_csv", "_npz")):  # a download: nothing to offer (the status says why)
         return None
@@ -45,6 +50,28 @@ def finish(value):
     return value
 
 
+def title_above_panels(fig) -> None:
+    """A figure with panel titles over its top row ("A = L3 H0"): its title hangs from the top of
+    the figure and the top margin is made tall enough for all its lines (the slide caption
+    included) and a gap above the panel titles. (Plotly anchors only a title's first line, so a
+    title stood on the panels would run its later lines into them.)"""
+    panel_titles = [
+        a
+        for a in fig.layout.annotations
+        if a.yref == "paper" and a.yanchor == "bottom" and (a.y or 0) >= 0.999
+    ]
+    if not panel_titles:
+        return
+    size = max(a.font.size or fig.layout.font.size or 12 for a in panel_titles)
+    room = round(1.4 * size) + PANEL_TITLE_GAP  # a panel title's box is about 1.4 of its font
+    lines = (fig.layout.title.text or "").count("<br>")  # each further line: a <sup> line
+    need = TITLE_TOP + TITLE_LINE + SUP_LINE * lines + room
+    fig.update_layout(
+        title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": TITLE_TOP}},
+        margin={"t": max(fig.layout.margin.t or 48, need)},
+    )
+
+
 def slide_ready(fig, name: str, model: str, text: str):
     """A figure a lecturer can put on a slide: its title names the model and the text, and the
     camera button saves a 3× PNG named after the view (the SVG button beside it saves the same)."""
@@ -55,6 +82,7 @@ def slide_ready(fig, name: str, model: str, text: str):
         f"{fig.layout.title.text or ''}<br><sup>{safe(model)} · “{safe(short)}”</sup>"
     )
     fig.layout.margin.t = (fig.layout.margin.t or 48) + 26
+    title_above_panels(fig)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{name.removesuffix('_plot')}_{model}")[:80]
     config = {
         "displaylogo": False,
