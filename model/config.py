@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
+from lang import Msg
 from model.tokenizers import CharTokenizer
 
 Arch = Literal["encoder", "decoder", "encoder-decoder"]
@@ -53,46 +54,78 @@ class TransformerConfig:
             object.__setattr__(self, "final_norm", self.norm == "pre")
         if isinstance(self.token_labels, list):  # read back from JSON
             object.__setattr__(self, "token_labels", tuple(self.token_labels))
-        if self.arch not in ("encoder", "decoder", "encoder-decoder"):
-            raise ValueError(
-                f"arch must be 'encoder', 'decoder' or 'encoder-decoder', not {self.arch!r}."
-            )
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}.")
+                raise ValueError(
+                    Msg(
+                        "{name} must be a positive integer, not {value}.",
+                        name=name,
+                        value=repr(value),
+                    )
+                )
         if self.d_model % self.n_heads:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
-                "each head gets d_model / n_heads dimensions."
+                Msg(
+                    "d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets "
+                    "d_model / n_heads dimensions.",
+                    d_model=self.d_model,
+                    n_heads=self.n_heads,
+                )
             )
-        if self.norm not in ("post", "pre"):
-            raise ValueError(f"norm must be 'post' or 'pre', not {self.norm!r}.")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, not {self.activation!r}.")
-        if self.positions not in ("sinusoidal", "learned"):
-            raise ValueError(
-                f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}."
-            )
+        choices = {
+            "arch": ("encoder", "decoder", "encoder-decoder"),
+            "norm": ("post", "pre"),
+            "activation": ACTIVATIONS,
+            "positions": ("sinusoidal", "learned"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    Msg(
+                        "{name} must be one of {allowed}, not {value}.",
+                        name=name,
+                        allowed=", ".join(map(repr, allowed)),
+                        value=repr(getattr(self, name)),
+                    )
+                )
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(
-                f"sinusoidal positions pair sin and cos dimensions: d_model ({self.d_model}) "
-                "must be even."
+                Msg(
+                    "sinusoidal positions pair sin and cos dimensions: d_model ({d_model}) must "
+                    "be even.",
+                    d_model=self.d_model,
+                )
             )
         if self.type_vocab_size < 0:
-            raise ValueError(f"type_vocab_size must be >= 0, not {self.type_vocab_size}.")
+            raise ValueError(
+                Msg("type_vocab_size must be >= 0, not {value}.", value=self.type_vocab_size)
+            )
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}.")
+            raise ValueError(Msg("dropout must be in [0, 1), not {value}.", value=self.dropout))
         if not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps must be positive, not {self.layer_norm_eps}.")
+            raise ValueError(
+                Msg("layer_norm_eps must be positive, not {value}.", value=self.layer_norm_eps)
+            )
         if not isinstance(self.final_norm, bool):
-            raise ValueError(f"final_norm must be True, False or None, not {self.final_norm!r}.")
+            raise ValueError(
+                Msg(
+                    "final_norm must be True, False or None, not {value}.",
+                    value=repr(self.final_norm),
+                )
+            )
         labels = self.token_labels
         if not all(isinstance(x, str) for x in labels) or len(set(labels)) != len(labels):
-            raise ValueError(f"token_labels must be distinct strings, not {labels!r}.")
+            raise ValueError(
+                Msg("token_labels must be distinct strings, not {value}.", value=repr(labels))
+            )
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(
-                f"pad_id {self.pad_id} is outside the vocabulary of {self.vocab_size}."
+                Msg(
+                    "pad_id {pad_id} is outside the vocabulary of {vocab_size}.",
+                    pad_id=self.pad_id,
+                    vocab_size=self.vocab_size,
+                )
             )
 
     @property

