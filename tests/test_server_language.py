@@ -252,6 +252,23 @@ def test_the_head_statistics_caption_names_the_columns_as_the_table_heads_them()
         assert named == headers[2:], (language, headers, caption)
 
 
+def test_the_ablation_caption_names_what_the_table_and_the_switch_show():
+    """The caption over the ablation table names, in bold, each effect column as its header
+    says it, the two summary rows as the table labels them and the two modes as the switch
+    does, in both languages."""
+    from analysis.ablation import EFFECTS
+    from ui.i18n import ZH_TEXT
+    from ui.tabs.heads import ABLATION_CAPTION, shown_columns
+
+    for language, caption in (("en", ABLATION_CAPTION), ("zh-CN", ZH_TEXT[ABLATION_CAPTION])):
+        with speaking(language):
+            headers = list(shown_columns(pd.DataFrame(columns=list(EFFECTS))).columns)
+            rows = [tr("set"), tr("sum of singles")]
+        modes = ["zero", "mean"] if language == "en" else [ZH_TEXT[m] for m in ("zero", "mean")]
+        missing = [w for w in headers + rows + modes if f"**{w}**" not in caption]
+        assert not missing, (language, missing, caption)
+
+
 # Names inside refusals that stay as they are in Chinese: dtypes, a config key, a key prefix.
 CHECKPOINT_NAMES = {"float32", "float16", "bfloat16", "float64", "vocab_size", "bert", "large"}
 LIGHT_REFUSALS = [  # each refused in milliseconds, before any tensor is read

@@ -61,6 +61,25 @@ def test_param_table_of_a_sinusoidal_model_lists_the_free_buffer():
     assert df.loc[df["component"] == "position embedding", "parameters"].item() == 0
 
 
+@pytest.mark.parametrize("preset", ["seed003-encdec", "seed004-encoder"])
+def test_param_table_in_chinese_names_every_component_in_chinese(bert, preset):
+    """A Chinese page's table says every component in Chinese (layer-norm and FFN names kept),
+    with the same numbers as the English one."""
+    import re
+
+    from lang import speaking
+
+    for net in (bert[0], Transformer(PRESETS[preset])):
+        english = param_table(net.param_counts())
+        with speaking("zh-CN"):
+            chinese = param_table(net.param_counts())
+        assert list(chinese.columns) == ["组件", "参数量", "占比 %"], list(chinese.columns)
+        names = chinese["组件"].tolist()
+        assert all(re.search(r"[\u4e00-\u9fff]", name) for name in names), names
+        assert len(set(names)) == len(names)
+        assert (chinese.iloc[:, 1:].to_numpy() == english.iloc[:, 1:].to_numpy()).all()
+
+
 def test_config_table_lists_every_field():
     cfg = PRESETS["seed003-encdec"]
     df = config_table(cfg)

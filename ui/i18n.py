@@ -194,7 +194,7 @@ def language_switch() -> gr.Radio:
     return gr.Radio(
         [(name, code) for name, code in LOCALES],
         value="en",
-        label="Language",  # the API's name for it; the page shows the two names only
+        label=t("Language"),  # the API's name (English) and screen readers' (the page's words)
         show_label=False,
         container=False,
         elem_id="lang",

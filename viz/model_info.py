@@ -106,13 +106,33 @@ def architecture_markdown(config, device: str, n_params: int) -> str:
     return "\n".join(lines)
 
 
+# Transformer.param_counts' names of a stack's parts, the stack as a field (it is translated too).
+STACK_PARTS = (
+    "{stack} self-attention",
+    "{stack} cross-attention",
+    "{stack} FFN",
+    "{stack} Add & Norm LayerNorms",
+    "{stack} final LayerNorm",
+)
+
+
+def component_name(name: str) -> str:
+    """A parameter group of ``Transformer.param_counts`` in the request's language: "encoder
+    FFN" → "编码器 FFN"."""
+    for pattern in STACK_PARTS:
+        for stack in ("encoder", "decoder"):
+            if name == pattern.format(stack=stack):
+                return tr(pattern, stack=tr(stack))
+    return tr(name)
+
+
 def param_table(param_counts: dict[str, int]) -> pd.DataFrame:
-    """Columns component, parameters, share % (one decimal), and a final "total" row (headers in
-    the request's language; component names are the model's own)."""
+    """Columns component, parameters, share % (one decimal), and a final "total" row, all in
+    the request's language."""
     total = sum(int(v) for v in param_counts.values())
     columns = [tr("component"), tr("parameters"), tr("share %")]
     rows = [
-        (name, int(count), round(100.0 * int(count) / total, 1) if total else 0.0)
+        (component_name(name), int(count), round(100.0 * int(count) / total, 1) if total else 0.0)
         for name, count in param_counts.items()
     ]
     rows.append((tr("total"), total, 100.0 if total else 0.0))

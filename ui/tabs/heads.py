@@ -50,10 +50,10 @@ ABLATION_CAPTION = (
     "**Head ablation** of the heads you list, or of every head of the chosen layer (on demand: "
     "one forward pass per head): each head's context z_h is removed before W_O "
     "(**zero**, Hugging Face's head_mask) or replaced by its mean over the text (**mean**), and "
-    "the model runs again. *hidden change* = mean ‖Δh‖/‖h‖ of the last stack's output; with an "
-    "output head also the share of predictions that changed and KL(p‖p_ablated). The **set** row "
-    "removes all of them at once — compare it with the **sum of singles**: effects "
-    "do not add up."
+    "the model runs again. **hidden_change** = mean ‖Δh‖/‖h‖ of the last stack's output; with "
+    "an output head also **argmax_changed**, the share of predictions that changed, and **kl** = "
+    "KL(p‖p_ablated). The **set** row removes all of them at once — compare it with the **sum of "
+    "singles**: effects do not add up."
 )
 BREAKDOWN_CAPTION = (
     "**One score taken apart** for the chosen layer, head, query and key: q·k/√d_k (split into "
