@@ -8,12 +8,13 @@ BERT, side by side in one page:
     is a request, as before issue 11;
   * bytes the page received for the Attention tab (figures + every head's switch data), and per
     output (a page that holds the switch data gets the head and compare figures without z).
-Then the switch data's size for the same text on BERT-base- and BERT-large-shaped checkpoints
-(seeded random weights, bench/shapes.py; random weights attend nearly uniformly, which compresses
-differently from trained ones). Budget (DESIGN.md): switch ≤ 50 ms at 128 tokens, ≤ 150 ms at
-512; a run's bytes ≤ 1 MB at 128 tokens.
+Then the switch data's size, and how long the page takes to decode it (what the figures sent
+without numbers wait for once per run), for the same text on BERT-base- and BERT-large-shaped
+checkpoints (seeded random weights, bench/shapes.py; random weights attend nearly uniformly,
+which compresses differently from trained ones). Budget (DESIGN.md): switch ≤ 50 ms at 128
+tokens, ≤ 150 ms at 512; a run's bytes ≤ 1 MB at 128 tokens.
 
-    .venv/bin/python bench/bench_switch.py [--switches 12] [--no-shapes]
+    .venv/bin/python bench/bench_switch.py [--switches 12] [--no-shapes | --shapes-only]
 """
 
 from __future__ import annotations
@@ -130,8 +131,40 @@ def browser_part(n_switches: int) -> None:
         browser.close()
 
 
+# In a blank page with ui/fill.py's decoder: how long one payload takes to decode (what the head
+# and compare figures sent without numbers wait for once per run). Each try gets a fresh id.
+DECODE_JS = """async ([data, tries]) => {
+  const times = [];
+  for (let i = 0; i < tries; i++) {
+    const d = JSON.parse(data); d.id = `${d.id}-${i}`;
+    const t0 = performance.now();
+    await window.__taFill.add(JSON.stringify(d));
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(tries / 2)];
+}"""
+
+
+def decode_ms(payloads: list[str], tries: int = 5) -> list[float]:
+    """Median milliseconds headless Chromium takes to decode each payload (ui/fill.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from ui.fill import FILL
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.goto("about:blank")
+        page.evaluate(f"({FILL})()")
+        times = [page.evaluate(DECODE_JS, [data, tries]) for data in payloads]
+        browser.close()
+    return times
+
+
 def payload_sizes() -> None:
-    """The switch data per model shape at 128 and 512 tokens (computed here, as the server does)."""
+    """The switch data per model shape at 128 and 512 tokens (computed here, as the server does)
+    and how long the page takes to decode it."""
     from model import load_bert
     from viz.attention import head_switch_data
 
@@ -144,22 +177,31 @@ def payload_sizes() -> None:
         make_checkpoint = None
     for label, shape in shapes.items():
         net, tok = load_bert(make_checkpoint(shape)) if shape else load_bert()
-        sizes = []
+        payloads = []
         for n in (128, 512):
             enc = tok([text_of(n)], return_tensors="pt")
             trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
-            sizes.append(len(json.dumps(head_switch_data(trace, "encoder"))) / 1e6)
+            data = {**head_switch_data(trace, "encoder"), "id": label, "run": "r"}
+            payloads.append(json.dumps(data))
             del trace
-        print(f"switch data, {label}: {sizes[0]:.2f} MB at 128 tokens, {sizes[1]:.2f} MB at 512")
         del net
+        sizes = [len(data) / 1e6 for data in payloads]
+        ms = decode_ms(payloads)
+        print(
+            f"switch data, {label}: {sizes[0]:.2f} MB at 128 tokens (decoded in {ms[0]:.0f} ms), "
+            f"{sizes[1]:.2f} MB at 512 ({ms[1]:.0f} ms)",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--switches", type=int, default=12)
     parser.add_argument("--no-shapes", action="store_true", help="skip the switch-data sizes")
+    parser.add_argument("--shapes-only", action="store_true", help="only the switch-data sizes")
     args = parser.parse_args()
-    browser_part(args.switches)
+    if not args.shapes_only:
+        browser_part(args.switches)
     if not args.no_shapes:
         payload_sizes()
 

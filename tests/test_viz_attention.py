@@ -583,3 +583,47 @@ def test_a_slim_figure_is_much_smaller_than_the_full_one(long_traces):
     full = A.compare_figure(tr, "encoder", (0, 0), (5, 11))
     slim = A.without_z(go.Figure(full), "d1", [[0, 0], [5, 11], [0, 0, 5, 11]], hidden=0)
     assert len(slim.to_json()) < 0.25 * len(full.to_json())
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("native_base64", [True, False])
+def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, native_base64):
+    """ui/fill.py's decoder, in Chromium, with the browser's base64 decoder and without it (an
+    older browser): every head of a masked stack gives the hover numbers and gaps the payload
+    holds (decoded in Python here) and A − B is their difference."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from ui.fill import FILL
+
+    tr = families["seed003-encdec"]
+    data = {**A.head_switch_data(tr, "decoder"), "id": "d1", "run": "r1"}
+    values = decode_switch_data(data)  # (L, H, rows, cols), NaN = hidden
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto("about:blank")
+            if not native_base64:
+                page.evaluate("() => { delete Uint8Array.fromBase64; }")
+            page.evaluate(f"({FILL})()")
+            shown = page.evaluate(
+                """async (src) => { const fill = window.__taFill, d = await fill.add(src);
+                  const rows = (z) => z.map((row) => Array.from(row, (v) => (v !== v ? null : v)));
+                  const heads = [];
+                  for (let l = 0; l < d.layers; l++) for (let h = 0; h < d.heads; h++) {
+                    heads.push(rows(fill.z(d, [l, h], null)));
+                  }
+                  return {heads, diff: rows(fill.z(d, [0, 0, d.layers - 1, d.heads - 1], 0))}; }""",
+                json.dumps(data),
+            )
+        finally:
+            browser.close()
+    n_heads = data["heads"]
+    for i, head in enumerate(shown["heads"]):
+        expected = values[i // n_heads, i % n_heads]
+        assert hover_strings(np.array(head, dtype=np.float64)) == hover_strings(expected)
+    assert np.isnan(values).any()  # the causal mask hides cells: gaps are decoded too
+    a, b = values[0, 0], values[-1, -1]
+    want = (np.nan_to_num(a * 1000).round() - np.nan_to_num(b * 1000).round()) / 1000
+    np.testing.assert_allclose(np.array(shown["diff"], dtype=np.float64), want, atol=1e-6)

@@ -24,9 +24,16 @@ FILL = r"""() => {
   let lastSrc = null, lastReady = Promise.resolve(null), broken = false, trapped = false;
   let plotly = window.Plotly;
 
-  async function decode(d) {
-    const bin = atob(d.data), packed = new Uint8Array(bin.length);
+  /* base64 -> bytes: the browser's own decoder where it has one (5× faster than a loop). */
+  function bytesOf(text) {
+    if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(text);
+    const bin = atob(text), packed = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
+    return packed;
+  }
+
+  async function decode(d) {
+    const packed = bytesOf(d.data);
     const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
     d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
     if (d.codes.length !== 2 * d.layers * d.heads * d.rows * d.cols) throw new Error('size');
