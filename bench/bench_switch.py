@@ -1,7 +1,8 @@
 """A layer/head switch on the Attention tab: drawn in the browser vs asked of the server (issue 11).
 
 Against `python app.py` in headless Debian Chromium, at 128 and 512 tokens of the bundled 6 × 12
-BERT, side by side in one page:
+BERT (with --sizes, also of BERT-base- and BERT-large-shaped checkpoints, chosen in the page as
+"Custom BERT checkpoint"), side by side in one page:
   * browser: the head slider's input event -> the head figure shows the new head, next frame
     painted (the switch data is already in the page: it came with the tab);
   * server: the same, with the browser's switch disabled (no DecompressionStream), so every switch
@@ -14,7 +15,8 @@ checkpoints (seeded random weights, bench/shapes.py; random weights attend nearl
 which compresses differently from trained ones). Budget (DESIGN.md): switch ≤ 50 ms at 128
 tokens, ≤ 150 ms at 512; a run's bytes ≤ 1 MB at 128 tokens.
 
-    .venv/bin/python bench/bench_switch.py [--switches 12] [--no-shapes | --shapes-only]
+    .venv/bin/python bench/bench_switch.py [--switches 12] [--sizes bundled,base,large]
+                                           [--no-shapes | --shapes-only]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_browser import SWITCH_JS, ByteCounter, run_and_wait, text_of  # noqa: E402
+from engine import CUSTOM_PREFIX  # noqa: E402
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app  # noqa: E402
 from tests.test_e2e_browser import run_of, wait_tab  # noqa: E402
 
@@ -94,33 +97,50 @@ def switches(page, n: int, start: int) -> list[float]:
     return [page.evaluate(SWITCH_JS, (start + i) % 12) for i in range(n)]
 
 
-def browser_part(n_switches: int) -> None:
+def pick_checkpoint(page, folder: str) -> None:
+    """Choose "Custom BERT checkpoint" in the model list and name the folder (as a user does)."""
+    page.click("#model input")
+    page.wait_for_selector("#model ul li")
+    page.locator("#model ul li", has_text="Custom BERT checkpoint").click()
+    page.fill("#checkpoint textarea, #checkpoint input", folder)
+
+
+def browser_part(n_switches: int, sizes: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
+    folders: dict[str, str | None] = dict.fromkeys(sizes)
+    if set(sizes) - {"bundled"}:
+        from bench.shapes import make_checkpoint
+
+        folders |= {size: str(make_checkpoint(size)) for size in sizes if size != "bundled"}
     with serve_app() as (url, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for n in (128, 512):
+        for size, n in ((size, n) for size in sizes for n in (128, 512)):
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             counter = ByteCounter(page)
             page.add_init_script(KEEP_STREAM_JS)
             page.goto(url)
             page.wait_for_selector("#token-chips .ta-chip")
+            model = "bert"
+            if folders[size]:
+                pick_checkpoint(page, folders[size])
+                model = CUSTOM_PREFIX + folders[size]
             text = text_of(n)
             run_and_wait(page, text, n)
             counter.reset()
             page.evaluate("() => { window.__rxKeep = true; window.__rxText = []; }")
             page.click("#tab-attention-button")
-            wait_tab(page, "attention", timeout=60_000, run=run_of(text))
+            wait_tab(page, "attention", timeout=60_000, run=run_of(text, model))
             page.wait_for_timeout(2500)  # the switch data is decoded once, after the figures
             received = counter.reset()
             page.evaluate("() => { window.__rxKeep = false; }")
-            sizes = ", ".join(f"{k} {v / 1e3:.0f} KB" for k, v in sorted(per_output(page).items()))
-            print(f"{n} tokens, per output: {sizes}", flush=True)
+            parts = ", ".join(f"{k} {v / 1e3:.0f} KB" for k, v in sorted(per_output(page).items()))
+            print(f"{size}, {n} tokens, per output: {parts}", flush=True)
             fast = switches(page, n_switches, 1)
             page.evaluate(SERVER_ONLY)
             slow = switches(page, n_switches, 1)
             print(
-                f"{n} tokens: Attention tab received {received / 1e6:.2f} MB; head switch "
+                f"{size}, {n} tokens: Attention tab received {received / 1e6:.2f} MB; head switch "
                 f"browser median {statistics.median(fast):.0f} ms (p95 {p95(fast):.0f}, max "
                 f"{max(fast):.0f}) vs server median {statistics.median(slow):.0f} ms (p95 "
                 f"{p95(slow):.0f}): {statistics.median(slow) / statistics.median(fast):.1f}× "
@@ -199,9 +219,12 @@ def main() -> None:
     parser.add_argument("--switches", type=int, default=12)
     parser.add_argument("--no-shapes", action="store_true", help="skip the switch-data sizes")
     parser.add_argument("--shapes-only", action="store_true", help="only the switch-data sizes")
+    parser.add_argument(
+        "--sizes", default="bundled", help="models to switch heads of: bundled,base,large"
+    )
     args = parser.parse_args()
     if not args.shapes_only:
-        browser_part(args.switches)
+        browser_part(args.switches, args.sizes.split(","))
     if not args.no_shapes:
         payload_sizes()
 
