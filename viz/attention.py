@@ -595,7 +595,7 @@ def overview_figure(
         constrain="domain",
     )
     # White lines between the tiles, set at once (add_shape one by one revalidates every shape
-    # so far: 0.5 s for BERT-large's 38 lines).
+    # so far: most of BERT-large's overview time, 0.30 s → 0.08 s with the faster pooling).
     line = {"type": "line", "line": {"color": "white", "width": 2}}
     fig.update_layout(
         shapes=[
