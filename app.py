@@ -36,6 +36,8 @@ from engine import (
 )
 from lang import LOCALE, Msg, message_of, speaking, tr
 from model import PRESETS, TRAINED
+from serve.turns import MAX_IN_FLIGHT, PAGE_BUSY, STAMP, PageBusy, Pages
+from serve.unread import bound_unread, keep_no_output_values
 from ui.fill import FILL
 from ui.i18n import (
     I18N,
@@ -47,10 +49,8 @@ from ui.i18n import (
     t,
     wire_language,
 )
-from ui.kept import bound_unread, keep_no_output_values
-from ui.pages import API, MAX_IN_FLIGHT, PAGE_BUSY, STAMP, Client, PageBusy, Pages
 from ui.render import render, slide_ready
-from ui.state import SELECTION_FIELDS, Selection, ViewState, parse_link, share_link
+from ui.state import API, SELECTION_FIELDS, Client, Selection, ViewState, parse_link, share_link
 from ui.tabs import BY_ID, TAB_IDS, TABS
 from ui.tabs.base import WRAP_TITLES, Radio, Slider
 from viz.common import md_literal
@@ -81,7 +81,7 @@ STACK_LABELS = {
 }
 # One group for every event that can run a forward pass (GRADIO6.md §4): the same group and the
 # same explicit limit on each member, so deep links, tab clicks and sliders share it with Run.
-# The group admits 12 requests at once, at most 4 of them from one page (ui.pages); what they may
+# The group admits 12 requests at once, at most 4 of them from one page (serve.turns); what they may
 # compute at once is bounded inside, by the engine's two lanes (engine.CpuShare: 2 heavy passes,
 # loads or big draws, and 2 light ones), so a short text is not queued first-in-first-out behind
 # 512-token passes or a checkpoint load.
@@ -269,7 +269,7 @@ class App:
 
     def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
         """(analysis, {output: value}, seen) for the state's tab; skips what the session has.
-        ``client``: what the asking page can do (ui.pages.Client)."""
+        ``client``: what the asking page can do (ui.state.Client)."""
         tab = BY_ID[state.tab]
         analysis = self.engine.analyse(
             state.text, state.model, state.target, positions=state.positions
@@ -995,7 +995,7 @@ LAUNCH_KWARGS = {
     # The app has no file input: uploads are refused beyond a token size in every mode.
     "max_file_size": "1kb",
     # Gradio keeps a session's state for an hour after its page closes; here that is the
-    # gr.State values only (ui.kept: no copy of the outputs), for at most this many sessions.
+    # gr.State values only (serve.unread: no copy of the outputs), for at most this many sessions.
     "state_session_capacity": 200,
     # The page in the browser's language, English or 简体中文 (ui/i18n.py).
     "i18n": I18N,

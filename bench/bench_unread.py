@@ -3,7 +3,7 @@
 A script joins 100 Runs of one text on the Attention tab (~122 tokens, ~1.1 MB of figures each;
 the trace is cached, so what grows is the results) for one session, in waves of 20, and never
 reads the event stream. Each configuration runs in its own process, side by
-side in one invocation: the app's budget (ui.kept.UNREAD_BYTES, 64 MB) vs none (Gradio's own
+side in one invocation: the app's budget (serve.unread.UNREAD_BYTES, 64 MB) vs none (Gradio's own
 behaviour). Prints RSS before, after, after handing freed memory back to the OS (malloc_trim:
 what is left is held), and what the ledger counts as kept.
 

@@ -197,7 +197,8 @@ def test_a_chosen_set_of_heads_is_ablated_singly_and_together():
 def test_only_a_page_that_holds_the_head_data_gets_figures_without_numbers():
     """The head and compare figures go without z only to a page that said it can fill them and
     holds (or receives with them) the head switch data; API clients always get complete ones."""
-    from ui.pages import API, Client, page_id
+    from serve.turns import page_id
+    from ui.state import API, Client
 
     eng = Engine(device="cpu")
     analysis = eng.analyse("the cat sat on the mat", BUNDLED)

@@ -18,9 +18,9 @@ from gradio.server_messages import EstimationMessage, ProcessCompletedMessage
 
 import app
 from engine import Engine
+from serve.turns import MAX_IN_FLIGHT, PageBusy, Pages
+from serve.unread import DROPPED, SMALL, Unread, UnreadQueue, UnreadSessions
 from tests.inprocess import serve_demo
-from ui.kept import DROPPED, SMALL, Unread, UnreadQueue, UnreadSessions
-from ui.pages import MAX_IN_FLIGHT, PageBusy, Pages
 
 LONG = " ".join(["the cat sat on the mat because it was tired"] * 12)  # ~130 tokens
 

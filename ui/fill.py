@@ -1,7 +1,7 @@
 """Figures the browser fills: the head switch data, decoded once, gives their heatmaps' numbers.
 
 The Attention tab sends every head of the stack once per run (viz.attention.head_switch_data). A
-page that can decode it (DecompressionStream) says so in its stamp (ui.pages.STAMP); the server
+page that can decode it (DecompressionStream) says so in its stamp (serve.turns.STAMP); the server
 then sends the head and compare figures without z, and ``layout.meta.fill`` says which head each
 trace shows (viz.attention.without_z). This script, run once as the page opens, keeps the last
 few decoded payloads and fills such a figure's z just before Plotly draws it, so the figure is

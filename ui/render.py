@@ -7,8 +7,7 @@ import re
 
 from engine import Analysis
 from lang import message_of, tr
-from ui.pages import API, Client
-from ui.state import Selection, run_id
+from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, fixed_margins, safe
 

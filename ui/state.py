@@ -217,3 +217,22 @@ def run_id(key: tuple) -> str:
     """A short stable id of one analysed input; every output carries it, so a test (or a reader of
     the page) can tell a fresh figure from one left over from the previous run."""
     return hashlib.sha1(repr(key).encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Client:
+    """What the asking page said about itself: whether it fills figures from the head switch data
+    (ui/fill.py), and the id of the data it holds. API clients: neither."""
+
+    fills: bool = False
+    holds: str = ""
+
+    @classmethod
+    def of(cls, page: str | None) -> Client:
+        if not isinstance(page, str) or "|fill:" not in page:
+            return cls()
+        held = page.partition("|fill:")[2]
+        return cls(fills=True, holds=held if held.isalnum() and len(held) <= 32 else "")
+
+
+API = Client()  # an API client, or a page that cannot fill figures: every figure complete

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from engine import Analysis
-from ui.pages import API, Client
-from ui.state import Selection, as_int
+from ui.state import API, Client, Selection, as_int
 
 SAVE_SVG = """() => { const id = %s;
   const gd = document.querySelector(`#${id} .js-plotly-plot`);

@@ -18,7 +18,6 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 # Prepended to every Python-backed event: the last input becomes this page's id (kept on window,
 # so it lives as long as the page), followed by "|fill:<id>" when the page can fill figures' z from
@@ -33,25 +32,6 @@ STAMP = """(...args) => {
 
 
 MAX_IN_FLIGHT = 4
-
-
-@dataclass(frozen=True)
-class Client:
-    """What the asking page said about itself: whether it fills figures from the head switch data
-    (ui/fill.py), and the id of the data it holds. API clients: neither."""
-
-    fills: bool = False
-    holds: str = ""
-
-    @classmethod
-    def of(cls, page: str | None) -> Client:
-        if not isinstance(page, str) or "|fill:" not in page:
-            return cls()
-        held = page.partition("|fill:")[2]
-        return cls(fills=True, holds=held if held.isalnum() and len(held) <= 32 else "")
-
-
-API = Client()  # an API client, or a page that cannot fill figures: every figure complete
 
 
 def page_id(page: str | None) -> str | None:
