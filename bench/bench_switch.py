@@ -51,7 +51,7 @@ KEEP_STREAM_JS = """
   };
 })();
 """
-SERVER_ONLY = "() => { delete window.DecompressionStream; window.__taFill = undefined; }"
+SERVER_ONLY = "() => { delete window.DecompressionStream; window.ta.fill = undefined; }"
 
 
 def p95(xs: list[float]) -> float:
@@ -151,14 +151,14 @@ def browser_part(n_switches: int, sizes: list[str]) -> None:
         browser.close()
 
 
-# In a blank page with ui/fill.py's decoder: how long one payload takes to decode (what the head
+# In a blank page with ui/js/fill.js's decoder: how long one payload takes to decode (what the head
 # and compare figures sent without numbers wait for once per run). Each try gets a fresh id.
 DECODE_JS = """async ([data, tries]) => {
   const times = [];
   for (let i = 0; i < tries; i++) {
     const d = JSON.parse(data); d.id = `${d.id}-${i}`;
     const t0 = performance.now();
-    await window.__taFill.add(JSON.stringify(d));
+    await window.ta.fill.add(JSON.stringify(d));
     times.push(performance.now() - t0);
   }
   times.sort((a, b) => a - b);
@@ -167,16 +167,16 @@ DECODE_JS = """async ([data, tries]) => {
 
 
 def decode_ms(payloads: list[str], tries: int = 5) -> list[float]:
-    """Median milliseconds headless Chromium takes to decode each payload (ui/fill.py)."""
+    """Median milliseconds headless Chromium takes to decode each payload (ui/js/fill.js)."""
     from playwright.sync_api import sync_playwright
 
-    from ui.fill import FILL
+    from ui.js import source
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.goto("about:blank")
-        page.evaluate(f"({FILL})()")
+        page.add_script_tag(content=source("fill.js"))
         times = [page.evaluate(DECODE_JS, [data, tries]) for data in payloads]
         browser.close()
     return times

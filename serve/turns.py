@@ -2,9 +2,9 @@
 
 Gradio runs a page's events concurrently (a tab click, a slider move and a Run may all be in
 flight), so an older request can finish after a newer one and overwrite its figures. Every event
-carries its page's id (stamped in the browser, see STAMP) and runs under that page's lock, and
-view redraws read the page's latest Run from here rather than the state the browser sent with the
-event, which may predate a Run still being answered.
+carries its page's id (stamped in the browser: ta.stamp, ui/js/core.js) and runs under that
+page's lock, and view redraws read the page's latest Run from here rather than the state the
+browser sent with the event, which may predate a Run still being answered.
 
 A request waiting for its page's turn holds one of the queue's slots, so a page may have at most
 ``MAX_IN_FLIGHT`` requests admitted at once (one running, the rest waiting): beyond that a request
@@ -19,17 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
-# Prepended to every Python-backed event: the last input becomes this page's id (kept on window,
-# so it lives as long as the page), followed by "|fill:<id>" when the page can fill figures' z from
-# the head switch data (ui/fill.py; it needs DecompressionStream) and holds the data <id> ("" when
-# none yet). gradio_client calls send "" and are ordered per session.
-STAMP = """(...args) => {
-  window.__taPage = window.__taPage ||
-    (window.crypto && crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
-  const fill = window.__taFill && window.__taFill.ok() ? '|fill:' + window.__taFill.held : '';
-  args[args.length - 1] = window.__taPage + fill;
-  return args; }"""
-
+from lang import Msg
 
 MAX_IN_FLIGHT = 4
 
@@ -50,6 +40,13 @@ class PageBusy(Exception):
 
     def __init__(self) -> None:
         super().__init__(PAGE_BUSY.format(n=MAX_IN_FLIGHT))
+        self.said = Msg(PAGE_BUSY, n=MAX_IN_FLIGHT)  # in the asking page's language
+
+
+def client_address(request) -> str | None:
+    """The asking client's network address (the connecting peer), None when unknown."""
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None)
 
 
 class Pages:
@@ -72,7 +69,7 @@ class Pages:
             return entry
 
     @contextlib.contextmanager
-    def turn(self, page: str | None) -> Iterator[None]:
+    def turn(self, page: str | None, address: str | None = None) -> Iterator[None]:
         """Run the body alone among this page's requests (no-op without a page id); raises
         PageBusy when the page already has ``max_in_flight`` requests admitted."""
         page = page_id(page)

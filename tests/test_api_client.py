@@ -81,7 +81,9 @@ def test_run_is_the_only_public_endpoint(client):
     names = [p["parameter_name"] for p in params]
     import app
 
-    assert names == [n for n in app.API_NAMES if n != "tab"]  # "tab" is per-session state
+    assert names == app.API_NAMES  # "tab": which tab to draw (a page's browser says its own)
+    tab = next(p for p in params if p["parameter_name"] == "tab")
+    assert tab["parameter_default"] == "tokens"
     assert names[:7] == ["text", "model", "checkpoint", "target", "second", "snapshot", "positions"]
     assert names[-1] == "page" and "layer" in names and "head_b" in names
     # The page's language: a named parameter, English by default, labelled in English.

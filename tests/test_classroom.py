@@ -281,7 +281,7 @@ def hover_numbers(z) -> list[str]:
 # A figure's heatmaps' z as plain nested lists (as Plotly holds them: rows of typed arrays).
 Z_JS = "%s._fullData.map((t) => Array.from(t.z, (row) => Array.from(row)))"
 # From now on the page cannot fill figures: the server sends complete ones, and draws each head.
-NO_FILL = "() => { delete window.DecompressionStream; window.__taFill = undefined; }"
+NO_FILL = "() => { delete window.DecompressionStream; window.ta.fill = undefined; }"
 
 
 def set_slider(page, elem_id: str, value: int) -> None:
@@ -477,12 +477,12 @@ def test_figures_sent_without_numbers_show_the_servers_numbers(slow_app, page):
 # The head figure again, as a late response of an older run would bring it: without z, its
 # meta.fill naming the data the page holds (the newer run's).
 LATE_FIGURE_OF_AN_OLDER_RUN = f"""async () => {{
-  const gd = {HEAD_GD}, held = window.__taFill.held;
+  const gd = {HEAD_GD}, held = window.ta.fill.held;
   const data = gd.data.map((t) => ({{...t, z: null}}));
   const layout = {{...gd.layout, meta: {{...gd.layout.meta, run: 'an-older-run',
     fill: {{...gd.layout.meta.fill, data: held}}}}}};
   await window.Plotly.react(gd, data, layout);
-  return {{z: gd.data[0].z ?? null, fills: window.__taFill.ok()}};
+  return {{z: gd.data[0].z ?? null, fills: window.ta.fill.ok()}};
 }}"""
 
 

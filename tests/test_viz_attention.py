@@ -422,7 +422,8 @@ def test_attention_views_draw_in_chromium(long_traces, tmp_path):
 
 
 def decode_switch_data(data: dict) -> np.ndarray:
-    """What the browser's SWITCH_HEAD decodes: (L, H, rows, cols) hover numbers, NaN = hidden."""
+    """What the browser's head switch (ta.switchHead) decodes: (L, H, rows, cols) hover numbers,
+    NaN = hidden."""
     import base64
     import zlib
 
@@ -505,9 +506,9 @@ def test_three_panel_colour_bars_sit_under_the_panels(bert, make):
 
 
 def fill_like_the_browser(fig: go.Figure, data: dict) -> go.Figure:
-    """What ui/fill.py does to a figure sent without z: each trace's z from the decoded payload
+    """What ui/js/fill.js does to a figure sent without z: each trace's z from the decoded payload
     ([layer, head]: its shown numbers, a hidden cell as meta.fill.hidden; [la, ha, lb, hb]: the
-    difference of the shown numbers, hidden as 0), stored as float32 as ui/fill.py stores them."""
+    difference of the shown numbers, hidden as 0), stored as float32 as the page stores them."""
     sent = json.loads(fig.to_json())
     spec = sent["layout"]["meta"]["fill"]
     assert spec["data"] == data["id"]
@@ -588,13 +589,13 @@ def test_a_slim_figure_is_much_smaller_than_the_full_one(long_traces):
 @pytest.mark.browser
 @pytest.mark.parametrize("native_base64", [True, False])
 def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, native_base64):
-    """ui/fill.py's decoder, in Chromium, with the browser's base64 decoder and without it (an
-    older browser): every head of a masked stack gives the hover numbers and gaps the payload
-    holds (decoded in Python here) and A − B is their difference."""
+    """The page's decoder (ui/js/fill.js), in Chromium, with the browser's base64 decoder and
+    without it (an older browser): every head of a masked stack gives the hover numbers and gaps
+    the payload holds (decoded in Python here) and A − B is their difference."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    from ui.fill import FILL
+    from ui.js import source
 
     tr = families["seed003-encdec"]
     data = {**A.head_switch_data(tr, "decoder"), "id": "d1", "run": "r1"}
@@ -606,9 +607,9 @@ def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, nat
             page.goto("about:blank")
             if not native_base64:
                 page.evaluate("() => { delete Uint8Array.fromBase64; }")
-            page.evaluate(f"({FILL})()")
+            page.add_script_tag(content=source("fill.js"))
             shown = page.evaluate(
-                """async (src) => { const fill = window.__taFill, d = await fill.add(src);
+                """async (src) => { const fill = window.ta.fill, d = await fill.add(src);
                   const rows = (z) => z.map((row) => Array.from(row, (v) => (v !== v ? null : v)));
                   const heads = [];
                   for (let l = 0; l < d.layers; l++) for (let h = 0; h < d.heads; h++) {

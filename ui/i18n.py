@@ -1,4 +1,4 @@
-"""The page's words in English and 简体中文, through Gradio's own i18n (GRADIO6.md §2).
+"""The page's words in English and 简体中文, through Gradio's own i18n (gr.I18n).
 
 Code keeps its English text where it is and wraps it: ``label=t("Layer")``. ``t`` returns a
 ``gr.I18n`` marker whose key is a short hash of the English, so the browser shows the page in its
@@ -74,10 +74,8 @@ def plain_headers(dataset: gr.Dataset) -> list[str]:
 def relabel_examples(elem_id: str, keys: list[str]) -> str:
     """A load event's JS: the examples table ``#elem_id`` names its headers and models (``keys``,
     from ``plain_headers``) in the page's language, and again whenever the language changes or
-    the table redraws (a page turn). Gradio's Dataset never translates them itself."""
-    return RELABEL_EXAMPLES.replace("ELEM_ID", json.dumps(elem_id)).replace(
-        "KEYS", json.dumps(keys)
-    )
+    the table redraws (a page turn; ta.relabelExamples in ui/js/language.js)."""
+    return f"() => ta.relabelExamples({json.dumps(elem_id)}, {json.dumps(keys)})"
 
 
 EN = {key_of(en): en for en in ZH_TEXT}
@@ -105,90 +103,6 @@ class Blocks(gr.Blocks):
         return info
 
 
-# The in-page switch: Gradio's changeLocale lives in its hashed "core" chunk, which the page has
-# already loaded; importing the same URL returns that very module. Without it (a future Gradio
-# renamed the chunk or the export), the footer's Settings → Language still works.
-# tests/test_language_and_screens.py pins this against the installed Gradio.
-SET_LOCALE = """async (lang) => {
-  if (!lang) return;
-  const core = performance.getEntriesByType('resource').map((r) => r.name)
-    .find((u) => /\\/assets\\/core-[\\w-]+\\.js$/.test(u));
-  if (!core) return;
-  const mod = await import(core);
-  if (typeof mod.changeLocale !== 'function') return;
-  mod.changeLocale(lang);
-  try { localStorage.setItem('ta-lang', lang); } catch (e) {}
-  /* Gradio relabels a tab's button only once that tab has been opened: name the others here,
-     from the same dictionaries (a tab that opens later gets the same words from Gradio). */
-  await new Promise((done) => setTimeout(done, 50));
-  const words = window.gradio_config?.i18n_translations || {};
-  const keyOf = {};
-  for (const loc in words) for (const k in words[loc]) keyOf[words[loc][k]] = k;
-  const pick = (k) => (words[lang] || {})[k] || (words[lang.split('-')[0]] || {})[k]
-    || (words.en || {})[k];
-  for (const button of document.querySelectorAll('.tab-wrapper button')) {
-    for (const node of button.childNodes) {
-      const k = node.nodeType === 3 && keyOf[node.nodeValue.trim()];
-      if (k && pick(k)) node.nodeValue = pick(k);
-    }
-  }
-}"""
-# Text nodes inside the table whose words are one of KEYS' translations, in any language, are
-# said in <html lang>'s (Gradio sets it on every locale change). Setting a node to the words it
-# already has changes nothing, so the observer's own writes end the loop.
-RELABEL_EXAMPLES = """() => {
-  const words = window.gradio_config?.i18n_translations || {};
-  const keyOf = {};
-  for (const loc in words) for (const k of KEYS) if (words[loc]?.[k]) keyOf[words[loc][k]] = k;
-  const pick = (lang, k) => (words[lang] || {})[k] || (words[lang.split('-')[0]] || {})[k]
-    || (words.en || {})[k];
-  const relabel = (box) => {
-    const lang = document.documentElement.lang || 'en';
-    const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
-    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
-      const text = node.nodeValue.trim(), k = keyOf[text], want = k && pick(lang, k);
-      if (want && want !== text) node.nodeValue = node.nodeValue.replace(text, want);
-    }
-  };
-  const start = (tries) => {
-    const box = document.getElementById(ELEM_ID);
-    if (!box) return tries > 0 && setTimeout(() => start(tries - 1), 200);
-    const again = () => relabel(box);
-    again();
-    new MutationObserver(again).observe(box, {subtree: true, childList: true, characterData: true});
-    new MutationObserver(again).observe(document.documentElement,
-                                        {attributes: true, attributeFilter: ['lang']});
-  };
-  start(50);
-}"""
-# The language the page speaks (a JS expression): ?lang=… (a link), else the last choice on this
-# browser, else the browser's own language as Gradio chose it.
-WANTED_LANG = """(() => {
-  const wanted = new URLSearchParams(location.search).get('lang')
-    || (() => { try { return localStorage.getItem('ta-lang'); } catch (e) { return null; } })();
-  const known = {en: 'en', 'en-us': 'en', 'en-gb': 'en', zh: 'zh-CN', 'zh-cn': 'zh-CN',
-                 'zh-hans': 'zh-CN'};
-  return (wanted && known[wanted.toLowerCase()]) || null; })()"""
-PAGE_LANG = f"""({WANTED_LANG} || ((document.documentElement.lang || 'en').toLowerCase()
-  .startsWith('zh') ? 'zh-CN' : 'en'))"""
-# As the page opens: the switch then shows the locale in use. The first view came with the page,
-# drawn in English: a page that opens in Chinese with no link to open (a link is drawn in the
-# page's language anyway) asks the server to draw it again (#relang-go, app.App.on_language).
-LOAD_LOCALE = (
-    """async () => {
-  const set = SET_LOCALE;
-  const wanted = WANTED_LANG;
-  if (wanted && wanted !== document.documentElement.lang) await set(wanted);
-  const lang = PAGE_LANG;
-  const link = [...new URLSearchParams(location.search).keys()].some((k) => k !== 'lang');
-  if (lang !== 'en' && !link) setTimeout(() => document.querySelector('#relang-go')?.click(), 0);
-  return lang;
-}""".replace("SET_LOCALE", SET_LOCALE)
-    .replace("WANTED_LANG", WANTED_LANG)
-    .replace("PAGE_LANG", PAGE_LANG)
-)
-
-
 def language_switch() -> gr.Radio:
     """The visible switch: English | 简体中文 (wired by ``wire_language``)."""
     return gr.Radio(
@@ -205,5 +119,5 @@ def language_switch() -> gr.Radio:
 def wire_language(demo: gr.Blocks, switch: gr.Radio) -> None:
     """Browser-only events (no request, not in the API): apply ?lang / the saved choice on load,
     and change the locale when the switch is used."""
-    demo.load(fn=None, js=LOAD_LOCALE, outputs=[switch])
-    switch.input(fn=None, js=SET_LOCALE, inputs=[switch])
+    demo.load(fn=None, js="() => ta.loadLocale()", outputs=[switch])
+    switch.input(fn=None, js="(lang) => ta.setLocale(lang)", inputs=[switch])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, fields, replace
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from lang import tr
 
@@ -128,17 +128,73 @@ def share_link(state: ViewState) -> str:
     return "?" + urlencode(query)
 
 
-def parse_link(
-    query: str, models: set[str], tabs: tuple[str, ...], default: ViewState
-) -> tuple[ViewState, list[str]]:
-    """A deep link's ViewState (``default`` where a parameter is absent) and a sentence for every
-    parameter that was invalid and therefore ignored."""
-    params = {k: v[-1] for k, v in parse_qs(query.lstrip("?"), max_num_fields=64).items()}
-    invalid: list[str] = []
-    values: dict = {}
-    for name in ("text", "target", "second"):
+MAX_LINK_PARAMETERS = 64  # a link never needs more: the rest are ignored, with a note
+CHOICES = {
+    "stack": STACKS,
+    "bertviz_view": BERTVIZ_VIEWS,
+    "scale": SCALES,
+    "measure": MEASURES,
+    "ablation": ABLATIONS,
+}
+
+
+def link_params(query: str) -> tuple[dict[str, str], list[str]]:
+    """A query string's parameters (the last value of each; at most MAX_LINK_PARAMETERS read)."""
+    pairs = parse_qsl(str(query).lstrip("?")[:400_000])  # 20,000 CJK characters, escaped
+    invalid = []
+    if len(pairs) > MAX_LINK_PARAMETERS:
+        invalid.append(
+            tr(
+                "The link has more than {n} parameters; only the first {n} were read.",
+                n=MAX_LINK_PARAMETERS,
+            )
+        )
+    return dict(pairs[:MAX_LINK_PARAMETERS]), invalid
+
+
+def link_selection(params: dict[str, str], invalid: list[str]) -> dict:
+    """The selection fields a link sets; a sentence in ``invalid`` for each it could not read."""
+    sel: dict = {}
+    for name in INT_FIELDS:
         if name in params:
-            values[name] = params[name][:20_000]
+            raw = params[name]
+            if re.fullmatch(r"\d{1,4}", raw.strip()):
+                sel[name] = int(raw)
+            else:
+                invalid.append(
+                    tr("{name}={value} is not a whole number", name=name, value=repr(raw[:20]))
+                )
+    for name, allowed in CHOICES.items():
+        if name in params:
+            if params[name] in allowed:
+                sel[name] = params[name]
+            else:
+                invalid.append(
+                    tr(
+                        "{name}={value} is not {allowed}",
+                        name=name,
+                        value=repr(params[name][:20]),
+                        allowed=tr(" or ").join(allowed),
+                    )
+                )
+    if "dims" in params:
+        sel["dims"] = params["dims"][:200]
+    if "heads_set" in params:
+        sel["heads_set"] = params["heads_set"][:400]
+    if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
+        layer, head = sel.get("layer", 0), sel.get("head", 0)
+        sel.setdefault("layer_a", layer)
+        sel.setdefault("head_a", head)
+        sel.setdefault("layer_b", layer)
+        sel.setdefault("head_b", head + 1)
+    return sel
+
+
+def link_inputs(params: dict[str, str], models, tabs, invalid: list[str]) -> dict:
+    """The run inputs and the tab a link sets; a sentence in ``invalid`` for each it refused."""
+    values: dict = {
+        name: params[name][:20_000] for name in ("text", "target", "second") if name in params
+    }
     if "model" in params:
         if params["model"] in models:
             values["model"] = params["model"]
@@ -157,60 +213,42 @@ def parse_link(
                     tabs=", ".join(tabs),
                 )
             )
-    sel: dict = {}
-    for name in INT_FIELDS:
-        if name in params:
-            raw = params[name]
-            if re.fullmatch(r"\d{1,4}", raw.strip()):
-                sel[name] = int(raw)
-            else:
-                invalid.append(
-                    tr("{name}={value} is not a whole number", name=name, value=repr(raw[:20]))
-                )
-    choices = {
-        "stack": STACKS,
-        "bertviz_view": BERTVIZ_VIEWS,
-        "scale": SCALES,
-        "measure": MEASURES,
-        "ablation": ABLATIONS,
-    }
-    for name, allowed in choices.items():
-        if name in params:
-            if params[name] in allowed:
-                sel[name] = params[name]
-            else:
-                invalid.append(
-                    tr(
-                        "{name}={value} is not {allowed}",
-                        name=name,
-                        value=repr(params[name][:20]),
-                        allowed=tr(" or ").join(allowed),
-                    )
-                )
     if "pe" in params:
         if params["pe"] in ("on", "off"):
             values["positions"] = params["pe"] == "on"
         else:
             invalid.append(tr("pe={value} is not on or off", value=repr(params["pe"][:20])))
-    if "dims" in params:
-        sel["dims"] = params["dims"][:200]
-    if "heads_set" in params:
-        sel["heads_set"] = params["heads_set"][:400]
-    # "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
-    known = {"text", "target", "second", "model", "tab", "pe", "present", "lang", *SELECTION_FIELDS}
+    return values
+
+
+# "present" and "lang" are read by the browser alone (presentation mode, the page's language).
+LINK_PARAMETERS = (
+    "text",
+    "target",
+    "second",
+    "model",
+    "tab",
+    "pe",
+    "present",
+    "lang",
+    *SELECTION_FIELDS,
+)
+
+
+def parse_link(
+    query: str, models: set[str], tabs: tuple[str, ...], default: ViewState
+) -> tuple[ViewState, list[str]]:
+    """A deep link's ViewState (``default`` where a parameter is absent) and a sentence for every
+    parameter that was invalid and therefore ignored."""
+    params, invalid = link_params(query)
+    values = link_inputs(params, models, tabs, invalid)
+    sel = link_selection(params, invalid)
     invalid += [
         tr("{name} is not a link parameter", name=repr(name[:20]))
         for name in params
-        if name not in known
+        if name not in LINK_PARAMETERS
     ]
-    if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
-        layer, head = sel.get("layer", 0), sel.get("head", 0)
-        sel.setdefault("layer_a", layer)
-        sel.setdefault("head_a", head)
-        sel.setdefault("layer_b", layer)
-        sel.setdefault("head_b", head + 1)
-    state = replace(default, **values, sel=replace(default.sel, **sel))
-    return state, invalid
+    return replace(default, **values, sel=replace(default.sel, **sel)), invalid
 
 
 def run_id(key: tuple) -> str:
@@ -222,7 +260,7 @@ def run_id(key: tuple) -> str:
 @dataclass(frozen=True)
 class Client:
     """What the asking page said about itself: whether it fills figures from the head switch data
-    (ui/fill.py), and the id of the data it holds. API clients: neither."""
+    (ui/js/fill.js), and the id of the data it holds. API clients: neither."""
 
     fills: bool = False
     holds: str = ""

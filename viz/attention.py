@@ -730,7 +730,7 @@ def without_z(fig: go.Figure, data_id: str, cells: list[list[int]], hidden: floa
     ``data_id``: ``layout.meta["fill"]`` names, trace by trace, the head it shows ([layer, head])
     or the difference it shows ([layer_a, head_a, layer_b, head_b]: A − B of the shown numbers),
     and what a hidden cell shows (None: a gap); the page rebuilds each z from the data before
-    Plotly draws (ui/fill.py). The caller checks that the data covers exactly these cells."""
+    Plotly draws (ui/js/fill.js). The caller checks that the data covers exactly these cells."""
     assert len(cells) == len(fig.data)
     for cells_trace in fig.data:
         cells_trace.z = None

@@ -17,57 +17,9 @@ from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz import attention
 from viz.attention import CAPTIONS
 
-# A click on an overview tile writes "layer,head,time" into a hidden HTML component, whose change
-# event selects that head (gr.Plot itself has no click event). Plotly re-mounts on every new
-# figure, so new plots are hooked as they appear.
-PICK_TILE = r"""
-const hook = () => {
-  for (const gd of document.querySelectorAll('#overview-plot .js-plotly-plot')) {
-    if (gd.__taPick || !gd.on) continue;
-    gd.__taPick = true;
-    gd.on('plotly_click', (ev) => {
-      const p = ev && ev.points && ev.points[0];
-      if (!p) return;
-      const l = /^L(\d+)/.exec(String(p.y)), h = /^H(\d+)/.exec(String(p.x));
-      if (l && h) props.value = `${l[1]},${h[1]},${Date.now()}`;
-    });
-  }
-};
-hook();
-setInterval(hook, 300);
-"""
-
-# Draws another head into the head view from the run's payload (viz.attention.head_switch_data,
-# kept in the hidden #head-data box and decoded once by ui/fill.py): no request. Resolves true when
-# the figure shows that head, false when it cannot (no payload yet, the figure is from another
-# run, or the browser lacks DecompressionStream): the server draws it then.
-# The "Link to this view" in the status line follows the switch.
-SWITCH_HEAD = r"""async (layer, head, data) => { try {
-  const gd = document.querySelector('#head-plot .js-plotly-plot'), fill = window.__taFill;
-  if (!data || !fill || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
-  const d = await fill.add(data), meta = gd.layout.meta;
-  if (!d || meta.run !== d.run || !Array.isArray(meta.head)) return false;
-  const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
-  const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
-  if (meta.head[0] !== L || meta.head[1] !== H) {
-    const was = d.titles[meta.head[0]]?.[meta.head[1]];
-    const shown = String(gd.layout.title.text ?? '');  /* maybe wrapped for a phone: */
-    const title = shown === gd.__taWrapped ? gd.__taTitle : shown;  /* see WRAP_TITLES */
-    meta.head = [L, H];
-    if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
-    await window.Plotly.update(gd, {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]},
-      {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
-  }
-  const link = document.querySelector('#status a[href^="?"]');
-  if (link) {
-    const q = new URLSearchParams(link.getAttribute('href').slice(1));
-    q.set('layer', L); q.set('head', H);
-    link.setAttribute('href', '?' + q.toString());
-  }
-  return true;
-} catch (e) { return false; } }"""
-# The payload is decoded as it arrives, so the figures that come with it can be filled at once.
-KEEP_DATA = "(data) => { window.__taFill?.add(data); }"
+# The head switch's two sides: here, the data every head is drawn from (switch_data) and the
+# figures; in the browser, ta.switchHead (ui/js/figures.js), which redraws the head view from
+# that data with no request, and ta.tilePicker, which turns an overview tile's click into a pick.
 
 
 def build() -> Built:
@@ -97,9 +49,11 @@ def build() -> Built:
             "head_b": Slider(0, 11, value=1, step=1, label=t("B: head"), elem_id="head-b"),
         }
     compare_plot = plot("compare-plot")
-    picker = gr.HTML("", js_on_load=PICK_TILE, elem_id="overview-pick", elem_classes="ta-hidden")
-    head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for SWITCH_HEAD
-    head_data.change(fn=None, js=KEEP_DATA, inputs=[head_data])
+    picker = gr.HTML(
+        "", js_on_load="ta.tilePicker(props)", elem_id="overview-pick", elem_classes="ta-hidden"
+    )
+    head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for ta.switchHead
+    head_data.change(fn=None, js="(data) => ta.keepData(data)", inputs=[head_data])
     outputs = {
         "head_plot": head_plot,
         "head_data": head_data,
@@ -186,7 +140,7 @@ def makers(view: View) -> dict:
         return untrained_note(fig, random)
 
     # A page that holds the payload gets the head and compare figures without their numbers,
-    # which it has already (ui/fill.py): the same numbers are not sent twice.
+    # which it has already (ui/js/fill.js): the same numbers are not sent twice.
     def head_plot():
         fig = attention.head_figure(trace, sel.stack, sel.layer, sel.head, scale=sel.scale)
         if data_id := fill_id(view, trace, sel):
@@ -220,6 +174,5 @@ TAB = Tab(
         "compare_plot": ("stack", "layer_a", "head_a", "layer_b", "head_b", "scale", "measure"),
     },
     in_browser={"head_plot": ("layer", "head")},
-    switch=SWITCH_HEAD,
     switch_inputs=("layer", "head", "head_data"),
 )

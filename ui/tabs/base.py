@@ -11,79 +11,12 @@ import gradio as gr
 from engine import Analysis
 from ui.state import API, Client, Selection, as_int
 
-SAVE_SVG = """() => { const id = %s;
-  const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  if (!gd || !window.Plotly) return;
-  const name = gd._context?.toImageButtonOptions?.filename || id;
-  window.Plotly.downloadImage(gd, {format: 'svg', filename: name}); }"""
-
-
-# Long figure titles on a narrow screen (a 390 px phone): Plotly never wraps a title, and the part
-# beyond the figure's width is cut. After each draw, every title line wider than the figure is
-# broken at its last space, "·" or Chinese punctuation that fits (inside <sup> too), and the top
-# margin grows by a line per break. The unwrapped title stays on the figure (gd.__taTitle) for
-# the head switch (SWITCH_HEAD), which replaces the head's part of it. The measuring waits for the
-# frame after the draw: measured at once, it forced a layout of the whole page inside every draw
-# (5 ms of a 128-token head switch's ~30).
-WRAP_TITLES = r"""() => {
-  const fits = (gd) => {
-    const text = String(gd.layout?.title?.text ?? '');
-    if (!text || text === gd.__taWrapped) return;
-    gd.__taTitle = text;
-    gd.__taBase = gd.__taBase ?? gd.layout.margin?.t ?? 48;
-    const lines = [...gd.querySelectorAll('.gtitle tspan.line')];
-    const room = gd.getBoundingClientRect().width * 0.98 - 12;
-    const parts = text.split(/<br\s*\/?>/i);
-    if (!lines.length || lines.length !== parts.length || room < 100) return;
-    let added = 0;
-    const out = parts.map((part, i) => {
-      const width = lines[i].getComputedTextLength();
-      if (width <= room) return part;
-      const units = part.match(/<[^>]+>|&#?\w+;|[\s\S]/g) || [];
-      const seen = units.filter((u) => !u.startsWith('<')).length;
-      const budget = Math.max(8, Math.floor(seen * room / width));
-      const pieces = []; let piece = [], count = 0, cut = -1, sup = false, supAtCut = false;
-      for (const u of units) {
-        piece.push(u);
-        if (u.toLowerCase() === '<sup>') sup = true;
-        if (u.toLowerCase() === '</sup>') sup = false;
-        if (u.startsWith('<')) continue;
-        count += 1;
-        if (/[\s·，；：、—]/.test(u)) { cut = piece.length; supAtCut = sup; }
-        if (count >= budget) {
-          const at = cut > piece.length / 3 ? cut : piece.length;
-          const inSup = at === cut ? supAtCut : sup;
-          pieces.push(piece.slice(0, at).join('') + (inSup ? '</sup>' : ''));
-          piece = (inSup ? ['<sup>'] : []).concat(piece.slice(at));
-          count = piece.filter((v) => !v.startsWith('<')).length; cut = -1;
-        }
-      }
-      pieces.push(piece.join(''));
-      added += pieces.length - 1;
-      return pieces.join('<br>');
-    });
-    if (!added) return;
-    gd.__taWrapped = out.join('<br>');
-    const top = gd.__taBase + 15 * added;
-    window.Plotly.relayout(gd, {'title.text': gd.__taWrapped, 'margin.t': top});
-  };
-  const hook = () => {
-    for (const gd of document.querySelectorAll('#tabs .js-plotly-plot')) {
-      if (gd.__taWrap || !gd.on || !window.Plotly) continue;
-      gd.__taWrap = true;
-      gd.on('plotly_afterplot', () => requestAnimationFrame(() => setTimeout(() => fits(gd))));
-      fits(gd);
-    }
-  };
-  setInterval(hook, 300);
-}"""
-
 
 def plot(elem_id: str) -> gr.Plot:
     """A figure with Plotly's camera (a 3× PNG, see ui.render.slide_ready) and an SVG button."""
     svg = gr.Button("SVG", size="sm", elem_id=f"{elem_id}-svg")
     component = gr.Plot(elem_id=elem_id, show_label=False, buttons=[svg])
-    svg.click(fn=None, js=SAVE_SVG % json.dumps(elem_id))
+    svg.click(fn=None, js=f"() => ta.saveSvg({json.dumps(elem_id)})")
     return component
 
 
@@ -156,10 +89,10 @@ class Tab:
     needs_batch: bool = False  # draws from a two-text padded batch (the Masks view)
     lazy: tuple[str, ...] = ()  # outputs drawn only by their action button, not with the tab
     # output -> the selection fields whose change the browser redraws by itself (no request),
-    # with ``switch``: an async JS function of the values named in ``switch_inputs`` (selection
-    # fields or this tab's outputs) that redraws them and resolves false when it could not.
+    # with ``ta.switches[<tab id>]`` (ui/js/figures.js): an async JS function of the values named
+    # in ``switch_inputs`` (selection fields or this tab's outputs) that redraws them and resolves
+    # false when it could not.
     in_browser: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    switch: str = ""
     switch_inputs: tuple[str, ...] = ()
 
     @property

@@ -1,24 +1,36 @@
-"""Figures the browser fills: the head switch data, decoded once, gives their heatmaps' numbers.
+/* Transformer Anatomy's page code, part 2 of 4: figures the browser fills.
 
-The Attention tab sends every head of the stack once per run (viz.attention.head_switch_data). A
-page that can decode it (DecompressionStream) says so in its stamp (serve.turns.STAMP); the server
-then sends the head and compare figures without z, and ``layout.meta.fill`` says which head each
-trace shows (viz.attention.without_z). This script, run once as the page opens, keeps the last
-few decoded payloads and fills such a figure's z just before Plotly draws it, so the figure is
-drawn once, complete, and Plotly's PNG/SVG downloads show the numbers. SWITCH_HEAD
-(ui/tabs/attention.py) uses the same decoder.
-"""
+   The Attention tab sends every head of the stack once per run (viz.attention.head_switch_data):
+   three-decimal weights as uint16 byte planes, key-major, zlib, base64. A page that can decode
+   it (DecompressionStream) says so in its stamp (ta.stamp); the server then sends the head and
+   compare figures without z, and layout.meta.fill says which head each trace shows
+   (viz.attention.without_z). ta.fill keeps the last few decoded payloads and fills such a
+   figure's z just before Plotly draws it, so the figure is drawn once, complete, and Plotly's
+   PNG/SVG downloads show the numbers. The head switch (figures.js) uses the same decoder.
 
-from __future__ import annotations
+   ta.fill: add(json) -> Promise(decoded | null); get(id) waits for the data `id`;
+   z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added;
+   ok(): the page can fill figures. A figure is filled only from the data whose id it names
+   (which includes the run), so a late fill never paints another run's numbers. Data that never
+   arrives or fails to decode draws the figure without numbers once and turns filling off for
+   the page (the server sends complete figures from the next event on).
 
-# window.__taFill: add(json) -> Promise(decoded data | null); get(id) waits for the data `id`;
-# z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added; ok(): the
-# page can fill figures. A figure is filled only from the data whose id it names (which includes
-# the run), so a late fill never paints another run's numbers. Data that never arrives or fails
-# to decode draws the figure without numbers once and turns filling off for the page (the server
-# sends complete figures from the next event on).
-FILL = r"""() => {
-  if (window.__taFill) return;
+   Gradio draws every server figure with Plotly.react, and exposes Plotly only as window.Plotly:
+   this file wraps that one function, which is also the page's one "a figure was drawn" event
+   (ta.onDraw: titles wrap, tiles become clickable, the head switch re-applies the sliders). */
+(() => {
+  const ta = (window.ta = window.ta || {});
+  ta.drawHooks = ta.drawHooks || [];
+  ta.onDraw = (gd) => { for (const hook of ta.drawHooks) { try { hook(gd); } catch (e) {} } };
+  /* After Plotly.react's promise: the figure is on screen. */
+  const drawn = (gd, result) => {
+    Promise.resolve(result).then(() => {
+      const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
+      if (el) ta.onDraw(el);
+    });
+    return result;
+  };
+
   const NAN = 65535, KEEP = 4, WAIT_MS = 15000;
   const datas = new Map(), waiting = new Map();
   let lastSrc = null, lastReady = Promise.resolve(null), broken = false, trapped = false;
@@ -107,7 +119,7 @@ FILL = r"""() => {
     const react = P.react;
     P.react = function (gd, data, layout) {
       const spec = layout && layout.meta && layout.meta.fill;
-      if (!spec || !Array.isArray(data)) return react.apply(this, arguments);
+      if (!spec || !Array.isArray(data)) return drawn(gd, react.apply(this, arguments));
       const self = this, args = arguments;
       return fill.get(spec.data).then((d) => {
         if (d && d.id === spec.data && d.run === layout.meta.run) {
@@ -115,7 +127,7 @@ FILL = r"""() => {
         } else {
           broken = true;
         }
-        return react.apply(self, args);
+        return drawn(gd, react.apply(self, args));
       });
     };
     P.__taFill = true;
@@ -130,5 +142,5 @@ FILL = r"""() => {
       trapped = true;
     } catch (e) { trapped = false; }
   }
-  window.__taFill = fill;
-}"""
+  ta.fill = fill;
+})();

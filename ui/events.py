@@ -1,0 +1,258 @@
+"""Every event of the page, registered by one helper (``Wiring.on``).
+
+What every Python event needs is applied here once:
+
+- **the tail**: after its own inputs, every event reads the selection controls, the visible tab,
+  the page's language and the page's id (stamped by the browser, ta.stamp in ui/js/core.js); the
+  handler gets them as one ``Ask``;
+- **the page's turn** (serve.turns): one event at a time per page, and the caps per page and per
+  client address (a sentence beyond them);
+- **the language**: everything the server writes is said in the page's language (lang.speaking);
+- **one sentence instead of a traceback**: a handler that raises answers with the status line;
+- **a complete answer**: outputs a handler does not name are left as they are (``gr.skip()``),
+  so no event ever fails with "didn't return enough output values";
+- **the concurrency group** (``BOUND``) and, for runs, **the stale marker**.
+
+Events that only the browser handles call ``ta.<name>`` (ui/js/). Handlers are in ui/handlers.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+
+import gradio as gr
+
+from lang import speaking, tr
+from serve.turns import PageBusy, Pages, client_address
+from ui.handlers import RUN_INPUTS, Ask, Views, said
+from ui.i18n import relabel_examples, wire_language
+from ui.layout import Page
+from ui.state import SELECTION_FIELDS, Client, Selection
+from ui.status import status_markdown
+from ui.tabs import TAB_IDS, TABS
+
+# One group for every event that can run a forward pass, with the same explicit limit on each
+# member (a group's limit is the lowest among its members): deep links, tab clicks and sliders
+# share it with Run. The group admits 12 requests at once, at most a few of them from one page
+# or one address (serve.turns); what they may compute at once is bounded inside, by the CPU
+# share's two lanes (serve.cpu: 2 heavy passes, loads or big draws, and 2 light ones), so a
+# short text is not queued first-in-first-out behind 512-token passes or a checkpoint load.
+BOUND = {"concurrency_id": "model", "concurrency_limit": 12}
+TAIL = (*SELECTION_FIELDS, "tab_box", "language", "page")
+API_TAIL = (*SELECTION_FIELDS, "tab", "lang", "page")  # the same, as the API names them
+API_NAMES = [*RUN_INPUTS, *API_TAIL]  # the Run endpoint's parameters, in order
+STAMP = "(...args) => ta.stamp(...args)"
+
+
+def ask_of(tail: Sequence, request: gr.Request | None) -> Ask:
+    """The event's tail as the handlers take it."""
+    *sel, tab, lang, page = tail
+    tab = str(tab).partition("|")[0]
+    stamp = page if isinstance(page, str) else ""
+    page_id = stamp.partition("|")[0][:64]
+    if not page_id and request is not None and request.session_hash:
+        page_id = f"api:{request.session_hash}"  # a script's calls: in order, capped too
+    return Ask(
+        tab=tab if tab in TAB_IDS else "tokens",
+        sel=Selection(*sel),
+        lang=lang if lang in ("en", "zh-CN") else "en",
+        page=page_id or None,
+        client=Client.of(stamp),
+    )
+
+
+class Wiring:
+    """Registers the page's events over its handlers."""
+
+    def __init__(self, page: Page, views: Views, turns: Pages) -> None:
+        self.page, self.views, self.turns = page, views, turns
+
+    def answer(self, handler: Callable, names: Sequence[str], outputs: Sequence[str], row, turn):
+        """The function Gradio calls: the handler in the page's turn and language, its result
+        as one value per output (named ones set, the rest left as they are). ``row``: the
+        handler's first input is the clicked table row (Gradio's SelectData). ``turn=False``:
+        capped like any event, but not waiting for the page's other events."""
+        turns, count = self.turns, len(names) + (1 if row else 0)
+
+        def fn(*values):
+            *values, request = values
+            if row:
+                values[0] = getattr(values[0], "row_value", None)
+            ask = ask_of(values[count:], request)
+            with speaking(ask.lang):
+                try:
+                    with turns.turn(ask.page if turn else None, client_address(request)):
+                        result = handler(ask, *values[:count])
+                except PageBusy as busy:
+                    result = {"status": status_markdown(None, [tr(busy.said)], None)}
+                except Exception as exc:  # one sentence; the server keeps serving
+                    result = {"status": said(exc)}
+                return [result.get(name, gr.skip()) for name in outputs]
+
+        # Gradio names the API's parameters after the signature, and fills the parameters
+        # annotated as a request or as event data itself.
+        positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params = [inspect.Parameter(n, positional) for n in [*names, *API_TAIL, "request"]]
+        fn.__annotations__ = {"request": gr.Request}
+        if row:
+            params.insert(0, inspect.Parameter("evt", positional))
+            fn.__annotations__["evt"] = gr.SelectData
+        fn.__signature__ = inspect.Signature(params)
+        fn.__name__ = getattr(handler, "__name__", "event")
+        return fn
+
+    def on(
+        self,
+        triggers: list,
+        handler: Callable,
+        inputs: Sequence[str] = (),
+        outputs: Sequence[str] = (),
+        *,
+        stale: bool = False,
+        js: str = STAMP,
+        api_name: str | None = None,
+        row: bool = False,
+        turn: bool = True,
+        **options,
+    ):
+        """Register one event: ``handler(ask, *inputs) -> {output name: value}``. The status
+        line is always an output (the error sentence goes there)."""
+        outputs = list(dict.fromkeys(["status", *outputs]))
+        fn = self.answer(handler, list(inputs), outputs, row, turn)
+        page = self.page
+        components = {
+            "inputs": [page[n] for n in [*inputs, *TAIL]],
+            "outputs": [page[n] for n in outputs],
+        }
+        visibility = {"api_name": api_name} if api_name else {"api_visibility": "private"}
+        options = {"show_progress": "hidden", "js": js, **visibility, **BOUND, **options}
+        if callable(triggers):  # one trigger that is no event of a component (a ``.then``)
+            event = triggers(fn, **components, **options)
+        else:
+            event = gr.on(triggers, fn, **components, **options)
+        if stale:  # the figures are the previous run's exactly when the stale note shows
+            event.then(fn=None, js="() => ta.answered()")
+        return event
+
+
+def wire(page: Page, views: Views, turns: Pages) -> None:
+    """Every event of the page."""
+    w, p = Wiring(page, views, turns), page
+    every = [*p.outputs, *SELECTION_FIELDS, "link_notes", "stale"]
+    run_outputs = [*every, "text", "model", "target", "checkpoint", "second", "snapshot"]
+    run_outputs += ["positions", "tabs"]
+    # The view in the address: read in the browser at once, then opened in the queue like a
+    # run (not in the page's turn: every user action cancels a pending one instead).
+    p.demo.load(
+        fn=None, js=f"() => ta.openLink({json.dumps(TAB_IDS)})", outputs=[p["text"], p["status"]]
+    )
+    deep = w.on(
+        [p["deeplink"].click],
+        views.deeplink,
+        ["link"],
+        run_outputs,
+        stale=True,
+        js="(...args) => ta.stampLink(...args)",
+        turn=False,  # a user's Run may overtake it; then it changes nothing (Views.deeplink)
+    )
+    busy = {"show_progress_on": [p["status"]], "cancels": [deep], "stale": True}
+    w.on([p["run"].click], views.run, RUN_INPUTS, every, api_name="run", **busy)
+    run_again = [p["text"].submit, p["second"].submit, p["snapshot"].input, p["positions"].input]
+    w.on(run_again, views.run, RUN_INPUTS, every, **busy)
+    w.on(p.examples.load_input_event.then, views.run, RUN_INPUTS, every, **busy)
+    # Typing or picking another model marks the figures as the previous run's until Run.
+    typing = [p[n].input for n in ("text", "target", "checkpoint", "second", "model")]
+    gr.on(typing, fn=None, js="() => ta.markStale()", outputs=[p["stale"]], cancels=[deep])
+    wire_model_boxes(p)
+    wire_tabs(w, views)
+    wire_selection(w, views)
+    # The language switch (or a Chinese page opening with no view to open, #relang-go).
+    relang = {"trigger_mode": "always_last", "show_progress_on": [p["status"]]}
+    language = [*p.outputs, "snapshot"]
+    w.on([p["language"].input], views.language, (), language, **relang)
+    w.on(
+        [p["relang"].click],
+        views.language,
+        (),
+        language,
+        js="(...args) => ta.stampLang(...args)",
+        **relang,
+    )
+    wire_language(p.demo, p["language"])
+    # ... and the examples table in the page's language (Gradio's table would show a marker).
+    p.demo.load(fn=None, js=relabel_examples("examples", p.example_words))
+
+
+def wire_model_boxes(p: Page) -> None:
+    """Another model shows the boxes it reads; cheap, so outside the queue's group."""
+    from ui.handlers import model_boxes
+
+    def on_model_pick(choice, lang="en"):
+        with speaking(lang):
+            found = model_boxes(choice)
+        return [found["target"], found["checkpoint"], found["snapshot"]]
+
+    p["model"].change(
+        on_model_pick,
+        [p["model"], p["language"]],
+        [p["target"], p["checkpoint"], p["snapshot"]],
+        api_visibility="private",
+    )
+
+
+def wire_tabs(w: Wiring, views: Views) -> None:
+    """A tab click: the browser writes the tab box only when the visible tab really changes."""
+    p = w.page
+    for tab_id, block in p.tab_blocks.items():
+        block.select(fn=None, js=f"() => ta.pickTab({json.dumps(tab_id)})", outputs=[p["tab_box"]])
+    w.on([p["tab_box"].change], views.tab, ["tab_box"], p.outputs, trigger_mode="always_last")
+
+
+def wire_selection(w: Wiring, views: Views) -> None:
+    """Selection controls, head picks and action buttons redraw what reads them, from the cache."""
+    p = w.page
+    picked = {o for t in TABS for o in t.redrawn_by("layer") | t.redrawn_by("head")}
+    pick_outputs = ["layer", "head", *sorted(picked)]
+    always_last = {"trigger_mode": "always_last"}
+    for name in p.picks:  # "layer,head" written by the browser (an overview tile's click)
+        w.on([p[name].change], views.pick, [name], pick_outputs, **always_last)
+    for table in p.row_picks:  # a clicked row of a table whose rows are heads
+        w.on([p[table].select], views.row_pick, [], pick_outputs, row=True)
+    for name in SELECTION_FIELDS:
+        redrawn = sorted({o for tab in TABS for o in tab.redrawn_by(name)})
+        # The browser redraws first where it can (ta.gate); the server only when needed.
+        trigger = p.gates[name].change if name in p.gates else p[name].input
+        w.on([trigger], selecting(views, name), (), redrawn, **always_last)
+    for action, button in p.actions.items():
+        drawn_by = sorted({o for tab in TABS for o in tab.redrawn_by(action)})
+        w.on([button.click], selecting(views, action), (), drawn_by)
+    wire_gates(p)
+
+
+def selecting(views: Views, name: str) -> Callable:
+    def handler(ask: Ask) -> dict:
+        return views.selection(ask, name)
+
+    handler.__name__ = f"select_{name}"
+    return handler
+
+
+def wire_gates(p: Page) -> None:
+    """A selection change the browser can redraw by itself (a tab's ``in_browser`` outputs)
+    goes through ta.gate, which writes the field's gate box only when the server must draw."""
+    switching = [tab for tab in TABS if tab.in_browser]
+    names = list(dict.fromkeys(n for tab in switching for n in tab.switch_inputs))
+    for name, gate in p.gates.items():
+        plan = {
+            "field": name,
+            "server": [tab.id for tab in TABS if tab.server_redraws(name)],
+            "browser": {
+                tab.id: [names.index(n) for n in tab.switch_inputs]
+                for tab in switching
+                if tab.browser_redraws(name)
+            },
+        }
+        js = f"(...args) => ta.gate({json.dumps(plan)}, ...args)"
+        p[name].input(fn=None, js=js, inputs=[p[n] for n in names], outputs=[gate])

@@ -1,0 +1,339 @@
+"""What each event does: plain functions from the view state to ``{output name: value}``.
+
+No Gradio component appears here (values may be ``gr.update(...)``): a handler is called with an
+``Ask`` (the visible tab, the selection, the page's language and id) and the event's own inputs
+by name, and returns the outputs it changes by name (ui/layout.py names them). ui/events.py
+registers them, so a handler can be tested by calling it.
+
+The page's last run and what each of its tabs already shows live in ``Sessions`` (one owner,
+server side, keyed by the page's id): a redraw reads the latest run even when the browser's
+event left before that run was answered.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+import gradio as gr
+
+from engine import (
+    CUSTOM_PREFIX,
+    MAX_CHARS,
+    Analysis,
+    Engine,
+    InputError,
+    cpu_share,
+    n_params,
+    positions_of,
+    well_formed,
+)
+from lang import LOCALE, Msg, message_of, tr
+from model import PRESETS, TRAINED
+from ui.layout import FINAL, STACK_LABELS
+from ui.render import render, slide_ready
+from ui.state import (
+    API,
+    SELECTION_FIELDS,
+    Client,
+    Selection,
+    ViewState,
+    parse_link,
+    share_link,
+)
+from ui.status import sentence, status_markdown
+from ui.tabs import BY_ID, TAB_IDS
+from viz.common import md_literal
+
+CUSTOM = "custom"
+RUN_INPUTS = ("text", "model", "checkpoint", "target", "second", "snapshot", "positions")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Who asks and what they see: the visible tab, the selection, the language, the page."""
+
+    tab: str = "tokens"
+    sel: Selection = Selection()
+    lang: str = "en"
+    page: str | None = None  # the page's id (or an API session's); None: nobody to remember
+    client: Client = API
+
+
+@dataclass
+class Session:
+    run: ViewState | None = None
+    seen: dict = field(default_factory=dict)  # tab -> the signature of what it shows
+
+
+class Sessions:
+    """Each page's last run and what its tabs show, for at most ``size`` pages (LRU)."""
+
+    def __init__(self, size: int = 1_000) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, page: str | None) -> Session:
+        if not page:
+            return Session()
+        with self._lock:
+            session = self._items.pop(page, None) or Session()
+            self._items[page] = session
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return session
+
+
+def capped(value, what: str, limit: int = MAX_CHARS) -> tuple[str, list]:
+    """A string input cut to ``limit`` characters before anything stores it, and a notice."""
+    if value is None:
+        return "", []
+    if not isinstance(value, str):
+        raise InputError(
+            Msg("{what} must be text, not {kind}.", what=Msg(what), kind=type(value).__name__)
+        )
+    value = well_formed(value)
+    if len(value) <= limit:
+        return value, []
+    notice = Msg(
+        "{what} is {n:,} characters; only the first {limit:,} were read "
+        "(no model here reads more than 512 tokens).",
+        what=Msg(what),
+        n=len(value),
+        limit=limit,
+    )
+    return value[:limit], [notice]
+
+
+def snapshot_choices(choice: str, step: int | None = None) -> dict:
+    """The snapshot picker for a model: its steps in the page's language, and the value."""
+    name = str(choice).partition("@")[0]
+    snapshots = TRAINED[name]["snapshots"] if name in TRAINED else []
+    steps = [(tr("step {step}", step=s), str(s)) for s in snapshots[:-1]]
+    steps.append((tr("final (step {step})", step=snapshots[-1]) if snapshots else FINAL, FINAL))
+    value = FINAL if step is None or not snapshots or step == snapshots[-1] else str(step)
+    return gr.update(choices=steps, value=value, visible=bool(snapshots))
+
+
+def model_boxes(choice, step: int | None = None) -> dict:
+    """Another model was picked: show the boxes it reads (target, checkpoint, snapshots)."""
+    name = str(choice).partition("@")[0]
+    arch = PRESETS[name].arch if name in PRESETS else None
+    if name in TRAINED:
+        arch = TRAINED[name]["config"]["arch"]
+    return {
+        "target": gr.update(visible=arch == "encoder-decoder"),
+        "checkpoint": gr.update(visible=choice == CUSTOM),
+        "snapshot": snapshot_choices(name, step),
+    }
+
+
+class Views:
+    """The handlers, over one engine and the page's defaults."""
+
+    def __init__(self, engine: Engine, default: ViewState, models: set[str]) -> None:
+        self.engine, self.default, self.models = engine, default, models
+        self.sessions = Sessions()
+
+    # ---- drawing ---------------------------------------------------------------------------
+    def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
+        """(analysis, {output: value}, seen) for the state's tab; skips what the page shows."""
+        tab = BY_ID[state.tab]
+        engine = self.engine
+        analysis = engine.analyse(state.text, state.model, state.target, positions=state.positions)
+        batch = None
+        if tab.needs_batch:
+            batch = engine.analyse(
+                state.text, state.model, state.target, state.second, positions=state.positions
+            )
+        # The language is part of what was drawn: a tab drawn in English is drawn again in Chinese.
+        signature = repr((analysis.key, state.sel, state.second, sorted(only or []), LOCALE.get()))
+        if (not force and seen.get(state.tab) == signature) or (only is not None and not only):
+            return analysis, {}, seen
+        trace = analysis.trace
+        positions = positions_of({"input_ids": trace.input_ids, "tgt_ids": trace.tgt_ids})
+        # Drawing a big trace's views is work like its forward pass (norms, replayed Q/K/V, a
+        # 512-token figure): it takes a pass's slot and CPU share too (serve.cpu). Half the
+        # trace's size is reserved for what drawing adds (replayed Q/K/V: up to 50 %).
+        with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
+            values = render(state.tab, analysis, state.sel, batch, only, client)
+        if only is None:
+            seen = {**seen, state.tab: signature}
+        else:
+            seen = {k: v for k, v in seen.items() if k != state.tab}
+        return analysis, self.finished(values, state), seen
+
+    @staticmethod
+    def finished(values: dict, state: ViewState) -> dict:
+        """Figures leave slide-ready (model and text in the title, 3× PNG)."""
+        model = state.model.removeprefix(CUSTOM_PREFIX).rstrip("/").rsplit("/", 1)[-1]
+        return {
+            name: slide_ready(value, name, model, state.text) if hasattr(value, "layout") else value
+            for name, value in values.items()
+        }
+
+    def status_of(self, analysis: Analysis, state: ViewState, notices=()) -> str:
+        link = share_link(replace(state, sel=state.sel.clamp(analysis)))
+        if LOCALE.get() != "en":  # a shared link opens in the language it was made in
+            link += "&lang=" + LOCALE.get()
+        return status_markdown(analysis, [*notices, *analysis.notices], link)
+
+    @staticmethod
+    def selector_updates(analysis: Analysis, sel: Selection) -> dict:
+        """New bounds for the model; a value only where it had to be clamped, so a control the
+        user moved while this run was working keeps its new value."""
+        cfg = analysis.trace.config
+        clamped = sel.clamp(analysis)
+        stacks = [(STACK_LABELS[s], s) for s in analysis.trace.stacks]
+        updates = {"stack": gr.update(choices=stacks, value=clamped.stack)}
+        for name in ("layer", "head", "layer_a", "head_a", "layer_b", "head_b"):
+            last = cfg.n_layers - 1 if name.startswith("layer") else cfg.n_heads - 1
+            value = getattr(clamped, name)
+            changed = value != getattr(sel, name)
+            updates[name] = gr.update(maximum=last, **({"value": value} if changed else {}))
+        return updates
+
+    def latest(self, ask: Ask) -> ViewState:
+        """The page's last run on the visible tab with the selection the page sent."""
+        run = self.sessions.of(ask.page).run or self.default
+        return replace(run, tab=ask.tab, sel=ask.sel)
+
+    def redraw(self, ask: Ask, state: ViewState, only=None, fixed: dict | None = None):
+        """(analysis or None, outputs) for a redraw of the state's tab from the cache, with the
+        ``fixed`` outputs sent either way; an error is one sentence in the status line."""
+        fixed = dict(fixed or {})
+        session = self.sessions.of(ask.page)
+        try:
+            analysis, values, seen = self.draw(state, session.seen, only=only, client=ask.client)
+        except Exception as exc:
+            return None, {**fixed, "status": status_markdown(None, [sentence(exc)], None)}
+        session.seen = seen
+        return analysis, {**fixed, "status": self.status_of(analysis, state), **values}
+
+    # ---- the events ------------------------------------------------------------------------
+    def run(self, ask: Ask, text, model, checkpoint, target, second, snapshot, positions) -> dict:
+        """Run (or re-use) the forward pass for these inputs and draw the visible tab."""
+        try:
+            text, notices = capped(text, "Text")
+            target, more = capped(target, "Target text")
+            second, more2 = capped(second, "The second sentence")
+            checkpoint, _ = capped(checkpoint, "The checkpoint", 1_000)
+            if not isinstance(model, str):
+                raise InputError(Msg("Model must be one of the listed model names."))
+        except InputError as exc:
+            return {"status": status_markdown(None, [sentence(exc)], None)}
+        model_id = CUSTOM_PREFIX + checkpoint.strip() if model == CUSTOM else model
+        step = str(snapshot)
+        if model_id in TRAINED and step in map(str, TRAINED[model_id]["snapshots"][:-1]):
+            model_id = f"{model_id}@{step}"  # a step of another model means: final
+        positions = positions is not False  # only an explicit False turns it off
+        state = ViewState(text, model_id, target, second, ask.tab, ask.sel, positions)
+        return self.run_state(ask, state, [*notices, *more, *more2])
+
+    def run_state(self, ask: Ask, state: ViewState, notices=(), unless_newer=False) -> dict:
+        """Draw ``state`` as the page's new run. ``unless_newer``: nothing, when the page ran
+        something else meanwhile (a late deep link never replaces what the user ran)."""
+        session = self.sessions.of(ask.page)
+        before = session.run
+        try:
+            analysis, values, seen = self.draw(state, {}, force=True, client=ask.client)
+        except Exception as exc:  # the old figures stay, marked as the previous run's
+            notes = [*notices, sentence(exc)]
+            return {"status": status_markdown(None, notes, None), "stale": gr.update(visible=True)}
+        if unless_newer and session.run is not before:
+            return {}
+        session.run, session.seen = state, seen
+        return {
+            "status": self.status_of(analysis, state, notices),
+            "link_notes": "",
+            "stale": gr.update(visible=False),
+            **self.selector_updates(analysis, state.sel),
+            **values,
+        }
+
+    def tab(self, ask: Ask, tab_box) -> dict:
+        """Another tab is visible: draw it (nothing when it already shows this run)."""
+        tab = str(tab_box).partition("|")[0]
+        if tab not in TAB_IDS:
+            said = tr("There is no tab {tab}.", tab=repr(tab[:40]))
+            return {"status": status_markdown(None, [said], None)}
+        return self.redraw(ask, self.latest(replace(ask, tab=tab)))[1]
+
+    def selection(self, ask: Ask, name: str) -> dict:
+        """A selection control changed (or an action button): redraw what reads it."""
+        only = BY_ID[ask.tab].redrawn_by(name)
+        if not only:
+            return {}
+        return self.redraw(ask, self.latest(ask), only=only)[1]
+
+    def pick(self, ask: Ask, picked) -> dict:
+        """A head was picked (an overview tile, a table row): select it and redraw what shows it."""
+        match = re.match(r"\s*(\d{1,4})\s*,\s*(\d{1,4})", str(picked or ""))
+        if match is None:
+            return {}
+        sel = replace(ask.sel, layer=int(match[1]), head=int(match[2]))
+        tab = BY_ID[ask.tab]
+        only = tab.redrawn_by("layer") | tab.redrawn_by("head")
+        analysis, result = self.redraw(ask, self.latest(replace(ask, sel=sel)), only=only)
+        if analysis is not None:  # the sliders show the head, clamped to this model
+            clamped = sel.clamp(analysis)
+            result.update({"layer": clamped.layer, "head": clamped.head})
+        return result
+
+    def row_pick(self, ask: Ask, row) -> dict:
+        """A table row (layer, head, …) was clicked: select that head everywhere."""
+        row = list(row or [])
+        return self.pick(ask, f"{row[0]},{row[1]}") if len(row) >= 2 else {}
+
+    def language(self, ask: Ask) -> dict:
+        """The page's language changed: draw the visible tab and the status line again in it."""
+        latest = self.latest(ask)
+        name = latest.model.partition("@")[0]
+        steps = snapshot_choices(name)["choices"]  # relabelled, the value kept
+        self.sessions.of(ask.page).seen = {}
+        return self.redraw(ask, latest, fixed={"snapshot": gr.update(choices=steps)})[1]
+
+    def deeplink(self, ask: Ask, query) -> dict:
+        """Open the view a link describes; change nothing when the address holds none."""
+        if not isinstance(query, str) or not query.strip("?"):
+            return {}
+        state, invalid = parse_link(query, self.models, TAB_IDS, self.default)
+        state = replace(state, text=well_formed(state.text)[:MAX_CHARS])
+        result = self.run_state(
+            replace(ask, tab=state.tab, sel=state.sel), state, unless_newer=True
+        )
+        if not result:
+            return {}
+        result["link_notes"] = "  \n".join(
+            tr("⚠️ Link parameter ignored: {reason}.", reason=md_literal(reason))
+            for reason in invalid
+        )
+        name, _, step = state.model.partition("@")
+        boxes = model_boxes(name, int(step) if step else None)
+        boxes["target"]["value"] = state.target
+        result.update(boxes)
+        result.update(
+            text=state.text,
+            model=name,
+            positions=state.positions,
+            second=state.second,
+            tabs=gr.Tabs(selected=state.tab),
+        )
+        for name in SELECTION_FIELDS:  # the link's selection (clamped values are already there)
+            update = result.get(name)
+            if isinstance(update, dict):
+                update.setdefault("value", getattr(state.sel, name))
+            else:
+                result[name] = getattr(state.sel, name)
+        return result
+
+
+def said(exc: Exception) -> str:
+    """The status line for an exception no handler expected (ui/events.py)."""
+    return status_markdown(None, [sentence(exc)], None)
+
+
+__all__ = ["RUN_INPUTS", "Ask", "Views", "capped", "message_of", "model_boxes", "said"]

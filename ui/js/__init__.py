@@ -1,0 +1,26 @@
+"""The page's JavaScript, in real files under one namespace (``window.ta``), loaded once.
+
+``HEAD`` is handed to ``launch(head=...)``: the four files run in order as the page opens, before
+Gradio mounts the app, and define the functions events call by name (``js="() => ta.x()"``).
+
+- ``core.js``: the page's id and language, the visible tab, the stale marker, the view in the
+  address bar (history), downloads.
+- ``fill.js``: figures filled from the head switch data, and ``ta.onDraw`` (a figure was drawn).
+- ``figures.js``: long titles wrap, overview tiles pick a head, the head switch, the gates.
+- ``language.js``: English / 简体中文 through Gradio's own dictionaries.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FILES = ("core.js", "fill.js", "figures.js", "language.js")
+HERE = Path(__file__).resolve().parent
+
+
+def source(name: str) -> str:
+    return (HERE / name).read_text(encoding="utf-8")
+
+
+HEAD = "\n".join(f"<script>\n{source(name)}</script>" for name in FILES)
+assert "</script" not in "".join(source(name) for name in FILES), "a file would end its tag"

@@ -1,0 +1,140 @@
+/* Transformer Anatomy's page code, part 1 of 4: the namespace `window.ta`, the page's id and
+   language, the view in the address bar, and the small helpers events call by name.
+   Loaded once in the page's <head> (ui/js/__init__.py); Gradio events call `ta.<name>(...)`. */
+(() => {
+  const ta = (window.ta = window.ta || {});
+
+  /* ---- the page's id and language -------------------------------------------------------- */
+  /* Every Python event ends with this page's id (its turn on the server, serve/turns.py),
+     followed by "|fill:<id>" when the page fills figures from head switch data it holds. */
+  ta.pageId = () => {
+    if (!ta._page) {
+      ta._page = window.crypto && crypto.randomUUID
+        ? crypto.randomUUID() : String(Math.random()).slice(2);
+    }
+    return ta._page;
+  };
+  /* Every Python event's inputs end with [...selection, tab, language, page] (ui/events.py):
+     the browser says which tab is visible and which page asks. */
+  ta.stamp = (...args) => {
+    const fill = ta.fill && ta.fill.ok() ? '|fill:' + ta.fill.held : '';
+    args[args.length - 1] = ta.pageId() + fill;
+    args[args.length - 3] = ta.tab;
+    return args;
+  };
+  /* ... with the language the page settled on (the switch may not show it yet). */
+  ta.stampLang = (...args) => {
+    args = ta.stamp(...args);
+    args[args.length - 2] = ta.lang();
+    return args;
+  };
+  /* The view in the address, to open (its first input is the query string). */
+  ta.stampLink = (...args) => {
+    args = ta.stampLang(...args);
+    args[0] = location.search;
+    return args;
+  };
+
+  const KNOWN = {en: 'en', 'en-us': 'en', 'en-gb': 'en', zh: 'zh-CN', 'zh-cn': 'zh-CN',
+                 'zh-hans': 'zh-CN'};
+  /* ?lang=… (a link), else the last choice on this browser; null when neither names one. */
+  ta.wantedLang = () => {
+    let wanted = new URLSearchParams(location.search).get('lang');
+    if (!wanted) {
+      try { wanted = localStorage.getItem('ta-lang'); } catch (e) { wanted = null; }
+    }
+    const key = String(wanted || '').toLowerCase();
+    return Object.prototype.hasOwnProperty.call(KNOWN, key) ? KNOWN[key] : null;
+  };
+  /* The language the page speaks: wanted, else the browser's own as Gradio chose it. */
+  ta.lang = () => ta.wantedLang()
+    || ((document.documentElement.lang || 'en').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en');
+
+  /* ---- the visible tab ------------------------------------------------------------------- */
+  ta.tab = 'tokens';
+  /* A tab click: its id (with a time, so the box changes) only when it differs from the
+     visible one (a tab reports a select as the page mounts: that must cost no round trip). */
+  ta.pickTab = (id) => {
+    if (ta.tab === id) return undefined;
+    ta.tab = id;
+    return id + '|' + Date.now();
+  };
+
+  /* ---- figures that show the previous run ------------------------------------------------ */
+  ta.markStale = () => {
+    document.body.classList.add('ta-stale');
+    return {__type__: 'update', visible: true};
+  };
+  ta.syncStale = () => {
+    const s = document.querySelector('#stale');
+    document.body.classList.toggle('ta-stale', !!s && s.offsetParent !== null);
+  };
+  /* After every run (a deep link's too): the stale marker, and the address follows the view. */
+  ta.answered = () => {
+    ta.syncStale();
+    ta.opening = false;
+    ta.followLink();
+  };
+
+  /* ---- the view in the address bar ------------------------------------------------------- */
+  const OPENING = {en: '⏳ Opening the linked view…', 'zh-CN': '⏳ 正在打开链接中的视图…'};
+  /* As the page opens: presentation mode, the tab a link names, and — when the address holds
+     a view — its text at once and the server asked to open the rest (#deeplink-go). */
+  ta.openLink = (tabs) => {
+    const q = new URLSearchParams(location.search);
+    if (q.get('present') === '1') document.body.classList.add('ta-present');
+    ta.tabs = tabs || ta.tabs || ['tokens'];
+    ta.tab = ta.tabs.includes(q.get('tab')) ? q.get('tab') : 'tokens';
+    ta.watchLink();
+    if (![...q.keys()].filter((k) => k !== 'lang' && k !== 'present').length) {
+      return [undefined, undefined];
+    }
+    ta.opening = true;  /* the address holds the view until the server has opened it */
+    setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
+    return [q.get('text') ?? undefined, OPENING[ta.lang()] || OPENING.en];
+  };
+  /* The status line's "Link to this view" names the view on screen (the server writes it with
+     every answer; the head switch updates it in the browser). The address bar follows it:
+     a new text or model is a new history entry (Back returns to the previous text), anything
+     else replaces the current one. Reload therefore reopens exactly the view on screen. */
+  const KEEP = ['present', 'lang'];
+  const same = (a, b, keys) => keys.every((k) => (a.get(k) || '') === (b.get(k) || ''));
+  ta.followLink = () => {
+    const link = document.querySelector('#status a[href^="?"]');
+    if (!link || ta.opening || link.getAttribute('href') === ta._seen) return;
+    ta._seen = link.getAttribute('href');
+    const next = new URLSearchParams(link.getAttribute('href').slice(1));
+    const now = new URLSearchParams(location.search);
+    for (const k of KEEP) if (now.has(k) && !next.has(k)) next.set(k, now.get(k));
+    if (next.toString() === now.toString()) return;
+    const url = location.pathname + '?' + next.toString() + location.hash;
+    const opened = [...now.keys()].some((k) => !KEEP.includes(k));
+    if (opened && !same(now, next, ['text', 'model'])) history.pushState(null, '', url);
+    else history.replaceState(null, '', url);
+  };
+  ta.watchLink = () => {
+    if (ta._watching) return;
+    const status = document.querySelector('#status');
+    if (!status) { setTimeout(ta.watchLink, 100); return; }
+    ta._watching = true;
+    ta._seen = status.querySelector('a[href^="?"]')?.getAttribute('href');  /* the first view */
+    new MutationObserver(ta.followLink).observe(status, {
+      subtree: true, childList: true, attributes: true, attributeFilter: ['href'],
+    });
+  };
+  /* Back or Forward: open the view that entry names. */
+  window.addEventListener('popstate', () => {
+    const q = new URLSearchParams(location.search);
+    ta.tab = (ta.tabs || []).includes(q.get('tab')) ? q.get('tab') : 'tokens';
+    ta.opening = true;
+    document.querySelector('#deeplink-go')?.click();
+  });
+
+  /* ---- downloads --------------------------------------------------------------------------- */
+  ta.saveSvg = (id) => {
+    const gd = document.querySelector(`#${id} .js-plotly-plot`);
+    if (!gd || !window.Plotly) return;
+    const name = gd._context?.toImageButtonOptions?.filename || id;
+    window.Plotly.downloadImage(gd, {format: 'svg', filename: name});
+  };
+})();

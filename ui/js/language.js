@@ -1,0 +1,77 @@
+/* Transformer Anatomy's page code, part 4 of 4: the page's language, English or 简体中文, through
+   Gradio's own i18n dictionaries (ui/zh_CN.json, gr.I18n). */
+(() => {
+  const ta = (window.ta = window.ta || {});
+
+  /* A word of Gradio's dictionaries in `lang` (with svelte-i18n's fallback: base, then en). */
+  const wordsOf = () => window.gradio_config?.i18n_translations || {};
+  const pick = (words, lang, k) => (words[lang] || {})[k]
+    || (words[lang.split('-')[0]] || {})[k] || (words.en || {})[k];
+
+  /* The in-page switch: Gradio's changeLocale lives in its hashed "core" chunk, which the page
+     has already loaded; importing the same URL returns that very module. Without it (a future
+     Gradio renamed the chunk or the export), the footer's Settings → Language still works.
+     tests/test_language_and_screens.py pins this against the installed Gradio. */
+  ta.setLocale = async (lang) => {
+    if (lang !== 'en' && lang !== 'zh-CN') return;
+    const core = performance.getEntriesByType('resource').map((r) => r.name)
+      .find((u) => /\/assets\/core-[\w-]+\.js$/.test(u));
+    if (!core) return;
+    const mod = await import(core);
+    if (typeof mod.changeLocale !== 'function') return;
+    mod.changeLocale(lang);
+    try { localStorage.setItem('ta-lang', lang); } catch (e) {}
+    /* Gradio relabels a tab's button only once that tab has been opened: name the others here,
+       from the same dictionaries (a tab that opens later gets the same words from Gradio). */
+    await new Promise((done) => setTimeout(done, 50));
+    const words = wordsOf(), keyOf = {};
+    for (const loc in words) for (const k in words[loc]) keyOf[words[loc][k]] = k;
+    for (const button of document.querySelectorAll('.tab-wrapper button')) {
+      for (const node of button.childNodes) {
+        const k = node.nodeType === 3 && keyOf[node.nodeValue.trim()];
+        if (k && pick(words, lang, k)) node.nodeValue = pick(words, lang, k);
+      }
+    }
+  };
+
+  /* As the page opens: the switch shows the locale in use. The first view came with the page,
+     drawn in English: a page that opens in Chinese with no view in its address (a linked view
+     is drawn in the page's language anyway) asks the server to draw it again (#relang-go). */
+  ta.loadLocale = async () => {
+    const wanted = ta.wantedLang();
+    if (wanted && wanted !== document.documentElement.lang) await ta.setLocale(wanted);
+    const lang = ta.lang();
+    const keys = [...new URLSearchParams(location.search).keys()];
+    const link = keys.some((k) => k !== 'lang' && k !== 'present');
+    if (lang !== 'en' && !link) setTimeout(() => document.querySelector('#relang-go')?.click(), 0);
+    return lang;
+  };
+
+  /* An examples table (Gradio's Dataset never translates its headers or choice names): text
+     nodes whose words are one of `keys`' translations, in any language, are said in <html
+     lang>'s (Gradio sets it on every locale change). Setting a node to the words it already has
+     changes nothing, so the observer's own writes end the loop. */
+  ta.relabelExamples = (elemId, keys) => {
+    const words = wordsOf(), keyOf = {};
+    for (const loc in words) for (const k of keys) if (words[loc]?.[k]) keyOf[words[loc][k]] = k;
+    const relabel = (box) => {
+      const lang = document.documentElement.lang || 'en';
+      const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+      for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+        const text = node.nodeValue.trim(), k = keyOf[text], want = k && pick(words, lang, k);
+        if (want && want !== text) node.nodeValue = node.nodeValue.replace(text, want);
+      }
+    };
+    const start = (tries) => {
+      const box = document.getElementById(elemId);
+      if (!box) return tries > 0 && setTimeout(() => start(tries - 1), 200);
+      const again = () => relabel(box);
+      again();
+      new MutationObserver(again).observe(box, {subtree: true, childList: true,
+                                                characterData: true});
+      new MutationObserver(again).observe(document.documentElement,
+                                          {attributes: true, attributeFilter: ['lang']});
+    };
+    start(50);
+  };
+})();
