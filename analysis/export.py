@@ -25,8 +25,31 @@ from model.trace import Trace
 SKIPPED = ("config", "device", "tokens", "tgt_tokens", "_lazy", "_replay")  # manifest, or below
 
 
-def stats_csv(df: pd.DataFrame) -> str:
-    """A statistics table as CSV text (no index column, floats to 6 significant digits)."""
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as a formula
+
+
+def spreadsheet_safe(text: str) -> str:
+    """Text a spreadsheet shows as text: one starting like a formula gets a leading ``'``."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def stats_csv(df: pd.DataFrame, meta: dict | None = None) -> str:
+    """A statistics table as CSV text (no index column, floats to 6 significant digits).
+
+    ``meta`` ({"model": "bert", "text": ..., "date": ...}) adds one column per entry after the
+    table's own, the same value on every row, so ``pandas.read_csv`` and a spreadsheet read it
+    with no option and concatenated exports still say where each row came from. No text cell
+    or header starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+    (``spreadsheet_safe``): a text like ``=HYPERLINK(...)`` stays text in Excel. Numbers are
+    written as numbers.
+    """
+    df = df.copy()
+    for name, value in (meta or {}).items():
+        df[name] = "" if value is None else str(value)
+    for name in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[name]):
+            df[name] = df[name].map(lambda v: spreadsheet_safe(v) if isinstance(v, str) else v)
+    df.columns = [spreadsheet_safe(str(name)) for name in df.columns]
     return df.to_csv(index=False, float_format="%.6g")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 
@@ -24,6 +25,23 @@ def test_stats_csv_reads_back_as_the_same_table(bert):
     back = pd.read_csv(io.StringIO(text))
     assert back[["layer", "head"]].equals(df[["layer", "head"]])
     assert np.allclose(back.drop(columns=["layer", "head"]), df.drop(columns=["layer", "head"]))
+
+
+def test_stats_csv_meta_columns_read_back_and_no_text_cell_starts_like_a_formula(bert):
+    net, tok = bert
+    tr = net.trace(tok(["time flies like an arrow"], return_tensors="pt")["input_ids"])
+    df = analysis.head_stats(tr)
+    text = '=HYPERLINK("http://example.invalid", "click"), then\n@SUM(A1)'
+    meta = {"model": "-bert", "text": text, "target": None, "date": "2026-11-26T05:00:00Z"}
+    out = analysis.stats_csv(df, meta)
+    assert out.splitlines()[0].endswith(",distance,model,text,target,date")
+    back = pd.read_csv(io.StringIO(out))
+    assert back["text"][0] == "'" + text and back["model"][0] == "'-bert"  # one ' in front
+    assert back["target"].isna().all() and back["date"][0] == "2026-11-26T05:00:00Z"
+    assert np.allclose(back["entropy"], df["entropy"])  # numbers stay numbers
+    cells = [cell for row in csv.reader(io.StringIO(out)) for cell in row]
+    assert not [c for c in cells if c[:1] in "=+-@\t\r" and c[:1] and not c[1:2].isdigit()]
+    assert analysis.stats_csv(df.rename(columns={"head": "@head"})).startswith("layer,'@head,")
 
 
 def test_nan_cells_of_cross_stats_survive_the_csv():

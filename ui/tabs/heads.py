@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import gradio as gr
 import numpy as np
 import pandas as pd
 
 import analysis
-from lang import tr
+from lang import message_of, tr
+from serve import exports
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz.attention import stack_title
@@ -60,8 +58,6 @@ BREAKDOWN_CAPTION = (
     "token and position parts where the model's input is linear in them), the mask, the softmax "
     "row, and the weighted sum of V — each step recomputed and checked against the trace."
 )
-EXPORTS = Path(tempfile.gettempdir()) / "transformer-anatomy-exports"
-MAX_EXPORTS = 40  # files kept; older exports are deleted as new ones are written
 
 
 def build() -> Built:
@@ -109,18 +105,6 @@ def build() -> Built:
         row_picks=[stats],
         actions={"export": export, "ablate": ablate},
     )
-
-
-def export_file(name: str, data: bytes | str) -> str:
-    """Write one download into the bounded export folder; returns its path."""
-    EXPORTS.mkdir(parents=True, exist_ok=True)
-    old = sorted(EXPORTS.iterdir(), key=lambda p: p.stat().st_mtime)
-    for stale in old[: max(0, len(old) - MAX_EXPORTS + 1)]:
-        shutil.rmtree(stale, ignore_errors=True)
-    folder = Path(tempfile.mkdtemp(dir=EXPORTS))
-    path = folder / name
-    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    return str(path)
 
 
 def rollout_figure(trace, stack: str, layer: int):
@@ -319,8 +303,7 @@ def makers(view: View) -> dict:
     trace, net = analysis_.trace, analysis_.model.net
     stack = sel.stack
     layer, head = sel.layer, sel.head
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    model = analysis_.model.model_id.removeprefix("checkpoint:").rsplit("/", 1)[-1]
+    model_id, key = analysis_.model.model_id, analysis_.key
 
     @functools.cache
     def stats() -> pd.DataFrame:  # computed once for the table and the CSV
@@ -330,8 +313,19 @@ def makers(view: View) -> dict:
         meta = {"model": analysis_.model.label, "text": trace.tokens[0], "stack": stack}
         if analysis_.model.model_id == "bert":
             meta.update(hf_max_diff=hf_difference(trace), hf_reference=HF_REFERENCE)
-        path = export_file(f"trace_{model}_{stamp}.npz", analysis.trace_npz(trace, meta))
-        return gr.update(value=path, visible=True)
+        try:  # docs/exports.md: one folder in Gradio's cache, bounded in bytes
+            path = exports.EXPORTS.write(
+                exports.trace_name(model_id, key), analysis.trace_npz(trace, meta)
+            )
+        except exports.TooLarge as exc:  # the sentence in place of the file
+            return gr.update(value=None, visible=True, label=message_of(exc))
+        return gr.update(value=path, visible=True, label=t("Trace export"))
+
+    def stats_csv() -> str:
+        meta = {"model": model_id, "text": key[1][0], "target": (key[2] or [None])[0]}
+        meta["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        csv_text = analysis.stats_csv(stats(), meta)
+        return exports.EXPORTS.write(exports.stats_name(model_id, stack, key), csv_text)
 
     def rollout():
         if stack == "cross":
@@ -340,9 +334,7 @@ def makers(view: View) -> dict:
 
     return {
         "head_stats_table": lambda: shown_columns(stats().round(3)),
-        "stats_csv": lambda: export_file(
-            f"head_stats_{model}_{stack}.csv", analysis.stats_csv(stats())
-        ),
+        "stats_csv": stats_csv,
         "trace_npz": npz,
         "rollout_plot": rollout,
         "ablation_table": lambda: ablation_table(
