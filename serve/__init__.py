@@ -4,5 +4,6 @@
 - ``serve.turns``: one page's requests in order, and the caps per page and per client address.
 - ``serve.unread``: one byte budget for results nobody reads, and no per-session copy of outputs
   (the two patches this app makes to Gradio's internals).
+- ``serve.lru``: the least-recently-used map that worker threads share (module-level caches).
 - ``serve.exports``: downloads in one folder bounded in bytes, Gradio's file cache cleaned.
 """
