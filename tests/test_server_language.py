@@ -152,7 +152,7 @@ def source_patterns() -> dict[str, str]:
     """Every literal first argument of tr(…) or Msg(…) in the code, with where it is; a module
     constant given instead (Msg(CANNOT_READ, …)) counts as its text."""
     files = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
-    files += [*ROOT.glob("model/*.py")]  # checkpoint errors
+    files += [*ROOT.glob("model/*.py"), *ROOT.glob("serve/*.py")]  # checkpoint errors, caps
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
     constants = {  # NAME = "text" at the top of a module
         target.id: node.value.value
@@ -203,6 +203,7 @@ def test_no_translation_is_stale():
     strings = set()
     code = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
     code += [*ROOT.glob("analysis/*.py"), *ROOT.glob("model/*.py")]  # reasons, role labels
+    code += [*ROOT.glob("serve/*.py")]  # the caps' sentences
     for path in code:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):

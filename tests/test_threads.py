@@ -18,6 +18,7 @@ import pytest
 import engine as engine_module
 import ui.tabs.attention as attention_tab
 from serve.lru import LockedLRU
+from serve.turns import PageBusy, Pages
 
 THREADS = 16
 CALLS = 3_000
@@ -129,3 +130,24 @@ def test_the_engine_caches_survive_many_threads(monkeypatch):
 
     assert hammer(call) == []
     assert len(eng._continuations) <= 256 and len(eng.cache) <= 4
+
+
+def test_page_turns_survive_many_threads():
+    """serve/turns.py: page entries (least recent dropped) and the caps' counts."""
+    pages = Pages(max_pages=8, max_in_flight=2, max_per_address=3)
+
+    def call(rng: random.Random) -> None:
+        page = f"p{rng.randrange(20)}" if rng.random() < 0.9 else None
+        address = f"10.0.0.{rng.randrange(3)}"
+        try:
+            with pages.turn(page, address):
+                pages.set_run(page, rng.random())
+                pages.latest_run(page, None)
+        except PageBusy:
+            pass
+        assert len(pages) <= 8
+
+    assert hammer(call, calls=1_000) == []
+    assert len(pages) <= 8
+    assert pages.in_flight() == 0  # every admitted request let go of its address
+    assert all(entry[2] == 0 for entry in pages._pages.values())  # and of its page
