@@ -29,6 +29,7 @@ from model import (
     pick_device,
 )
 from serve.cpu import CpuShare, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
+from serve.lru import LockedLRU
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
@@ -233,7 +234,7 @@ class Engine:
         self.cache = TraceCache()
         # A trained decoder's greedy output decides the trace's cache key, so it is asked for on
         # every redraw: keep the last few instead of decoding again (strings only, small).
-        self._continuations: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
+        self._continuations: LockedLRU[tuple, tuple[str, str]] = LockedLRU(256)
         self._models: dict[str, LoadedModel] = {}  # insertion order = least recently used first
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
@@ -402,15 +403,9 @@ class Engine:
     def continuation(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:
         """A trained model's greedy output for ``text`` and a sentence saying so (cached)."""
         key = (loaded.model_id, text, positions)
-        with self._lock:
-            if key in self._continuations:
-                self._continuations.move_to_end(key)
-                return self._continuations[key]
-        found = self._decode(loaded, text, positions)
-        with self._lock:
-            self._continuations[key] = found
-            while len(self._continuations) > 256:
-                self._continuations.popitem(last=False)
+        found = self._continuations.get(key)
+        if found is None:
+            found = self._continuations.put(key, self._decode(loaded, text, positions))
         return found
 
     def _decode(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:

@@ -6,4 +6,5 @@
   (the two patches this app makes to Gradio's internals).
 - ``serve.exports``: downloads in one folder bounded in bytes, written inside Gradio's file cache
   so that Gradio serves them without a copy of its own (docs/exports.md).
+- ``serve.lru``: the least-recently-used map that worker threads share (module-level caches).
 """

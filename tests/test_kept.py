@@ -7,18 +7,31 @@ way a script that never reads its results, or a page that sends many requests at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
 
+import gradio as gr
 import httpx
 import orjson
 import pytest
+import starlette.requests
 from gradio.server_messages import EstimationMessage, ProcessCompletedMessage
 
 import app
+import lang
 from engine import Engine
-from serve.turns import MAX_IN_FLIGHT, PageBusy, Pages
+from lang import message_of
+from serve.turns import (
+    ADDRESS_BUSY,
+    MAX_IN_FLIGHT,
+    PAGE_BUSY,
+    AddressBusy,
+    PageBusy,
+    Pages,
+    client_address,
+)
 from serve.unread import DROPPED, SMALL, Unread, UnreadQueue, UnreadSessions
 from tests.inprocess import serve_demo
 
@@ -216,6 +229,85 @@ def test_a_page_holds_at_most_its_share_of_requests():
     with pages.turn("p"):  # and the page is served again once its requests are done
         pass
     assert pages._entry("p")[2] == 0
+
+
+def test_fresh_page_ids_from_one_address_share_its_cap():
+    """A client inventing a page id per request (or sending none) is capped by its address."""
+    pages = Pages(max_in_flight=4, max_per_address=3)
+    with contextlib.ExitStack() as held:
+        for n in range(3):  # three requests, each with a page id never seen before
+            held.enter_context(pages.turn(f"fresh-{n}", "203.0.113.7"))
+        assert pages.in_flight("203.0.113.7") == 3
+        with pytest.raises(AddressBusy), pages.turn("fresh-3", "203.0.113.7"):
+            pass
+        with pytest.raises(AddressBusy), pages.turn(None, "203.0.113.7"):  # no page id
+            pass
+        with pytest.raises(PageBusy), pages.turn("x" * 65, "203.0.113.7"):  # an id too long
+            pass
+        with pages.turn("fresh-4", "198.51.100.2"):  # another address is still admitted
+            assert pages.in_flight() == 4
+        with pages.turn("fresh-5"):  # and a caller that says no address, as before
+            pass
+    assert pages.in_flight() == 0
+    with pages.turn(None, "203.0.113.7"):  # served again once its requests are done
+        pass
+
+
+def test_a_page_cap_and_an_address_cap_say_different_sentences():
+    with lang.speaking("zh-CN"):
+        assert "网络地址" in message_of(AddressBusy(8)) and "8" in message_of(AddressBusy(8))
+        assert "此页面" in message_of(PageBusy())
+    assert str(PageBusy()) == PAGE_BUSY.format(n=MAX_IN_FLIGHT)  # the English as before
+    assert str(AddressBusy(3)) == ADDRESS_BUSY.format(n=3)
+
+
+def scope_request(peer: str, *forwarded: str) -> gr.Request:
+    """A gradio.Request over a Starlette request from ``peer`` with one X-Forwarded-For line per
+    ``forwarded`` (what a queued event's handler receives)."""
+    headers = [(b"x-forwarded-for", value.encode()) for value in forwarded]
+    scope = {"type": "http", "headers": headers, "client": (peer, 40000), "method": "POST"}
+    return gr.Request(request=starlette.requests.Request(scope))
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch):
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.delenv("TA_TRUST_PROXY", raising=False)
+    return monkeypatch
+
+
+def test_the_address_is_the_peer_unless_a_proxy_is_trusted(no_proxy_env):
+    spoofed = scope_request("192.0.2.10", "1.2.3.4")
+    assert client_address(spoofed) == "192.0.2.10"  # the header is the client's own words
+    assert client_address(None) == ""
+    no_proxy_env.setenv("TA_TRUST_PROXY", "0")
+    no_proxy_env.setenv("SPACE_ID", "someone/transformer-anatomy")
+    assert client_address(spoofed) == "192.0.2.10"  # trusting the proxy can be turned off
+
+
+@pytest.mark.parametrize("trust", [("SPACE_ID", "someone/anatomy"), ("TA_TRUST_PROXY", "1")])
+def test_behind_a_trusted_proxy_only_the_entry_it_appended_counts(no_proxy_env, trust):
+    no_proxy_env.setenv(*trust)
+    proxy = "10.16.3.80"  # the Space's proxy, as the app sees it connect
+    assert client_address(scope_request(proxy, "203.0.113.7")) == "203.0.113.7"
+    # The client sent its own X-Forwarded-For: the proxy appends the address it saw, last.
+    assert client_address(scope_request(proxy, "1.1.1.1, 2.2.2.2, 203.0.113.7")) == "203.0.113.7"
+    assert client_address(scope_request(proxy, "6.6.6.6", "203.0.113.7")) == "203.0.113.7"
+    assert client_address(scope_request(proxy)) == proxy  # no header: the peer, not nothing
+    # A pickled request (Gradio's kwargs form): headers a dict, client a dict.
+    kept = gr.Request(
+        client={"host": proxy, "port": 1}, headers={"x-forwarded-for": "9.9.9.9, 203.0.113.7"}
+    )
+    assert client_address(kept) == "203.0.113.7"
+
+
+def test_an_ipv6_client_is_its_64_network(no_proxy_env):
+    """An IPv6 host may pick any address in its /64: the cap counts the /64."""
+    one = client_address(scope_request("2001:db8:1:2::10"))
+    other = client_address(scope_request("2001:db8:1:2:ffff::1"))
+    assert one == other == "2001:db8:1:2::/64"
+    assert client_address(scope_request("2001:db8:1:3::10")) != one
+    assert client_address(scope_request("::ffff:192.0.2.10")) == "192.0.2.10"
 
 
 SLOW_TEXT = "a sentence that takes the server a long time"

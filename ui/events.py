@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import gradio as gr
 
-from lang import speaking, tr
+from lang import speaking
 from serve.turns import PageBusy, Pages, client_address
 from ui.handlers import RUN_INPUTS, Ask, Views, said
 from ui.i18n import relabel_examples, wire_language
@@ -86,7 +86,7 @@ class Wiring:
                     with turns.turn(ask.page if turn else None, client_address(request)):
                         result = handler(ask, *values[:count])
                 except PageBusy as busy:
-                    result = {"status": status_markdown(None, [tr(busy.said)], None)}
+                    result = {"status": status_markdown(None, [busy.message], None)}
                 except Exception as exc:  # one sentence; the server keeps serving
                     result = {"status": said(exc)}
                 return [result.get(name, gr.skip()) for name in outputs]

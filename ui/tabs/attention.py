@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import OrderedDict
 from dataclasses import replace
 
 import gradio as gr
 
 import analysis
 from lang import LOCALE, tr
+from serve.lru import LockedLRU
 from ui.i18n import t
 from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
@@ -89,7 +89,8 @@ def norms_trace(trace, stack: str, net):
 NORMS_NOTE = "‖α·f(x)‖ (Kobayashi et al. 2020): not a distribution, colours 0–this map's max"
 
 
-_SWITCH_DATA: OrderedDict[tuple, str] = OrderedDict()  # the last few runs' payloads
+# The last few runs' payloads, shared by the worker threads (serve.lru).
+_SWITCH_DATA: LockedLRU[tuple, str] = LockedLRU(8)
 
 
 def data_key(view: View, sel) -> tuple:
@@ -101,14 +102,13 @@ def data_key(view: View, sel) -> tuple:
 def switch_data(view: View, trace, sel) -> str:
     """The head switch's payload (JSON) for this run, stack and scale; "" when there is none."""
     key = data_key(view, sel)
-    if key not in _SWITCH_DATA:
+    found = _SWITCH_DATA.get(key)
+    if found is None:
         data = attention.head_switch_data(trace, sel.stack, scale=sel.scale)
         run = run_id(view.analysis.key)
-        _SWITCH_DATA[key] = json.dumps({**data, "run": run, "id": run_id(key)}) if data else ""
-        while len(_SWITCH_DATA) > 8:
-            _SWITCH_DATA.popitem(last=False)
-    _SWITCH_DATA.move_to_end(key)
-    return _SWITCH_DATA[key]
+        found = json.dumps({**data, "run": run, "id": run_id(key)}) if data else ""
+        _SWITCH_DATA.put(key, found)
+    return found
 
 
 def fill_id(view: View, trace, sel) -> str:

