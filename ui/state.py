@@ -73,6 +73,10 @@ class Selection:
 
 SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
 INT_FIELDS = ("layer", "head", "layer_a", "head_a", "layer_b", "head_b", "query", "key")
+# Every parameter a deep link may carry (docs/link-parameters.md lists them; a test keeps the two
+# equal). "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
+LINK_PARAMETERS = ("text", "model", "target", "second", "tab", "pe", "present", "lang")
+LINK_PARAMETERS += SELECTION_FIELDS
 
 
 def as_int(value) -> int:
@@ -196,8 +200,7 @@ def parse_link(
         sel["dims"] = params["dims"][:200]
     if "heads_set" in params:
         sel["heads_set"] = params["heads_set"][:400]
-    # "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
-    known = {"text", "target", "second", "model", "tab", "pe", "present", "lang", *SELECTION_FIELDS}
+    known = set(LINK_PARAMETERS)
     invalid += [
         tr("{name} is not a link parameter", name=repr(name[:20]))
         for name in params
