@@ -101,3 +101,15 @@ def test_no_document_or_library_points_outside_the_repository():
     if found.returncode == 128:
         pytest.skip("not a git checkout")
     assert found.stdout == ""
+
+
+def test_bench_table_has_one_row_per_benchmark_script():
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    table = text.split("## The table")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| `([a-z_]+\.py)` \|", table, flags=re.M)
+    scripts = {p.name for p in (ROOT / "bench").glob("*.py")} - {"shapes.py"}  # a helper
+    assert len(rows) == len(set(rows))
+    assert scripts <= set(rows) <= scripts | {"capacity.py"}  # capacity.py: being written
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            assert len(line.replace("\\|", "").split("|")) == 8, line  # six cells
