@@ -5,7 +5,7 @@ For the bundled MiniLM (6×12/384) and BERT-base- and BERT-large-shaped checkpoi
 app's own engine and renderer: the forward pass + trace, then each tab drawn from that trace the
 first time (what a user waits for after the Run when opening it: computed fields such as Q/K/V
 are replayed then) and a second time (from the cache), and the process's RSS after each size.
-Budget (DESIGN.md): every view ≤ 5 s at 512 tokens.
+Budget (bench/README.md): every view ≤ 5 s at 512 tokens.
 
     .venv/bin/python bench/bench_views.py [--sizes bundled,base,large] [--tokens 512]
 """

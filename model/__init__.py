@@ -1,4 +1,7 @@
-"""A from-scratch Transformer that returns a complete trace of its internals (see DESIGN.md)."""
+"""A from-scratch Transformer that returns a complete trace of its internals.
+
+How it fits into the app: docs/architecture.md.
+"""
 
 from model.attention import HeadAblation
 from model.bert import BertLoadError, load_bert

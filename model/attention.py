@@ -1,7 +1,7 @@
 """Scaled dot-product attention and multi-head attention (seed 000 §2, seed 004 §Attention).
 
-Both return their intermediates instead of stashing them on the module (STYLE.md §6): the model is
-shared by concurrent requests, so whatever one call computes must leave through its return value.
+Both return their intermediates instead of stashing them on the module: the model is shared by
+concurrent requests, so whatever one call computes must leave through its return value.
 """
 
 from __future__ import annotations

@@ -150,8 +150,9 @@ class TransformerConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-# One preset per seed tutorial (shared/seeds/), at paper size where the seed uses it, plus small
-# variants that trace in milliseconds on a laptop CPU. All use the character tokenizer's vocabulary.
+# One preset per seed tutorial (seed 000 to seed 004, the five tutorials docs/models.md names), at
+# paper size where the seed uses it, plus small variants that trace in milliseconds on a laptop
+# CPU. All use the character tokenizer's vocabulary.
 # Columns: _COLUMNS, then the other fields that differ from the defaults, then the source.
 # fmt: off
 _TABLE = [

@@ -1,4 +1,4 @@
-"""The Trace: everything one forward pass computed, returned per call (DESIGN.md, Trace contract).
+"""The Trace: everything one forward pass computed, returned per call (docs/architecture.md).
 
 Stacks are keyed "encoder" (encoder self-attention), "decoder" (masked decoder self-attention) and
 "cross" (decoder queries over encoder keys). Shapes use B batch, L layers, H heads, T tokens.

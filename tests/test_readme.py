@@ -1,4 +1,5 @@
-"""The README's promises: CI runs its test command, the Spaces front matter is complete."""
+"""The README's promises: CI runs its test command, the Spaces front matter is complete, its
+examples run, and what it names (tabs, Trace fields, analysis functions, folders) exists."""
 
 from __future__ import annotations
 
@@ -42,26 +43,87 @@ def test_torch_stays_pinned():
     assert "torch==2.13.0" in req.splitlines()
 
 
+def python_examples(text: str) -> list[str]:
+    return re.findall(r"```python\n(.+?)\n```", text, flags=re.S)
+
+
+def run_example(example: str, name: str) -> dict:
+    namespace: dict = {}
+    exec(compile(example, name, "exec"), namespace)  # noqa: S102 - our own documents
+    return namespace
+
+
 def test_python_api_example_runs_as_written():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    example = re.search(r"```python\n(.+?)\n```", readme, flags=re.S).group(1)
-    namespace: dict = {}
-    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    namespace = run_example(python_examples(readme)[0], "README.md")
     assert namespace["head"].shape[0] == namespace["head"].shape[1]
-    assert namespace["tr"].attentions["cross"].dim() == 5
+    tr = namespace["tr"]
+    assert tr.attentions["encoder"].dim() == 5
+    assert len(namespace["stats"]) == 6 * 12  # one row per (layer, head)
+    assert namespace["flow"].shape[1] == 6
+
+
+def test_readme_names_the_trace_fields_and_analysis_functions_that_exist():
+    import analysis
+    from model.trace import Trace
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## From Python")[1].split("\n## ")[0]
+    prose = section.split("```")[-1]
+    fields = re.findall(r"`([a-z_]+)`", prose.split("`analysis` also has")[0])
+    assert {"attentions", "scores", "hidden_states", "masks", "tokens"} <= set(fields)
+    for name in fields:
+        assert hasattr(Trace, name) or name in Trace.__dataclass_fields__, name
+    functions = re.findall(r"`([a-z_]+)`", prose.split("`analysis` also has")[1].split(". ")[0])
+    named = set(functions) | {"head_stats", "rollout"}
+    assert named == set(analysis.__all__)
+
+
+def test_api_doc_examples_run_as_written():
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    examples = [e for e in python_examples(api) if "gradio_client" not in e]
+    first = run_example(examples[0], "docs/api.md")
+    assert first["head"].shape[0] == first["head"].shape[1]
+    assert first["tr"].attentions["cross"].dim() == 5
+    trained = run_example(next(e for e in examples if "load_trained" in e), "docs/api.md")
+    assert trained["net"].tokenizer.decode(trained["ids"][0]).endswith("2026-11-22")
+    assert trained["tr"].attentions["encoder"].shape[1:3] == (6, 12)
+
+
+def test_readme_has_one_line_per_tab_in_order():
+    from ui.tabs import TABS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The views")[1].split("\n## ")[0]
+    labels = re.findall(r"^- \*\*(.+?)\*\*:", section, flags=re.M)
+    assert labels == [tab.label for tab in TABS]
+
+
+def test_readme_parity_claim_is_the_tested_tolerance():
+    from tests import test_bert_parity
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"within\n{test_bert_parity.TOL:.0e}".replace("e-0", "e-") in readme
+
+
+def test_readme_lecture_features_exist():
+    app = (ROOT / "app.py").read_text(encoding="utf-8")
+    assert "q.get('present') === '1'" in app  # ?present=1
+    from ui.i18n import LOCALES
+
+    assert ("简体中文", "zh-CN") in LOCALES  # ?lang=zh-CN and the switch
+
+
+def test_readme_layout_names_folders_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Develop")[1]
+    for path in re.findall(r"^- `([^`]+)`", section, flags=re.M):
+        assert (ROOT / path).exists(), path
+    for path in re.findall(r"[;,] `([a-z_./]+/|[a-z_]+\.py)`", section):
+        assert (ROOT / path).exists(), path
 
 
 def test_readme_screenshots_exist():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for path in re.findall(r"\((docs/screenshots/[^)]+\.png)\)", readme):
         assert (ROOT / path).is_file(), path
-
-
-def test_trained_models_and_analysis_example_runs_as_written():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    examples = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)
-    example = next(e for e in examples if "load_trained" in e)
-    namespace: dict = {}
-    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own README
-    assert namespace["net"].tokenizer.decode(namespace["ids"][0]).endswith("2026-11-22")
-    assert namespace["tr"].attentions["encoder"].shape[1:3] == (6, 12)

@@ -23,7 +23,7 @@ from viz.masks import score_steps_figure
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-OVERVIEW_BUDGET = 300_000  # bytes of figure JSON at 128 and 512 tokens (DESIGN: 1 MB in all)
+OVERVIEW_BUDGET = 300_000  # bytes of figure JSON at 128 and 512 tokens (a run: 1 MB in all)
 
 
 # ---------------------------------------------------------------- traces of every family
@@ -472,7 +472,7 @@ def test_switch_data_pools_like_the_head_view_and_stays_small(long_traces):
         assert values.shape == (6, 12, min(n, 256), min(n, 256))
         fig = A.head_figure(tr, "encoder", 5, 11)
         assert hover_strings(values[5, 11]) == hover_strings(fig.data[0].z)
-        if budget:  # the whole stack for the browser, at 128 tokens (DESIGN: a run ≤ 1 MB)
+        if budget:  # the whole stack for the browser, at 128 tokens (bench/README.md: a run ≤ 1 MB)
             assert len(json.dumps(data)) < 0.8 * budget
         assert zlib.decompress(__import__("base64").b64decode(data["data"])).__len__() == (
             2 * values.size

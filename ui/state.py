@@ -73,6 +73,10 @@ class Selection:
 
 SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
 INT_FIELDS = ("layer", "head", "layer_a", "head_a", "layer_b", "head_b", "query", "key")
+# Every parameter a deep link may carry (docs/link-parameters.md lists them; a test keeps the two
+# equal). "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
+LINK_PARAMETERS = ("text", "model", "target", "second", "tab", "pe", "present", "lang")
+LINK_PARAMETERS += SELECTION_FIELDS
 
 
 def as_int(value) -> int:
@@ -219,20 +223,6 @@ def link_inputs(params: dict[str, str], models, tabs, invalid: list[str]) -> dic
         else:
             invalid.append(tr("pe={value} is not on or off", value=repr(params["pe"][:20])))
     return values
-
-
-# "present" and "lang" are read by the browser alone (presentation mode, the page's language).
-LINK_PARAMETERS = (
-    "text",
-    "target",
-    "second",
-    "model",
-    "tab",
-    "pe",
-    "present",
-    "lang",
-    *SELECTION_FIELDS,
-)
 
 
 def parse_link(

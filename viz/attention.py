@@ -503,7 +503,7 @@ def overview_figure(
     scale: Literal["fixed", "head"] = "fixed",
 ) -> go.Figure:
     """All layers × heads as ONE tiled heatmap (rows = layers, columns = heads); a 12 × 12 grid of
-    subplots would take seconds to draw (DESIGN.md).
+    subplots would take seconds to draw.
 
     scale "fixed" colours the real weight 0–1, as the head view does (a uniform head over four
     tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
