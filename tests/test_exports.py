@@ -249,16 +249,18 @@ def test_fifty_exports_through_the_app_leave_no_copy_in_gradios_cache(tmp_path, 
         client.on_tab(demo, "heads")
         config = httpx.get(url + "config").json()
         elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
-        export_dep = next(  # the "Export the whole trace" button: status, drawn, the file
+        export_dep = next(  # the "Export the whole trace" button: the status line, the file
             d
             for d in config["dependencies"]
-            if len(d["outputs"]) == 3 and "trace-npz" in [elem[o] for o in d["outputs"]]
+            if [elem[o] for o in d["outputs"]] == ["status", "trace-npz"]
         )
+        data = [None] * len(export_dep["inputs"])  # the event's tail: the visible tab says Heads
+        data[[elem[i] for i in export_dep["inputs"]].index("tab-box")] = "heads"
         returned, on_disk = [], []
         for i in range(50):
             if i in (20, 40):  # a whole trace now and then (each Run also writes a CSV)
                 body = {
-                    "data": [None] * len(export_dep["inputs"]),
+                    "data": data,
                     "fn_index": export_dep["id"],
                     "session_hash": client.session,
                 }

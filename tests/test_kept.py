@@ -97,9 +97,8 @@ class Client:
         self.defaults = [props[i].get("value") for i in dep["inputs"]]
 
     def on_tab(self, demo, tab: str) -> None:
-        """Put this session on a tab, as a page's tab click does (the tab is per-session state,
-        which Gradio takes from the session, never from the request)."""
-        self.session_state(demo)[self.inputs[app.API_NAMES.index("tab")]] = tab
+        """Put this client on a tab, as a page's tab click does (Run draws the tab it names)."""
+        self.defaults[app.API_NAMES.index("tab")] = tab
 
     def session_state(self, demo):
         return demo.state_holder[self.session]

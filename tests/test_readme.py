@@ -107,8 +107,8 @@ def test_readme_parity_claim_is_the_tested_tolerance():
 
 
 def test_readme_lecture_features_exist():
-    app = (ROOT / "app.py").read_text(encoding="utf-8")
-    assert "q.get('present') === '1'" in app  # ?present=1
+    page_js = (ROOT / "ui" / "js" / "core.js").read_text(encoding="utf-8")
+    assert "q.get('present') === '1'" in page_js  # ?present=1
     from ui.i18n import LOCALES
 
     assert ("简体中文", "zh-CN") in LOCALES  # ?lang=zh-CN and the switch
