@@ -89,7 +89,8 @@ class Wiring:
                     result = {"status": status_markdown(None, [busy.message], None)}
                 except Exception as exc:  # one sentence; the server keeps serving
                     result = {"status": said(exc)}
-                return [result.get(name, gr.skip()) for name in outputs]
+                answer = [result.get(name, gr.skip()) for name in outputs]
+                return answer if len(answer) > 1 else answer[0]  # one output: its value
 
         # Gradio names the API's parameters after the signature, and fills the parameters
         # annotated as a request or as event data itself.

@@ -103,9 +103,17 @@ class Blocks(gr.Blocks):
         return info
 
 
+class Choice(gr.Radio):
+    """A choice that passes any text through: a hostile value becomes English in the handler
+    (ui.events.ask_of), not a bare "Error" and a traceback from Gradio's own check."""
+
+    def preprocess(self, payload):
+        return payload if isinstance(payload, str) else None
+
+
 def language_switch() -> gr.Radio:
     """The visible switch: English | 简体中文 (wired by ``wire_language``)."""
-    return gr.Radio(
+    return Choice(
         [(name, code) for name, code in LOCALES],
         value="en",
         label=t("Language"),  # the API's name (English) and screen readers' (the page's words)

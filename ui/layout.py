@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from ui.i18n import Blocks, language_switch, plain_headers, t
 from ui.state import SELECTION_FIELDS
 from ui.tabs import TABS
-from ui.tabs.base import Radio, Slider
+from ui.tabs.base import Dropdown, Radio, Slider
 from viz.common import md_literal
 
 STACK_LABELS = {
@@ -106,7 +106,7 @@ def inputs(page: Page, setup: Setup) -> None:
         with gr.Column(scale=2):
             # Described models in the page's language; the ids (the values) stay as they are.
             page.add(
-                model=gr.Dropdown(
+                model=Dropdown(
                     [(t(label), value) for label, value in setup.choices],
                     value=setup.default_model,
                     label=t("Model"),
@@ -147,6 +147,19 @@ def inputs(page: Page, setup: Setup) -> None:
         elem_id="examples",
     )
     page.example_words = plain_headers(page.examples.dataset)  # English in the config
+    safe_index(page.examples.dataset)
+
+
+def safe_index(dataset: gr.Dataset) -> None:
+    """An examples table's click carries an index; any other value a crafted client sends means
+    the first example (Gradio's own loader would fail on it with a bare "Error")."""
+    preprocess, last = dataset.preprocess, len(dataset.samples) - 1
+
+    def checked(payload):
+        fine = isinstance(payload, int) and not isinstance(payload, bool) and 0 <= payload <= last
+        return preprocess(payload if fine else 0)
+
+    dataset.preprocess = checked
 
 
 def selection(page: Page, setup: Setup) -> None:

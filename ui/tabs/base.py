@@ -33,6 +33,14 @@ class Slider(gr.Slider):
         return as_int(payload)
 
 
+class Dropdown(gr.Dropdown):
+    """A model picker that passes any text through: the handler refuses an unknown model with a
+    sentence (Gradio's own check answers a bare "Error" and logs a traceback)."""
+
+    def preprocess(self, payload):
+        return payload if isinstance(payload, str) else None
+
+
 class Radio(gr.Radio):
     """A choice that passes any text through (the selection falls back to its default).
 

@@ -1,0 +1,180 @@
+"""Every event of the real page answers, through the real queue (the app-layer rebuild).
+
+The page's own configuration lists its events; each Python-backed one is sent through Gradio's
+queue protocol (join, then read the event stream) as the page would send it — for an encoder
+(BERT), a decoder (the induction model) and an encoder-decoder (the dates model), on every tab —
+and then with hostile values in every field. Each must come back complete (one value per output)
+and successful, the server must log no traceback, and the session must still work afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from engine import Engine
+from tests.inprocess import serve_demo
+from ui.tabs import TAB_IDS
+
+MODELS = {"bert": "time flies like an arrow", "induction": "qzvkdmqzv", "dates": "2026年11月22日"}
+HOSTILE = [
+    "../../etc|1",
+    "__proto__",
+    None,
+    -1e308,
+    1e308,
+    "NaN",
+    {"a": 1},
+    [1, [2]],
+    "x" * 30_000,
+    '"><img src=x onerror="window.__pwned=1">',
+]
+ROW = {"index": [0, 0], "value": "0", "row_value": [0, 1, 0.5]}
+
+
+class Page:
+    """One page's events by hand: its id, its tab, and Gradio's queue protocol."""
+
+    def __init__(self, url: str, config: dict, name: str) -> None:
+        self.url, self.name = url, name
+        self.elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+        self.defaults = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+
+    def data(self, dep: dict, tab: str, **by_elem) -> list:
+        values = []
+        for i in dep["inputs"]:
+            elem = self.elem[i]
+            value = self.defaults[i]
+            if elem == "tab-box":
+                value = tab
+            elif elem == "page":
+                value = self.name
+            elif elem == "lang":
+                value = "en"
+            values.append(by_elem.get(elem, value))
+        return values
+
+    def send(self, dep: dict, data: list) -> dict:
+        body = {
+            "data": data,
+            "fn_index": dep["id"],
+            "session_hash": self.name,
+            "event_data": ROW,
+        }
+        httpx.post(self.url + "gradio_api/queue/join", json=body, timeout=30).raise_for_status()
+        url = f"{self.url}gradio_api/queue/data?session_hash={self.name}"
+        with httpx.stream("GET", url, timeout=120) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    message = json.loads(line[6:])
+                    if message.get("msg") == "process_completed":
+                        return message
+        raise AssertionError("the event never completed")
+
+
+def answered(dep: dict, message: dict) -> str | None:
+    """Why this answer is not a well-formed one (None when it is)."""
+    if not message.get("success"):
+        return f"failed: {json.dumps(message.get('output'))[:300]}"
+    data = message.get("output", {}).get("data", [])
+    if len(data) != len(dep["outputs"]):
+        return f"{len(data)} values for {len(dep['outputs'])} outputs"
+    return None
+
+
+@pytest.fixture(scope="module")
+def served():
+    import app
+
+    demo = app.build_demo(Engine(device="cpu"), public=False)
+    with serve_demo(demo) as url:
+        config = httpx.get(url + "config").json()
+        python = [d for d in config["dependencies"] if d["backend_fn"]]
+        run = next(d for d in python if d.get("api_name") == "run")
+        yield url, config, python, run
+
+
+def status_text(page: Page, dep: dict, message: dict) -> str:
+    index = [page.elem[o] for o in dep["outputs"]].index("status")
+    value = message["output"]["data"][index]
+    return value.get("value", "") if isinstance(value, dict) else str(value)
+
+
+@pytest.mark.slow
+def test_every_event_answers_for_every_model_on_every_tab(served, capfd):
+    url, config, python, run = served
+    failures, sent = [], 0
+    for model, text in MODELS.items():
+        for tab in TAB_IDS:
+            page = Page(url, config, f"matrix-{model}-{tab}")
+            data = page.data(run, tab, text=text, model=model)
+            message = page.send(run, data)
+            assert answered(run, message) is None, (model, tab, answered(run, message))
+            assert "tokens" in status_text(page, run, message), (model, tab)
+            for dep in python:
+                message = page.send(dep, page.data(dep, tab))
+                sent += 1
+                if why := answered(dep, message):
+                    failures.append((model, tab, dep["id"], why))
+    assert not failures, failures[:10]
+    assert sent == 3 * len(TAB_IDS) * len(python) and len(python) >= 25  # each, 27 times
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_hostile_values_in_every_field_of_every_event_get_an_answer(served, capfd):
+    url, config, python, run = served
+    page = Page(url, config, "hostile")
+    failures = []
+    for dep in python:
+        for k, value in enumerate(HOSTILE):  # every field at once, then one field at a time
+            data = [value] * len(dep["inputs"])
+            message = page.send(dep, data)
+            if why := answered(dep, message):
+                failures.append((dep["id"], "all", repr(value)[:30], why))
+            for i in range(len(dep["inputs"])):
+                if (i + k) % len(HOSTILE):  # each field meets each value across the events
+                    continue
+                data = page.data(dep, "attention")
+                data[i] = value
+                message = page.send(dep, data)
+                if why := answered(dep, message):
+                    failures.append((dep["id"], page.elem[dep["inputs"][i]], repr(value)[:30], why))
+    assert not failures, failures[:10]
+    # ... and the session is still usable.
+    message = page.send(run, page.data(run, "attention", text="dogs bark"))
+    assert answered(run, message) is None and "4 tokens" in status_text(page, run, message)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_hostile_tab_is_refused_with_a_sentence_and_not_kept(served):
+    url, config, python, run = served
+    page = Page(url, config, "bad-tab")
+    tab_event = next(d for d in python if [page.elem[i] for i in d["inputs"]][0] == "tab-box")
+    message = page.send(tab_event, page.data(tab_event, "../../etc|1"))
+    assert answered(tab_event, message) is None
+    assert "no tab" in status_text(page, tab_event, message)
+    message = page.send(run, page.data(run, "heads", text="dogs bark"))
+    assert "4 tokens" in status_text(page, run, message)
+
+
+def test_a_link_with_too_many_parameters_or_a_hostile_language_opens_with_a_sentence(served):
+    url, config, python, run = served
+    page = Page(url, config, "long-link")
+    deep = next(d for d in python if [page.elem[i] for i in d["inputs"]][0] == "link-query")
+    query = "?" + urlencode({"text": "dogs bark", **{f"p{i}": i for i in range(80)}})
+    message = page.send(deep, page.data(deep, "tokens", **{"link-query": query}))
+    assert answered(deep, message) is None
+    notes = [page.elem[o] for o in deep["outputs"]].index("link-notes")
+    said = message["output"]["data"][notes]
+    said = said.get("value", "") if isinstance(said, dict) else str(said)
+    assert "more than 64 parameters" in said
+    assert "4 tokens" in status_text(page, deep, message)
+    query = "?" + urlencode({"text": "dogs bark", "lang": "__proto__"})
+    message = page.send(
+        deep, page.data(deep, "tokens", **{"link-query": query, "lang": "__proto__"})
+    )
+    assert answered(deep, message) is None and "4 tokens" in status_text(page, deep, message)
