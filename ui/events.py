@@ -165,7 +165,14 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     w.on(p.examples.load_input_event.then, views.run, RUN_INPUTS, every, **busy)
     # Typing or picking another model marks the figures as the previous run's until Run.
     typing = [p[n].input for n in ("text", "target", "checkpoint", "second", "model")]
-    gr.on(typing, fn=None, js="() => ta.markStale()", outputs=[p["stale"]], cancels=[deep])
+    gr.on(
+        typing,
+        fn=None,
+        js="() => ta.markStale()",
+        outputs=[p["stale"]],
+        cancels=[deep],
+        show_progress="hidden",
+    )
     wire_model_boxes(p)
     wire_tabs(w, views)
     wire_selection(w, views)
@@ -200,6 +207,7 @@ def wire_model_boxes(p: Page) -> None:
         [p["model"], p["language"]],
         [p["target"], p["checkpoint"], p["snapshot"]],
         api_visibility="private",
+        show_progress="hidden",
     )
 
 

@@ -103,8 +103,9 @@ class Blocks(gr.Blocks):
         return info
 
 
-class Choice(gr.Radio):
-    """A choice that passes any text through: a hostile value becomes English in the handler
+class Radio(gr.Radio):
+    """A choice (named Radio: Gradio finds the browser component by the class name) that passes
+    any text through: a hostile value becomes English in the handler
     (ui.events.ask_of), not a bare "Error" and a traceback from Gradio's own check."""
 
     def preprocess(self, payload):
@@ -113,7 +114,7 @@ class Choice(gr.Radio):
 
 def language_switch() -> gr.Radio:
     """The visible switch: English | 简体中文 (wired by ``wire_language``)."""
-    return Choice(
+    return Radio(
         [(name, code) for name, code in LOCALES],
         value="en",
         label=t("Language"),  # the API's name (English) and screen readers' (the page's words)
