@@ -87,7 +87,8 @@ def slide_ready(fig, name: str, model: str, text: str):
         "displaylogo": False,
         "toImageButtonOptions": {"format": "png", "filename": stem, "scale": 3},
     }
-    # gr.Plot hands a top-level "config" to Plotly (GRADIO6.md §6); the figure JSON is reused as is.
+    # gr.Plot hands a top-level "config" to Plotly (its toImageButtonOptions name the download);
+    # the figure JSON is reused as is.
     plot = '{"config":' + json.dumps(config) + "," + fig.to_json()[1:]
     return PlotData(type="plotly", plot=plot)
 

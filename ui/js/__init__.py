@@ -1,4 +1,4 @@
-"""The page's JavaScript, in real files under one namespace (``window.ta``), loaded once.
+"""The page's JavaScript, in real files under one namespace (``ta`` on the page), loaded once.
 
 ``HEAD`` is handed to ``launch(head=...)``: the four files run in order as the page opens, before
 Gradio mounts the app, and define the functions events call by name (``js="() => ta.x()"``).
