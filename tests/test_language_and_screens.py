@@ -75,7 +75,7 @@ def open_page(browser, url: str, **context):
     ctx = browser.new_context(**context)
     page = ctx.new_page()
     page.goto(url)
-    page.wait_for_function("() => window.ta.tab !== undefined", timeout=60_000)
+    page.wait_for_function("() => window.ta?.ready === true", timeout=60_000)
     page.wait_for_function(  # a status line, in either language
         "() => /tokens|词元/.test(document.querySelector('#status')?.innerText || '')",
         timeout=60_000,
@@ -171,7 +171,7 @@ def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
         page.wait_for_timeout(300)
         assert_examples_speak(page, "en")
         page.reload()
-        page.wait_for_function("() => window.ta.tab !== undefined", timeout=60_000)
+        page.wait_for_function("() => window.ta?.ready === true", timeout=60_000)
         page.wait_for_selector("#run")
         page.wait_for_function("() => document.documentElement.lang === 'en'", timeout=10_000)
         assert texts(page)["run"] == "Run"  # the choice outlives a reload

@@ -86,6 +86,7 @@
     ta.tabs = tabs || ta.tabs || ['tokens'];
     ta.tab = ta.tabs.includes(q.get('tab')) ? q.get('tab') : 'tokens';
     ta.watchLink();
+    ta.ready = true;  /* the page's load script has run */
     if (![...q.keys()].filter((k) => k !== 'lang' && k !== 'present').length) {
       return [undefined, undefined];
     }
@@ -97,7 +98,9 @@
      every answer; the head switch updates it in the browser). The address bar follows it:
      a new text or model is a new history entry (Back returns to the previous text), anything
      else replaces the current one. Reload therefore reopens exactly the view on screen. */
-  const KEEP = ['present', 'lang'];
+  /* Presentation mode stays in the address; the language is the link's own (a Chinese page's
+     link names it; an English one needs none: the choice is also remembered on the browser). */
+  const KEEP = ['present'];
   const same = (a, b, keys) => keys.every((k) => (a.get(k) || '') === (b.get(k) || ''));
   ta.followLink = () => {
     const link = document.querySelector('#status a[href^="?"]');
@@ -108,7 +111,7 @@
     for (const k of KEEP) if (now.has(k) && !next.has(k)) next.set(k, now.get(k));
     if (next.toString() === now.toString()) return;
     const url = location.pathname + '?' + next.toString() + location.hash;
-    const opened = [...now.keys()].some((k) => !KEEP.includes(k));
+    const opened = [...now.keys()].some((k) => !KEEP.includes(k) && k !== 'lang');
     if (opened && !same(now, next, ['text', 'model'])) history.pushState(null, '', url);
     else history.replaceState(null, '', url);
   };

@@ -230,6 +230,26 @@ def split_reason(split: dict) -> str:
     return "x = " + " + ".join(tr(p) for p in parts) + (tr(through) if through else "")
 
 
+def split_rows(split: dict, f) -> list[str]:
+    """The score's token / position split as table rows (none when the breakdown has none)."""
+    if split.get("available"):
+        by_part: dict[str, float] = {}
+        for term in split["terms"]:
+            name = f"{tr(term['query_part'])}·{tr(term['key_part'])}"
+            by_part[name] = term["value"]
+        terms = ", ".join(f"{k} {v:+.3f}" for k, v in by_part.items() if abs(v) > 5e-4)
+        split_name = tr("split ({reason})", reason=md_literal(split_reason(split)))
+        return [
+            f"| {split_name}: {terms} | {tr('sum')} {f(split['sum'])} | "
+            f"Δ {split['difference']:.1e} |"
+        ]
+    if split:
+        reason = md_literal(tr(split.get("reason", "")))
+        not_exact = tr("not exact here: {reason}", reason=reason)
+        return [f"| {tr('token / position split')} | {not_exact} | |"]
+    return []
+
+
 def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int, key: int) -> str:
     """The score of one query/key pair taken apart, every step checked against the trace."""
     q_tok, k_tok = stack_tokens(trace, stack)
@@ -261,22 +281,7 @@ def breakdown_markdown(net, trace, stack: str, layer: int, head: int, query: int
         f"| {tr('score = q·k / √d_k')} | {f(b['score'])} | {f(b['score_trace'])} "
         f"(Δ {b['score_difference']:.1e}) |",
     ]
-    split = b.get("split") or {}
-    if split.get("available"):
-        by_part: dict[str, float] = {}
-        for term in split["terms"]:
-            name = f"{tr(term['query_part'])}·{tr(term['key_part'])}"
-            by_part[name] = term["value"]
-        terms = ", ".join(f"{k} {v:+.3f}" for k, v in by_part.items() if abs(v) > 5e-4)
-        split_name = tr("split ({reason})", reason=md_literal(split_reason(split)))
-        lines.append(
-            f"| {split_name}: {terms} | {tr('sum')} {f(split['sum'])} | "
-            f"Δ {split['difference']:.1e} |"
-        )
-    elif split:
-        reason = md_literal(tr(split.get("reason", "")))
-        not_exact = tr("not exact here: {reason}", reason=reason)
-        lines.append(f"| {tr('token / position split')} | {not_exact} | |")
+    lines += split_rows(b.get("split") or {}, f)
     mask = tr("may attend") if b["mask"] else tr("hidden")
     context_name = tr(", the head's context")
     lines += [

@@ -63,54 +63,62 @@ def roles_markdown(answer: dict) -> str:
     return tr("Who did what to whom: ") + " · ".join(parts)
 
 
-def makers(view: View) -> dict:
-    analysis, sel = view.analysis, view.sel
-    trace, net = analysis.trace, analysis.model.net
+def role_makers(view: View) -> dict:
+    """A token classifier (the roles model): each token's role, and where it looked."""
+    sel, trace, net = view.sel, view.analysis.trace, view.analysis.model.net
     cfg = trace.config
     positions = getattr(trace, "positions", True)
-    if getattr(cfg, "token_labels", None):
-        text = "".join(t for t in trace.tokens[0] if t not in net.tokenizer.all_special_tokens)
-        answer = predict_roles(net, text, positions=positions)
-        table = pd.DataFrame(
-            {
-                tr("position"): range(len(answer["tokens"])),
-                tr("token"): [display_token(t) for t in answer["tokens"]],
-                tr("role"): [tr(label) for label in answer["labels"]],
-                "p": [round(p, 3) for p in answer["confidence"]],
-            }
-        )
-        note = "" if positions else tr(" (positional encoding off: order is invisible to it)")
-        layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
-
-        def looked():
-            fig = attention.head_figure(trace, "encoder", layer, head, scale=sel.scale)
-            fig.layout.title.text = tr(
-                "Where each token looked before being tagged — layer {layer}, head {head}",
-                layer=layer,
-                head=head,
-            )
-            return fig
-
-        return {
-            "prediction": lambda: roles_markdown(answer) + note,
-            "steps_table": lambda: table,
-            "steps_plot": looked,
+    text = "".join(t for t in trace.tokens[0] if t not in net.tokenizer.all_special_tokens)
+    answer = predict_roles(net, text, positions=positions)
+    table = pd.DataFrame(
+        {
+            tr("position"): range(len(answer["tokens"])),
+            tr("token"): [display_token(t) for t in answer["tokens"]],
+            tr("role"): [tr(label) for label in answer["labels"]],
+            "p": [round(p, 3) for p in answer["confidence"]],
         }
-    if trace.logits is None:
-        why = (
-            tr("This model has no LM head or classifier here")
-            if net.lm_head is None
-            else tr("This model's vocabulary is too large to keep its predictions for every token")
+    )
+    note = "" if positions else tr(" (positional encoding off: order is invisible to it)")
+    layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
+
+    def looked():
+        fig = attention.head_figure(trace, "encoder", layer, head, scale=sel.scale)
+        fig.layout.title.text = tr(
+            "Where each token looked before being tagged — layer {layer}, head {head}",
+            layer=layer,
+            head=head,
         )
-        return {
-            "prediction": lambda: tr(
-                "{why}: pick a trained model (dates, induction, roles) to see "
-                "what a Transformer outputs.",
-                why=why,
-            ),
-            "steps_table": lambda: pd.DataFrame(),
-            "steps_plot": lambda: None,
-        }
+        return fig
+
+    return {
+        "prediction": lambda: roles_markdown(answer) + note,
+        "steps_table": lambda: table,
+        "steps_plot": looked,
+    }
+
+
+def no_output_makers(net) -> dict:
+    """A model with nothing to show here: say why."""
+    why = (
+        tr("This model has no LM head or classifier here")
+        if net.lm_head is None
+        else tr("This model's vocabulary is too large to keep its predictions for every token")
+    )
+    return {
+        "prediction": lambda: tr(
+            "{why}: pick a trained model (dates, induction, roles) to see "
+            "what a Transformer outputs.",
+            why=why,
+        ),
+        "steps_table": lambda: pd.DataFrame(),
+        "steps_plot": lambda: None,
+    }
+
+
+def decoding_makers(view: View) -> dict:
+    """A decoder or an encoder-decoder: greedy decoding step by step beside the attention map."""
+    sel, trace, net = view.sel, view.analysis.trace, view.analysis.model.net
+    cfg = trace.config
     stack = "cross" if cfg.arch == "encoder-decoder" else "decoder"
     layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
 
@@ -136,6 +144,15 @@ def makers(view: View) -> dict:
         "steps_table": lambda: steps_table(trace, stack, net.tokenizer),
         "steps_plot": steps_plot,
     }
+
+
+def makers(view: View) -> dict:
+    trace = view.analysis.trace
+    if getattr(trace.config, "token_labels", None):
+        return role_makers(view)
+    if trace.logits is None:
+        return no_output_makers(view.analysis.model.net)
+    return decoding_makers(view)
 
 
 TAB = Tab(
