@@ -20,12 +20,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
 ZH_SERVER_FILE = Path(__file__).resolve().parent / "ui" / "zh_CN_server.json"
-ZH: dict[str, str] = json.loads(ZH_SERVER_FILE.read_text(encoding="utf-8"))
+BOLD = re.compile(r"\*\*(.+?)\*\*", re.S)
+
+
+def bold_tags(text: str) -> str:
+    """Markdown bold as <b> tags: CommonMark leaves ``**`` literal beside CJK punctuation
+    (``**模型输出什么。**模型…`` shows its stars), while a tag is bold in Markdown and in Plotly."""
+    return BOLD.sub(r"<b>\1</b>", text)
+
+
+ZH: dict[str, str] = {
+    en: bold_tags(zh) for en, zh in json.loads(ZH_SERVER_FILE.read_text(encoding="utf-8")).items()
+}
 LOCALE: ContextVar[str] = ContextVar("transformer_anatomy_locale", default="en")
 USED: set[str] = set()  # the English patterns tr() was asked for (tests find missing entries)
 

@@ -183,7 +183,8 @@ def test_scale_switch_recolours_the_head_view_and_names_its_max(slow_app, page):
 
 def test_figures_are_slide_ready_png_and_svg(slow_app, browser):
     """Titles name the model and the text; the camera saves a 3× PNG and the SVG button an SVG,
-    both named after the view and the model."""
+    both named after the view, the model and the head they hold (after a head switch in the
+    browser too)."""
     url, _ = slow_app
     context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 1000})
     page = context.new_page()
@@ -195,19 +196,22 @@ def test_figures_are_slide_ready_png_and_svg(slow_app, browser):
     title = page.evaluate(f"() => {gd}.layout.title.text")
     assert "bert" in title and "time flies like an arrow" in title
     options = page.evaluate(f"() => {gd}._context.toImageButtonOptions")
-    assert options == {"format": "png", "filename": "head_bert", "scale": 3}
+    assert options == {"format": "png", "filename": "head_bert_L0H0", "scale": 3}
     page.locator("#head-plot").hover()
     with page.expect_download() as png:
         page.locator("#head-plot .modebar-btn[data-title='Download plot as a PNG']").click()
-    assert png.value.suggested_filename == "head_bert.png"
+    assert png.value.suggested_filename == "head_bert_L0H0.png"
     from PIL import Image
 
     width, _ = Image.open(png.value.path()).size
     css_width = page.evaluate(f"() => {gd}._fullLayout.width")
     assert width == 3 * css_width
+    set_slider(page, "layer", 4)
+    set_slider(page, "head", 3)
+    page.wait_for_function(f"() => {gd}.layout.title.text.startsWith('Layer 4, head 3 ')")
     with page.expect_download() as svg:
         page.click("#head-plot button[title='SVG']")
-    assert svg.value.suggested_filename == "head_bert.svg"
+    assert svg.value.suggested_filename == "head_bert_L4H3.svg"
     assert Path(svg.value.path()).read_text(encoding="utf-8").lstrip().startswith("<svg")
     shot(page, "slide_ready_attention")
     context.close()

@@ -173,6 +173,9 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
         cancels=[deep],
         show_progress="hidden",
     )
+    # Another model starts with its positional encoding on: a switch left off from another
+    # model's lesson would make the new one look broken (the figures say when it is off).
+    p["model"].input(fn=None, js="() => true", outputs=[p["positions"]])
     wire_model_boxes(p)
     wire_tabs(w, views)
     wire_selection(w, views)

@@ -164,15 +164,28 @@ class Views:
             seen = {**seen, state.tab: signature}
         else:
             seen = {k: v for k, v in seen.items() if k != state.tab}
-        return analysis, self.finished(values, state), seen
+        return analysis, self.finished(values, state, state.sel.clamp(analysis)), seen
 
     @staticmethod
-    def finished(values: dict, state: ViewState) -> dict:
-        """Figures leave slide-ready (model and text in the title, 3× PNG)."""
+    def finished(values: dict, state: ViewState, sel: Selection) -> dict:
+        """Figures leave slide-ready (model and text in the title, 3× PNG), and say on the figure
+        itself what is not the model's default: a snapshot before the end of training, or the
+        positional encoding switched off."""
         model = state.model.removeprefix(CUSTOM_PREFIX).rstrip("/").rsplit("/", 1)[-1]
+        name, _, step = model.partition("@")
+        notes = [tr("training step {step}", step=step)] if step else []
+        if not state.positions:
+            notes.append(tr("positional encoding off"))
+        label = " · ".join([name, *notes])
+        heads = {  # a download's name says which head it holds
+            "head_plot": f"L{sel.layer}H{sel.head}",
+            "compare_plot": f"L{sel.layer_a}H{sel.head_a}-L{sel.layer_b}H{sel.head_b}",
+        }
         return {
-            name: slide_ready(value, name, model, state.text) if hasattr(value, "layout") else value
-            for name, value in values.items()
+            out: slide_ready(value, out, model, state.text, label, heads.get(out))
+            if hasattr(value, "layout")
+            else value
+            for out, value in values.items()
         }
 
     def status_of(self, analysis: Analysis, state: ViewState, notices=()) -> str:
@@ -218,6 +231,7 @@ class Views:
         """Run (or re-use) the forward pass for these inputs and draw the visible tab."""
         try:
             text, notices = capped(text, "Text")
+            text = text.rstrip("\r\n")  # a trailing new line is never a token
             target, more = capped(target, "Target text")
             second, more2 = capped(second, "The second sentence")
             checkpoint, _ = capped(checkpoint, "The checkpoint", 1_000)

@@ -24,6 +24,8 @@ from pathlib import Path
 import gradio as gr
 from gradio.i18n import I18nData
 
+from lang import bold_tags
+
 ZH_FILE = Path(__file__).with_name("zh_CN.json")
 ZH_TEXT: dict[str, str] = json.loads(ZH_FILE.read_text(encoding="utf-8"))
 LOCALES = (("English", "en"), ("简体中文", "zh-CN"))
@@ -79,7 +81,7 @@ def relabel_examples(elem_id: str, keys: list[str]) -> str:
 
 
 EN = {key_of(en): en for en in ZH_TEXT}
-ZH = {key_of(en): zh for en, zh in ZH_TEXT.items()}
+ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
 I18N = gr.I18n(
     # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
     en=EN,

@@ -71,18 +71,22 @@ def title_above_panels(fig) -> None:
     )
 
 
-def slide_ready(fig, name: str, model: str, text: str):
-    """A figure a lecturer can put on a slide: its title names the model and the text, and the
-    camera button saves a 3× PNG named after the view (the SVG button beside it saves the same)."""
+def slide_ready(
+    fig, name: str, model: str, text: str, label: str | None = None, what: str | None = None
+):
+    """A figure a lecturer can put on a slide: its title names the model (``label``: the model
+    and any non-default switch) and the text, and the camera button saves a 3× PNG named after
+    the view (the SVG button beside it saves the same)."""
     from gradio.components.plot import PlotData
 
     short = text if len(text) <= 60 else text[:59] + "…"
     fig.layout.title.text = (
-        f"{fig.layout.title.text or ''}<br><sup>{safe(model)} · “{safe(short)}”</sup>"
+        f"{fig.layout.title.text or ''}<br><sup>{safe(label or model)} · “{safe(short)}”</sup>"
     )
     fig.layout.margin.t = (fig.layout.margin.t or 48) + 26
     title_above_panels(fig)
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{name.removesuffix('_plot')}_{model}")[:80]
+    stem = f"{name.removesuffix('_plot')}_{model}" + (f"_{what}" if what else "")
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)[:80]
     config = {
         "displaylogo": False,
         "toImageButtonOptions": {"format": "png", "filename": stem, "scale": 3},

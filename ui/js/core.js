@@ -121,7 +121,13 @@
     if (!status) { setTimeout(ta.watchLink, 100); return; }
     ta._watching = true;
     ta._seen = status.querySelector('a[href^="?"]')?.getAttribute('href');  /* the first view */
-    new MutationObserver(ta.followLink).observe(status, {
+    /* After the frame, and once for a burst of changes: a head switch's frame stays its own. */
+    let pending = 0;
+    const later = () => {
+      clearTimeout(pending);
+      pending = setTimeout(ta.followLink, 150);
+    };
+    new MutationObserver(later).observe(status, {
       subtree: true, childList: true, attributes: true, attributeFilter: ['href'],
     });
   };
@@ -132,6 +138,22 @@
     ta.opening = true;
     document.querySelector('#deeplink-go')?.click();
   });
+
+  /* ---- Enter runs -------------------------------------------------------------------------
+     In the text boxes, Enter runs and Shift+Enter adds a line (Gradio's own multi-line box does
+     the opposite). An input method's Enter (choosing Chinese characters) stays its own. Caught
+     before Gradio's listeners on the box. */
+  const RUN_BOXES = '#text textarea, #target textarea, #second textarea';
+  const onEnter = (e) => {
+    if (e.key !== 'Enter' || e.isComposing || e.keyCode === 229) return;
+    if (!(e.target instanceof Element) || !e.target.matches(RUN_BOXES)) return;
+    e.stopPropagation();  /* Gradio's own handler never sees it */
+    if (e.shiftKey) return;  /* the browser adds the line */
+    e.preventDefault();
+    if (e.type === 'keydown') document.querySelector('#run')?.click();
+  };
+  document.addEventListener('keydown', onEnter, true);
+  document.addEventListener('keypress', onEnter, true);
 
   /* ---- downloads --------------------------------------------------------------------------- */
   ta.saveSvg = (id) => {

@@ -99,6 +99,8 @@
         if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
         await window.Plotly.update(gd, {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]},
           {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
+        const save = gd._context && gd._context.toImageButtonOptions;  /* the download's name */
+        if (save && save.filename) save.filename = save.filename.replace(/_L\d+H\d+$/, `_L${L}H${H}`);
       }
       const link = document.querySelector('#status a[href^="?"]');
       if (link) {

@@ -34,9 +34,8 @@ STATS_CAPTION = (
     "real query tokens of this text (padding excluded): **entropy** of each attention row (nats; "
     "low = focused), the weight on the **prev**ious, **next** and the token **self**, on the "
     "**first** token (`[CLS]` / `<s>`), on **sep**arators (`[SEP]` / `</s>`), on **punct**uation, "
-    "and "
-    "the mean attention **distance** Σⱼ αᵢⱼ |i − j|. Click a column to sort; click a row to open "
-    "that head in every view."
+    "and the mean attention **distance** Σⱼ αᵢⱼ |i − j|. Sort a column from the ⋮ menu in its "
+    "header; click a row to open that head in every view."
 )
 ROLLOUT_CAPTION = (
     "**Attention rollout** (Abnar & Zuidema 2020): Ã = ½·mean over heads of A + ½·I, rows "
