@@ -109,7 +109,7 @@ def test_bench_table_has_one_row_per_benchmark_script():
     rows = re.findall(r"^\| `([a-z_]+\.py)` \|", table, flags=re.M)
     scripts = {p.name for p in (ROOT / "bench").glob("*.py")} - {"shapes.py"}  # a helper
     assert len(rows) == len(set(rows))
-    assert scripts <= set(rows) <= scripts | {"capacity.py"}  # capacity.py: being written
+    assert scripts == set(rows)
     for line in table.splitlines():
         if line.startswith("| `"):
             assert len(line.replace("\\|", "").split("|")) == 8, line  # six cells

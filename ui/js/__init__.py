@@ -1,12 +1,14 @@
 """The page's JavaScript, in real files under one namespace (``ta`` on the page), loaded once.
 
-``HEAD`` is handed to ``launch(head=...)``: the four files run in order as the page opens, before
-Gradio mounts the app, and define the functions events call by name (``js="() => ta.x()"``).
+``HEAD`` is handed to ``launch(head=...)``: the five files run in order as the page opens, before
+Gradio mounts the app, and define the functions events call by name (a one-line ``js=`` each).
 
 - ``core.js``: the page's id and language, the visible tab, the stale marker, the view in the
   address bar (history), downloads.
 - ``fill.js``: figures filled from the head switch data, and ``ta.onDraw`` (a figure was drawn).
-- ``figures.js``: long titles wrap, overview tiles pick a head, the head switch, the gates.
+- ``figures.js``: long titles wrap, overview tiles pick a head.
+- ``head_switch.js``: the head switch (the server's side: ui/tabs/attention.py), and the gates
+  that ask the server only when the browser cannot draw a change itself.
 - ``language.js``: English / 简体中文 through Gradio's own dictionaries.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FILES = ("core.js", "fill.js", "figures.js", "language.js")
+FILES = ("core.js", "fill.js", "figures.js", "head_switch.js", "language.js")
 HERE = Path(__file__).resolve().parent
 
 

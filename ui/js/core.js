@@ -1,4 +1,4 @@
-/* Transformer Anatomy's page code, part 1 of 4: the namespace `window.ta`, the page's id and
+/* Transformer Anatomy's page code: the namespace `window.ta`, the page's id and
    language, the view in the address bar, and the small helpers events call by name.
    Loaded once in the page's <head> (ui/js/__init__.py); Gradio events call `ta.<name>(...)`. */
 (() => {

@@ -1,4 +1,4 @@
-/* Transformer Anatomy's page code, part 2 of 4: figures the browser fills.
+/* Transformer Anatomy's page code: figures the browser fills.
 
    The Attention tab sends every head of the stack once per run (viz.attention.head_switch_data):
    three-decimal weights as uint16 byte planes, key-major, zlib, base64. A page that can decode
@@ -6,7 +6,7 @@
    compare figures without z, and layout.meta.fill says which head each trace shows
    (viz.attention.without_z). ta.fill keeps the last few decoded payloads and fills such a
    figure's z just before Plotly draws it, so the figure is drawn once, complete, and Plotly's
-   PNG/SVG downloads show the numbers. The head switch (figures.js) uses the same decoder.
+   PNG/SVG downloads show the numbers. The head switch (head_switch.js) uses the same decoder.
 
    ta.fill: add(json) -> Promise(decoded | null); get(id) waits for the data `id`;
    z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added;

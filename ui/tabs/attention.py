@@ -18,7 +18,7 @@ from viz import attention
 from viz.attention import CAPTIONS
 
 # The head switch's two sides: here, the data every head is drawn from (switch_data) and the
-# figures; in the browser, ta.switchHead (ui/js/figures.js), which redraws the head view from
+# figures; in the browser, ta.switchHead (ui/js/head_switch.js), which redraws the head view from
 # that data with no request, and ta.tilePicker, which turns an overview tile's click into a pick.
 
 

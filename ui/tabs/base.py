@@ -97,9 +97,9 @@ class Tab:
     needs_batch: bool = False  # draws from a two-text padded batch (the Masks view)
     lazy: tuple[str, ...] = ()  # outputs drawn only by their action button, not with the tab
     # output -> the selection fields whose change the browser redraws by itself (no request),
-    # with ``ta.switches[<tab id>]`` (ui/js/figures.js): an async JS function of the values named
-    # in ``switch_inputs`` (selection fields or this tab's outputs) that redraws them and resolves
-    # false when it could not.
+    # with ``ta.switches[<tab id>]`` (ui/js/head_switch.js): an async JS function of the values
+    # named in ``switch_inputs`` (selection fields or this tab's outputs) that redraws them and
+    # resolves false when it could not.
     in_browser: dict[str, tuple[str, ...]] = field(default_factory=dict)
     switch_inputs: tuple[str, ...] = ()
 

@@ -1,0 +1,70 @@
+/* Transformer Anatomy's page code: the head switch, the browser's side of it (the server's side
+   is ui/tabs/attention.py: the data every head is drawn from, and the figures). A layer or head
+   change is drawn here from the run's data, with no request, whenever the browser can. */
+(() => {
+  const ta = (window.ta = window.ta || {});
+  ta.drawHooks = ta.drawHooks || [];
+
+  /* ---- the head switch (the browser side; the server side is ui/tabs/attention.py) -----------
+     Draws another head into the head view from the run's data (decoded once by ta.fill): no
+     request. Resolves true when the figure shows that head, false when it cannot (no data yet,
+     the figure is from another run, or no DecompressionStream): the server draws it then. The
+     status line's "Link to this view" (and with it the address bar) follows the switch. */
+  ta.switches = ta.switches || {};
+  ta.switchHead = async (layer, head, data) => {
+    try {
+      const gd = document.querySelector('#head-plot .js-plotly-plot'), fill = ta.fill;
+      if (!fill || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
+      const d = data ? await fill.add(data) : fill.held ? await fill.get(fill.held) : null;
+      const meta = gd.layout.meta;
+      if (!d || meta.run !== d.run || !Array.isArray(meta.head)) return false;
+      const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
+      const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
+      if (meta.head[0] !== L || meta.head[1] !== H) {
+        const was = d.titles[meta.head[0]]?.[meta.head[1]];
+        const shown = String(gd.layout.title.text ?? '');  /* maybe wrapped for a phone */
+        const title = shown === gd.taWrapped ? gd.taTitle : shown;
+        meta.head = [L, H];
+        if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
+        await window.Plotly.update(gd, {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]},
+          {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
+        const save = gd._context && gd._context.toImageButtonOptions;  /* the download's name */
+        if (save && save.filename) save.filename = save.filename.replace(/_L\d+H\d+$/, `_L${L}H${H}`);
+      }
+      const link = document.querySelector('#status a[href^="?"]');
+      if (link) {
+        const q = new URLSearchParams(link.getAttribute('href').slice(1));
+        q.set('layer', L); q.set('head', H);
+        link.setAttribute('href', '?' + q.toString());
+      }
+      return true;
+    } catch (e) { return false; }
+  };
+  ta.switches.attention = ta.switchHead;
+
+  /* After the server draws the head view (a new run, or a head the browser could not draw), the
+     sliders' head is shown: a head chosen while the server was drawing an older one stays. */
+  const slider = (id) => document.querySelector(`#${id} input[type=number]`)?.value;
+  const reswitch = () => {
+    const layer = slider('layer'), head = slider('head');
+    if (ta.tab === 'attention' && layer !== undefined && head !== undefined) {
+      ta.switchHead(layer, head);
+    }
+  };
+  ta.drawHooks.push((gd) => { if (gd.closest('#head-plot')) reswitch(); });
+  /* The run's data arrives (#head-data): decoded at once, so the figures that come with it can
+     be filled; whichever of the two lands last re-applies the sliders. */
+  ta.keepData = (data) => { ta.fill?.add(data).then(reswitch); };
+
+  /* A layer or head change: the visible tab redraws what it can in the browser; the server is
+     asked only when that tab has an output it must draw (the field's gate box then changes,
+     and its change event redraws from the cached trace). plan: {field, server: [tab ids],
+     browser: {tab id: [indexes of the arguments its switch takes]}}. */
+  ta.gate = async (plan, ...args) => {
+    const tab = ta.tab;
+    let drawn = true;
+    const take = plan.browser[tab];
+    if (take && ta.switches[tab]) drawn = await ta.switches[tab](...take.map((i) => args[i]));
+    return plan.server.includes(tab) || !drawn ? plan.field + '|' + Date.now() : undefined;
+  };
+})();
