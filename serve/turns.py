@@ -166,7 +166,7 @@ class Pages:
         self.max_in_flight = max_in_flight
         self.max_per_address = max_per_address
         self.others_waiting = others_waiting or (lambda address: True)
-        # page -> [its lock, its latest run, its requests in flight]
+        # page -> [its lock, its requests in flight]
         self._pages: OrderedDict[str, list] = OrderedDict()
         # address -> its requests in flight (an address leaves when it has none)
         self._addresses: dict[str, int] = {}
@@ -174,7 +174,7 @@ class Pages:
 
     def _entry(self, page: str) -> list:
         with self._lock:
-            entry = self._pages.pop(page, None) or [threading.Lock(), None, 0]
+            entry = self._pages.pop(page, None) or [threading.Lock(), 0]
             self._pages[page] = entry
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)
@@ -194,13 +194,13 @@ class Pages:
             entry = self._entry(page)
         address = address or None
         with self._lock:
-            if entry is not None and entry[2] >= self.max_in_flight:
+            if entry is not None and entry[1] >= self.max_in_flight:
                 raise PageBusy(self.max_in_flight)
             held = self._addresses.get(address, 0) if address is not None else 0
             if held >= self.max_per_address and self.others_waiting(address):
                 raise AddressBusy(self.max_per_address)
             if entry is not None:
-                entry[2] += 1
+                entry[1] += 1
             if address is not None:
                 self._addresses[address] = self._addresses.get(address, 0) + 1
         try:
@@ -209,7 +209,7 @@ class Pages:
         finally:
             with self._lock:
                 if entry is not None:
-                    entry[2] -= 1
+                    entry[1] -= 1
                 if address is not None:
                     left = self._addresses.pop(address) - 1
                     if left:
@@ -221,19 +221,6 @@ class Pages:
             if address is not None:
                 return self._addresses.get(address, 0)
             return sum(self._addresses.values())
-
-    def latest_run(self, page: str | None, fallback):
-        """The state of this page's latest Run, or ``fallback`` (what the browser sent)."""
-        page = page_id(page)
-        if not isinstance(page, str) or not page:
-            return fallback
-        run = self._entry(page)[1]
-        return run if run is not None else fallback
-
-    def set_run(self, page: str | None, state) -> None:
-        page = page_id(page)
-        if isinstance(page, str) and page and len(page) <= 64:
-            self._entry(page)[1] = state
 
     def __len__(self) -> int:
         return len(self._pages)

@@ -19,6 +19,7 @@ import engine as engine_module
 import ui.tabs.attention as attention_tab
 from serve.lru import LockedLRU
 from serve.turns import PageBusy, Pages
+from ui.handlers import Sessions
 
 THREADS = 16
 CALLS = 3_000
@@ -133,16 +134,17 @@ def test_the_engine_caches_survive_many_threads(monkeypatch):
 
 
 def test_page_turns_survive_many_threads():
-    """serve/turns.py: page entries (least recent dropped) and the caps' counts."""
+    """serve/turns.py: page entries (least recent dropped) and the caps' counts; the pages' last
+    runs (ui.handlers.Sessions, least recent dropped)."""
     pages = Pages(max_pages=8, max_in_flight=2, max_per_address=3)
+    sessions = Sessions(size=8)
 
     def call(rng: random.Random) -> None:
         page = f"p{rng.randrange(20)}" if rng.random() < 0.9 else None
         address = f"10.0.0.{rng.randrange(3)}"
         try:
             with pages.turn(page, address):
-                pages.set_run(page, rng.random())
-                pages.latest_run(page, None)
+                sessions.of(page).run = rng.random()  # the page's last run (ui.handlers)
         except PageBusy:
             pass
         assert len(pages) <= 8
@@ -150,4 +152,5 @@ def test_page_turns_survive_many_threads():
     assert hammer(call, calls=1_000) == []
     assert len(pages) <= 8
     assert pages.in_flight() == 0  # every admitted request let go of its address
-    assert all(entry[2] == 0 for entry in pages._pages.values())  # and of its page
+    assert all(entry[1] == 0 for entry in pages._pages.values())  # and of its page
+    assert len(sessions._items) <= 8

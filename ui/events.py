@@ -142,10 +142,11 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     """Every event of the page."""
     w, p = Wiring(page, views, turns), page
     every = [*p.outputs, *SELECTION_FIELDS, "link_notes", "stale"]
-    run_outputs = [*every, "text", "model", "target", "checkpoint", "second", "snapshot"]
-    run_outputs += ["positions", "tabs"]
-    # The view in the address: read in the browser at once, then opened in the queue like a
-    # run (not in the page's turn: every user action cancels a pending one instead).
+    run_outputs = [*every, "model", "target", "checkpoint", "second", "snapshot", "positions"]
+    run_outputs += ["tabs"]
+    # The view in the address: read in the browser at once (its text straight into the box), then
+    # opened in the queue like a run (not in the page's turn: every user action cancels a pending
+    # one, and one that finishes after the user's own Run changes nothing).
     p.demo.load(
         fn=None, js=f"() => ta.openLink({json.dumps(TAB_IDS)})", outputs=[p["text"], p["status"]]
     )

@@ -329,8 +329,7 @@ class Views:
         boxes = model_boxes(name, int(step) if step else None)
         boxes["target"]["value"] = state.target
         result.update(boxes)
-        result.update(
-            text=state.text,
+        result.update(  # the text: already in the box (the browser read the address)
             model=name,
             positions=state.positions,
             second=state.second,

@@ -131,13 +131,10 @@
       subtree: true, childList: true, attributes: true, attributeFilter: ['href'],
     });
   };
-  /* Back or Forward: open the view that entry names. */
-  window.addEventListener('popstate', () => {
-    const q = new URLSearchParams(location.search);
-    ta.tab = (ta.tabs || []).includes(q.get('tab')) ? q.get('tab') : 'tokens';
-    ta.opening = true;
-    document.querySelector('#deeplink-go')?.click();
-  });
+  /* Back or Forward: open the view that entry names, as a link opens (its text is put in the
+     box at once by ta.openLink; the server never writes the box, so a late answer cannot
+     replace what the user types meanwhile). */
+  window.addEventListener('popstate', () => location.reload());
 
   /* ---- Enter runs -------------------------------------------------------------------------
      In the text boxes, Enter runs and Shift+Enter adds a line (Gradio's own multi-line box does
