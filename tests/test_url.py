@@ -42,7 +42,9 @@ def wait_address(page, **wanted) -> None:
 def test_the_address_follows_the_view_and_reload_and_back_restore_it(app_url, page):
     page.goto(f"{app_url}?text={quote('time flies like an arrow')}&tab=tokens")
     wait_status(page, "7 tokens")
-    page.wait_for_function("() => window.ta && !window.ta.opening")  # the linked view is open
+    page.wait_for_function(
+        "() => window.ta?.ready === true && !window.ta.opening"
+    )  # the linked view is open
     page.fill("#text textarea", "dogs bark")
     page.click("#run")
     wait_status(page, "4 tokens")
@@ -59,7 +61,7 @@ def test_the_address_follows_the_view_and_reload_and_back_restore_it(app_url, pa
     # Reload: exactly that view again.
     page.reload()
     wait_status(page, "4 tokens")
-    page.wait_for_function("() => window.ta && !window.ta.opening")
+    page.wait_for_function("() => window.ta?.ready === true && !window.ta.opening")
     wait_tab(page, "attention")
     assert page.input_value("#text textarea") == "dogs bark"
     assert page.get_attribute("#tab-attention-button", "aria-selected") == "true"
@@ -73,7 +75,7 @@ def test_the_address_follows_the_view_and_reload_and_back_restore_it(app_url, pa
     # Back: the previous text, still in the app.
     page.go_back()
     wait_status(page, "7 tokens")
-    page.wait_for_function("() => window.ta && !window.ta.opening")
+    page.wait_for_function("() => window.ta?.ready === true && !window.ta.opening")
     assert urlparse(page.url).netloc == urlparse(app_url).netloc
     assert address(page)["text"] == "time flies like an arrow"
     assert page.input_value("#text textarea") == "time flies like an arrow"
