@@ -26,7 +26,7 @@ import gradio as gr
 
 from lang import speaking
 from serve.turns import PageBusy, Pages, client_address
-from ui.handlers import RUN_INPUTS, Ask, Views, said
+from ui.handlers import RUN_INPUTS, Ask, Views, model_boxes, said
 from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
 from ui.state import SELECTION_FIELDS, Client, Selection
@@ -161,7 +161,9 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     )
     busy = {"show_progress_on": [p["status"]], "cancels": [deep], "stale": True}
     w.on([p["run"].click], views.run, RUN_INPUTS, every, api_name="run", **busy)
-    run_again = [p["text"].submit, p["second"].submit, p["snapshot"].input, p["positions"].input]
+    # A snapshot or the positional-encoding switch is a new forward pass: it runs at once. (Enter
+    # in a text box clicks Run itself, ui/js/core.js: Gradio's own submit never fires.)
+    run_again = [p["snapshot"].input, p["positions"].input]
     w.on(run_again, views.run, RUN_INPUTS, every, **busy)
     w.on(p.examples.load_input_event.then, views.run, RUN_INPUTS, every, **busy)
     # Typing or picking another model marks the figures as the previous run's until Run.
@@ -199,7 +201,6 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
 
 def wire_model_boxes(p: Page) -> None:
     """Another model shows the boxes it reads; cheap, so outside the queue's group."""
-    from ui.handlers import model_boxes
 
     def on_model_pick(choice, lang="en"):
         with speaking(lang):

@@ -30,7 +30,7 @@ from engine import (
     positions_of,
     well_formed,
 )
-from lang import LOCALE, Msg, message_of, tr
+from lang import LOCALE, Msg, tr
 from model import PRESETS, TRAINED
 from ui.layout import FINAL, STACK_LABELS
 from ui.render import render, slide_ready
@@ -347,6 +347,3 @@ class Views:
 def said(exc: Exception) -> str:
     """The status line for an exception no handler expected (ui/events.py)."""
     return status_markdown(None, [sentence(exc)], None)
-
-
-__all__ = ["RUN_INPUTS", "Ask", "Views", "capped", "message_of", "model_boxes", "said"]
