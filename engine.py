@@ -222,7 +222,8 @@ class TraceCache:
             return sum(item.trace.nbytes() for item in self._items.values())
 
     def __len__(self) -> int:
-        return len(self._items)
+        with self._lock:  # a put between its insert and its evictions must not be seen
+            return len(self._items)
 
 
 class Engine:

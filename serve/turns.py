@@ -223,7 +223,8 @@ class Pages:
             return sum(self._addresses.values())
 
     def __len__(self) -> int:
-        return len(self._pages)
+        with self._lock:
+            return len(self._pages)
 
 
 def share_queue(demo, concurrency_id: str = "model") -> Callable[[str], bool]:
