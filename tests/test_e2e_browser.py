@@ -91,11 +91,11 @@ def wait_tab(page, tab: str, timeout: float = 30_000, run: str | None = None) ->
         page.wait_for_selector("#param-table table", timeout=timeout)
 
 
-def shot(page, name: str) -> None:
+def shot(page, name: str, full_page: bool = True) -> None:
     """Save a screenshot to artifacts/; with UPDATE_DOC_SCREENSHOTS=1 also to docs/ (README)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     if os.environ.get("UPDATE_DOC_SCREENSHOTS"):
         DOC_SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, DOC_SHOTS / path.name)

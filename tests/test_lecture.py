@@ -54,7 +54,8 @@ def test_another_model_starts_with_positional_encoding_on_and_the_figure_says_wh
     page.click("#model input")
     page.wait_for_selector("#model ul li")
     page.locator("#model ul li", has_text="dates").first.click()
-    page.wait_for_function("() => document.querySelector('#positions input').checked")
+    # On again, and not offered: without it the dates model only breaks (it teaches nothing).
+    page.wait_for_function("() => !document.querySelector('#positions input')?.offsetParent")
     page.click("#run")
     wait_status(page, "dates")
     wait_tab(page, "attention")

@@ -180,6 +180,7 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     # model's lesson would make the new one look broken (the figures say when it is off).
     p["model"].input(fn=None, js="() => true", outputs=[p["positions"]])
     wire_model_boxes(p)
+    wire_deck(w, views)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -215,6 +216,21 @@ def wire_model_boxes(p: Page) -> None:
         show_progress="hidden",
     )
 
+    # The positional-encoding switch: offered where it teaches, and while it is off (so it can
+    # be turned on); after a model change or the switch itself, whichever lands last.
+    def offer_positions(choice, positions=True):
+        return model_boxes(choice, positions=positions is not False)["positions"]
+
+    gr.on(
+        [p["model"].change, p["positions"].change],
+        offer_positions,
+        [p["model"], p["positions"]],
+        [p["positions"]],
+        api_visibility="private",
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
+
 
 def wire_tabs(w: Wiring, views: Views) -> None:
     """A tab click: the browser writes the tab box only when the visible tab really changes."""
@@ -222,6 +238,22 @@ def wire_tabs(w: Wiring, views: Views) -> None:
     for tab_id, block in p.tab_blocks.items():
         block.select(fn=None, js=f"() => ta.pickTab({json.dumps(tab_id)})", outputs=[p["tab_box"]])
     w.on([p["tab_box"].change], views.tab, ["tab_box"], p.outputs, trigger_mode="always_last")
+
+
+def wire_deck(w: Wiring, views: Views) -> None:
+    """The lecture deck (ui/js/deck.js, ui/deck.py): a slide's text goes into the box from the
+    browser (no typing event fires), and the offline file is made on the server."""
+    p = w.page
+    p["deck_go"].click(fn=None, js="() => ta.deckText()", outputs=[p["text"]])
+    made = w.on(
+        [p["deck_export"].click],
+        views.deck_file,
+        ["deck_box"],
+        ["deck_file"],
+        js="(...args) => ta.deckArgs(...args)",
+        show_progress_on=[p["status"]],
+    )
+    made.then(fn=None, js="() => ta.deckSaved()")
 
 
 def wire_selection(w: Wiring, views: Views) -> None:

@@ -118,8 +118,17 @@ def snapshot_choices(choice: str, step: int | None = None) -> dict:
     return gr.update(choices=steps, value=value, visible=bool(snapshots))
 
 
-def model_boxes(choice, step: int | None = None) -> dict:
-    """Another model was picked: show the boxes it reads (target, checkpoint, snapshots)."""
+def positions_teach(name: str) -> bool:
+    """Whether switching the positional encoding off teaches something with this model: word
+    order in BERT and the seeds' architectures, who-did-what in the roles model. The trained
+    decoders (dates, induction) only break without it, confidently (a screen full of "2020…"
+    looks like a broken model, not a lesson), so the switch is not offered there."""
+    return name not in TRAINED or name == "roles"
+
+
+def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict:
+    """Another model was picked: show the boxes it reads (target, checkpoint, snapshots) and the
+    positional-encoding switch where it teaches (or while it is off, so it can be turned on)."""
     name = str(choice).partition("@")[0]
     arch = PRESETS[name].arch if name in PRESETS else None
     if name in TRAINED:
@@ -128,6 +137,7 @@ def model_boxes(choice, step: int | None = None) -> dict:
         "target": gr.update(visible=arch == "encoder-decoder"),
         "checkpoint": gr.update(visible=choice == CUSTOM),
         "snapshot": snapshot_choices(name, step),
+        "positions": gr.update(visible=positions_teach(name) or not positions),
     }
 
 
@@ -326,12 +336,12 @@ class Views:
             for reason in invalid
         )
         name, _, step = state.model.partition("@")
-        boxes = model_boxes(name, int(step) if step else None)
+        boxes = model_boxes(name, int(step) if step else None, state.positions)
         boxes["target"]["value"] = state.target
+        boxes["positions"]["value"] = state.positions
         result.update(boxes)
         result.update(  # the text: already in the box (the browser read the address)
             model=name,
-            positions=state.positions,
             second=state.second,
             tabs=gr.Tabs(selected=state.tab),
         )
@@ -342,6 +352,12 @@ class Views:
             else:
                 result[name] = getattr(state.sel, name)
         return result
+
+    def deck_file(self, ask: Ask, deck) -> dict:
+        """The lecture deck as one offline HTML file (ui/deck.py)."""
+        from ui.deck import deck_file
+
+        return deck_file(self, deck)
 
 
 def said(exc: Exception) -> str:

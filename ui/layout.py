@@ -37,6 +37,7 @@ INTRO = (
     "attention and hidden states."
 )
 FINAL = "final"  # the snapshot choice meaning "the trained model"
+HIDDEN = "ta-hidden"  # in the page (the page's code clicks it), never seen
 
 
 @dataclass
@@ -211,6 +212,11 @@ def hidden(page: Page) -> None:
         relang=gr.Button(
             "say it in the page's language", elem_id="relang-go", elem_classes="ta-hidden"
         ),
+        # The lecture deck (ui/js/deck.js): a slide's text into the box (ta.deckText), and the
+        # offline file asked for (the deck itself is the event's first input, ta.deckArgs).
+        deck_go=gr.Button("open the deck's slide", elem_id="deck-go", elem_classes=HIDDEN),
+        deck_export=gr.Button("make the deck's file", elem_id="deck-export", elem_classes=HIDDEN),
+        deck_box=gr.Textbox("", visible=False, elem_id="deck-box", label="deck"),
     )
     # Per selection field that some tab redraws in the browser: written only when the server
     # must draw something for it (ta.gate).
@@ -242,6 +248,9 @@ def build(setup: Setup) -> Page:
             status=gr.Markdown(setup.status, elem_id="status"),
             link_notes=gr.Markdown(elem_id="link-notes"),
             stale=gr.Markdown(t(STALE_NOTE), visible=False, elem_id="stale"),
+            deck_file=gr.File(
+                label=t("Lecture deck (offline HTML)"), visible=False, elem_id="deck-file"
+            ),
         )
         selection(page, setup)
         tabs(page)

@@ -87,8 +87,9 @@ def slide_ready(
     title_above_panels(fig)
     stem = f"{name.removesuffix('_plot')}_{model}" + (f"_{what}" if what else "")
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)[:80]
-    config = {
+    config = {  # the PNG and SVG buttons save it cropped for a slide (ui/js/exports.js)
         "displaylogo": False,
+        "modeBarButtonsToRemove": ["toImage"],
         "toImageButtonOptions": {"format": "png", "filename": stem, "scale": 3},
     }
     # gr.Plot hands a top-level "config" to Plotly (its toImageButtonOptions name the download);

@@ -16,7 +16,7 @@ from lang import tr
 
 STACKS = ("encoder", "decoder", "cross")
 BERTVIZ_VIEWS = ("head", "model")
-SCALES = ("fixed", "head")  # attention colours: 0–1 for every head, or 0–this head's max
+SCALES = ("auto", "fixed", "head")  # attention colours: 0–1 unless faint, 0–1, 0–head max
 MEASURES = ("weights", "norms")  # attention maps: α, or ‖α f(x)‖ (Kobayashi et al. 2020)
 ABLATIONS = ("zero", "mean")
 DEFAULT_DIMS = "0, 1, 2, 3"
@@ -36,7 +36,7 @@ class Selection:
     head_b: int = 1
     dims: str = DEFAULT_DIMS
     bertviz_view: str = "head"
-    scale: str = "fixed"
+    scale: str = "auto"
     measure: str = "weights"
     ablation: str = "zero"
     query: int = 0
@@ -62,7 +62,7 @@ class Selection:
             head_b=fit(self.head_b, last_head),
             dims=str(self.dims)[:200],
             bertviz_view=self.bertviz_view if self.bertviz_view in BERTVIZ_VIEWS else "head",
-            scale=self.scale if self.scale in SCALES else "fixed",
+            scale=self.scale if self.scale in SCALES else "auto",
             measure=self.measure if self.measure in MEASURES else "weights",
             ablation=self.ablation if self.ablation in ABLATIONS else "zero",
             query=max(as_int(self.query), 0),  # clamped to the text by the view that reads it
@@ -74,8 +74,21 @@ class Selection:
 SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
 INT_FIELDS = ("layer", "head", "layer_a", "head_a", "layer_b", "head_b", "query", "key")
 # Every parameter a deep link may carry (docs/link-parameters.md lists them; a test keeps the two
-# equal). "present" and "lang" are read by the browser alone (presentation mode, ui/i18n.py).
-LINK_PARAMETERS = ("text", "model", "target", "second", "tab", "pe", "present", "lang")
+# equal). "present", "fig", "deck", "slide" and "lang" are read by the browser alone (presentation
+# mode and the lecture deck: ui/js/present.js, deck.js; the language: ui/i18n.py).
+LINK_PARAMETERS = (
+    "text",
+    "model",
+    "target",
+    "second",
+    "tab",
+    "pe",
+    "present",
+    "fig",
+    "deck",
+    "slide",
+    "lang",
+)
 LINK_PARAMETERS += SELECTION_FIELDS
 
 

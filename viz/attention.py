@@ -33,8 +33,9 @@ from viz.common import (
 # so the same head looks the same in every view; "this head's max" is a switch, named on the bar.
 CAPTIONS = {
     "head": "**softmax(QKᵀ/√d_k)** — each row is one query token's distribution over the keys it "
-    "may see (it sums to 1); grey cells are hidden by the mask. Colour: white 0 → dark blue 1, "
-    "or 0 → this head's max with the scale switch.",
+    "may see (it sums to 1); grey cells are hidden by the mask. Colour: white 0 → dark blue 1; "
+    'on "auto" a faint head (largest weight below 0.3, as most are at long texts) is coloured '
+    "0 → its own max instead, and its title and colour bar say so.",
     "overview": "**Every layer × head at once** — each tile is one head's softmax(QKᵀ/√d_k) on "
     "the same colour scale as the head view (switch to \"this head's max\" to see weak heads' "
     "shapes). Hover for the real weight; click a tile to open that head.",
@@ -315,14 +316,28 @@ def head_cells(
     return frame.cells(rows), frame.x_lab, frame.y_lab, frame.note
 
 
-def head_zmax(cells: np.ndarray, scale: Literal["fixed", "head"]) -> float:
-    """The top of one head's colour scale: 1, or its largest weight."""
-    return 1.0 if scale == "fixed" else max(float(np.nanmax(cells, initial=0.0)), 1e-6)
+FAINT = 0.3  # "auto": a head whose largest weight is below this looks near-white on 0–1
 
 
-def head_title(
-    stack: str, layer: int, head: int, note: str, scale: Literal["fixed", "head"], zmax: float
-) -> str:
+def head_zmax(cells: np.ndarray, scale: Literal["auto", "fixed", "head"]) -> float:
+    """The top of one head's colour scale: 1, or its largest weight ("head"; "auto" when the
+    head would look near-white on 0–1, as most heads do at long texts)."""
+    peak = max(float(np.nanmax(cells, initial=0.0)), 1e-6)
+    if scale == "fixed" or (scale == "auto" and peak >= FAINT):
+        return 1.0
+    return peak
+
+
+def head_bar(scale: str, zmax: float) -> str:
+    """The head view's colour-bar title: which range the colours span."""
+    if scale == "fixed" or zmax >= 1.0 and scale == "auto":
+        return tr("weight (0–1)")
+    if scale == "auto":
+        return tr("weight (0–head max: faint head)")
+    return tr("weight (0–head max)")
+
+
+def head_title(stack: str, layer: int, head: int, note: str, scale: str, zmax: float) -> str:
     """The head view's title: which head, what hides and pools cells, the colour range."""
     title = tr(
         "Layer {layer}, head {head} — {stack}{note}",
@@ -333,6 +348,12 @@ def head_title(
     )
     if scale == "head":
         title += tr("<br><sup>colours 0–{zmax:.3g}, this head's largest weight</sup>", zmax=zmax)
+    elif scale == "auto" and zmax < 1.0:
+        title += tr(
+            "<br><sup>colours 0–{zmax:.3g}, this head's largest weight: on 0–1 it would look "
+            "near-white</sup>",
+            zmax=zmax,
+        )
     return title
 
 
@@ -342,7 +363,7 @@ def head_figure(
     layer: int,
     head: int,
     batch: int = 0,
-    scale: Literal["fixed", "head"] = "fixed",
+    scale: Literal["auto", "fixed", "head"] = "fixed",
     max_cells: int = MAX_HEAD_CELLS,
 ) -> go.Figure:
     """One head's attention heatmap: rows = query tokens, columns = key tokens.
@@ -352,7 +373,8 @@ def head_figure(
         stack: "encoder", "decoder" or "cross".
         layer, head: which head.
         batch: which text of the batch.
-        scale: "fixed" colours 0..1 (heads comparable); "head" colours 0..this head's max.
+        scale: "fixed" colours 0..1 (heads comparable); "head" colours 0..this head's max;
+            "auto" as "fixed" unless the head's largest weight is below FAINT (then "head").
         max_cells: longer texts are max-pooled to at most this many cells a side.
     Returns:
         A figure; cells the mask hides are left blank (grey), not drawn as weight 0. Its
@@ -371,7 +393,7 @@ def head_figure(
         zmin=0.0,
         zmax=zmax,
     )
-    bar = tr("weight (0–1)") if scale == "fixed" else tr("weight (0–head max)")
+    bar = head_bar(scale, zmax)
     cells.update(hoverongaps=False, colorbar={"title": {"text": bar, "side": "right"}})
     fig = go.Figure(cells)
     n = max(len(x_lab), len(y_lab))
@@ -410,7 +432,7 @@ def codes_fit(weights: np.ndarray) -> bool:
 def head_switch_data(
     trace,
     stack: str,
-    scale: Literal["fixed", "head"] = "fixed",
+    scale: Literal["auto", "fixed", "head"] = "fixed",
     batch: int = 0,
     max_cells: int = MAX_HEAD_CELLS,
 ) -> dict | None:
@@ -458,6 +480,7 @@ def head_switch_data(
         "cols": cols,
         "zmax": [zmax[i : i + n_heads] for i in range(0, len(zmax), n_heads)],
         "titles": [titles[i : i + n_heads] for i in range(0, len(titles), n_heads)],
+        "bars": [[head_bar(scale, z) for z in zmax[i : i + n_heads]] for i in range(0, n, n_heads)],
         "data": base64.b64encode(zlib.compress(planes, level)).decode("ascii"),
     }
 
@@ -500,7 +523,7 @@ def overview_figure(
     stack: str,
     batch: int = 0,
     max_cells: int = MAX_TILE_CELLS,
-    scale: Literal["fixed", "head"] = "fixed",
+    scale: Literal["auto", "fixed", "head"] = "fixed",
 ) -> go.Figure:
     """All layers × heads as ONE tiled heatmap (rows = layers, columns = heads); a 12 × 12 grid of
     subplots would take seconds to draw.
@@ -509,6 +532,7 @@ def overview_figure(
     tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
     Either way the hover gives the real weight (max-pooled cells: the window's largest).
     """
+    scale = "fixed" if scale == "auto" else scale  # "auto" is the head view's: tiles share 0–1
     weights, of_max, k_q, k_k, peaks = overview_tiles(trace, stack, batch, max_cells)
     tiles = of_max if scale == "head" else weights
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
@@ -620,7 +644,7 @@ def compare_figure(
     b: tuple[int, int],
     batch: int = 0,
     max_cells: int = MAX_PANEL_CELLS,
-    scale: Literal["fixed", "head"] = "fixed",
+    scale: Literal["auto", "fixed", "head"] = "fixed",
 ) -> go.Figure:
     """Heads A and B side by side and their difference A − B (diverging, centred at 0).
 
@@ -638,6 +662,7 @@ def compare_figure(
     Returns:
         A figure whose ``layout.meta["heads"]`` is ``[[layer_a, head_a], [layer_b, head_b]]``.
     """
+    scale = "fixed" if scale == "auto" else scale  # "auto" is the head view's: A, B share 0–1
     q_tok, k_tok = stack_tokens(trace, stack, batch)
     pair = torch.from_numpy(
         np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])

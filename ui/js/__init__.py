@@ -1,6 +1,6 @@
 """The page's JavaScript, in real files under one namespace (``ta`` on the page), loaded once.
 
-``HEAD`` is handed to ``launch(head=...)``: the five files run in order as the page opens, before
+``HEAD`` is handed to ``launch(head=...)``: the files run in order as the page opens, before
 Gradio mounts the app, and define the functions events call by name (a one-line ``js=`` each).
 
 - ``core.js``: the page's id and language, the visible tab, the stale marker, the view in the
@@ -10,13 +10,27 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``head_switch.js``: the head switch (the server's side: ui/tabs/attention.py), and the gates
   that ask the server only when the browser cannot draw a change itself.
 - ``language.js``: English / 简体中文 through Gradio's own dictionaries.
+- ``slides.js``: a figure drawn for a room or a slide (big text, the colour bar beside it).
+- ``present.js``: presentation mode (one figure fills the screen; keys switch head and layer).
+- ``exports.js``: PNG and SVG downloads cropped for a slide.
+- ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-FILES = ("core.js", "fill.js", "figures.js", "head_switch.js", "language.js")
+FILES = (
+    "core.js",
+    "fill.js",
+    "figures.js",
+    "head_switch.js",
+    "language.js",
+    "slides.js",
+    "present.js",
+    "exports.js",
+    "deck.js",
+)
 HERE = Path(__file__).resolve().parent
 
 

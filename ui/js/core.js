@@ -31,7 +31,9 @@
   /* The view in the address, to open (its first input is the query string). */
   ta.stampLink = (...args) => {
     args = ta.stampLang(...args);
-    args[0] = location.search;
+    const q = new URLSearchParams(location.search);
+    for (const k of ['fig', 'deck', 'slide']) q.delete(k);  /* the server needs the view only */
+    args[0] = q.toString() ? '?' + q.toString() : '';
     return args;
   };
 
@@ -57,6 +59,7 @@
   ta.pickTab = (id) => {
     if (ta.tab === id) return undefined;
     ta.tab = id;
+    setTimeout(() => ta.present?.choose(), 50);  /* a tab drawn before: nothing draws */
     return id + '|' + Date.now();
   };
 
@@ -74,20 +77,23 @@
     ta.syncStale();
     ta.opening = false;
     ta.followLink();
+    ta.present?.choose();
   };
 
   /* ---- the view in the address bar ------------------------------------------------------- */
+  /* Read by the page alone (presentation, its figure, a deck and its slide; the language). */
+  const BROWSER_ONLY = (ta.BROWSER_ONLY = ['lang', 'present', 'fig', 'deck', 'slide']);
   const OPENING = {en: '⏳ Opening the linked view…', 'zh-CN': '⏳ 正在打开链接中的视图…'};
   /* As the page opens: presentation mode, the tab a link names, and — when the address holds
      a view — its text at once and the server asked to open the rest (#deeplink-go). */
   ta.openLink = (tabs) => {
     const q = new URLSearchParams(location.search);
-    if (q.get('present') === '1') document.body.classList.add('ta-present');
     ta.tabs = tabs || ta.tabs || ['tokens'];
     ta.tab = ta.tabs.includes(q.get('tab')) ? q.get('tab') : 'tokens';
+    if (q.get('present') === '1') ta.startPresent?.(q.get('fig'));
     ta.watchLink();
     ta.ready = true;  /* the page's load script has run */
-    if (![...q.keys()].filter((k) => k !== 'lang' && k !== 'present').length) {
+    if (![...q.keys()].filter((k) => !BROWSER_ONLY.includes(k)).length) {
       return [undefined, undefined];
     }
     ta.opening = true;  /* the address holds the view until the server has opened it */
@@ -100,7 +106,7 @@
      else replaces the current one. Reload therefore reopens exactly the view on screen. */
   /* Presentation mode stays in the address; the language is the link's own (a Chinese page's
      link names it; an English one needs none: the choice is also remembered on the browser). */
-  const KEEP = ['present'];
+  const KEEP = ['present', 'fig', 'deck', 'slide'];
   const same = (a, b, keys) => keys.every((k) => (a.get(k) || '') === (b.get(k) || ''));
   ta.followLink = () => {
     const link = document.querySelector('#status a[href^="?"]');
@@ -111,9 +117,17 @@
     for (const k of KEEP) if (now.has(k) && !next.has(k)) next.set(k, now.get(k));
     if (next.toString() === now.toString()) return;
     const url = location.pathname + '?' + next.toString() + location.hash;
-    const opened = [...now.keys()].some((k) => !KEEP.includes(k) && k !== 'lang');
+    const opened = [...now.keys()].some((k) => !BROWSER_ONLY.includes(k));
     if (opened && !same(now, next, ['text', 'model'])) history.pushState(null, '', url);
     else history.replaceState(null, '', url);
+  };
+  /* A parameter the page alone reads (the presented figure, the deck's slide): in the address
+     at once (replacing the entry), and kept there as the view changes (KEEP). */
+  ta.setLinkParam = (key, value) => {
+    const q = new URLSearchParams(location.search);
+    if (value === null || value === undefined || value === '') q.delete(key);
+    else q.set(key, value);
+    history.replaceState(null, '', location.pathname + (q.toString() ? '?' + q : '') + location.hash);
   };
   ta.watchLink = () => {
     if (ta._watching) return;
@@ -152,11 +166,4 @@
   document.addEventListener('keydown', onEnter, true);
   document.addEventListener('keypress', onEnter, true);
 
-  /* ---- downloads --------------------------------------------------------------------------- */
-  ta.saveSvg = (id) => {
-    const gd = document.querySelector(`#${id} .js-plotly-plot`);
-    if (!gd || !window.Plotly) return;
-    const name = gd._context?.toImageButtonOptions?.filename || id;
-    window.Plotly.downloadImage(gd, {format: 'svg', filename: name});
-  };
 })();

@@ -60,6 +60,35 @@
     fits(gd);
   });
 
+  /* ---- tick labels that never overlap ----------------------------------------------------------
+     A category axis's labels (crowded on a phone or a tablet) are stood upright when they are
+     closer than two lines apart at their slant, and thinned to every k-th when even upright ones
+     would touch. Measured after the draw, from the axis Plotly laid out. */
+  const LINE = 13;  /* px a label needs across its direction */
+  const spaced = (gd) => {
+    const full = gd._fullLayout;
+    if (!full || !window.Plotly || gd.closest('[data-ta-shown]')) return;
+    const update = {};
+    for (const key of Object.keys(full)) {
+      const axis = full[key];
+      if (!/^xaxis\d*$/.test(key) || !axis || axis.type !== 'category' || !axis._length) continue;
+      const n = (axis._categories || []).length;
+      if (n < 2) continue;
+      const gap = axis._length / n;
+      const user = gd.layout[key] || {};
+      if (gap < 2 * LINE && user.tickangle !== -90) update[`${key}.tickangle`] = -90;
+      if (gap < LINE) {
+        const every = Math.ceil(LINE / gap);
+        if (user.dtick !== every) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
+      }
+    }
+    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+  };
+  ta.drawHooks.push((gd) => {
+    if (!gd.closest('#tabs')) return;
+    requestAnimationFrame(() => spaced(gd));
+  });
+
   /* ---- a click on an overview tile selects that head -----------------------------------------
      gr.Plot has no click event: the tile's "layer,head,time" goes into a hidden gr.HTML
      (#overview-pick), whose change event selects the head on the server. */

@@ -117,17 +117,24 @@
   function hook(P) {
     if (!P || P.__taFill || typeof P.react !== 'function') return;
     const react = P.react;
-    P.react = function (gd, data, layout) {
+    P.react = function (gd, data, layout, ...rest) {
+      const self = this;
+      /* Drawn as the page wants it now (a presented figure fills the screen: present.js). */
+      const draw = () => {
+        let adjusted = null;
+        try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; } catch (e) {}
+        const [d, l] = adjusted || [data, layout];
+        return drawn(gd, react.call(self, gd, d, l, ...rest));
+      };
       const spec = layout && layout.meta && layout.meta.fill;
-      if (!spec || !Array.isArray(data)) return drawn(gd, react.apply(this, arguments));
-      const self = this, args = arguments;
+      if (!spec || !Array.isArray(data)) return draw();
       return fill.get(spec.data).then((d) => {
         if (d && d.id === spec.data && d.run === layout.meta.run) {
           spec.z.forEach((cells, i) => { if (data[i]) data[i].z = fill.z(d, cells, spec.hidden); });
         } else {
           broken = true;
         }
-        return drawn(gd, react.apply(self, args));
+        return draw();
       });
     };
     P.__taFill = true;

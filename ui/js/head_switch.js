@@ -26,7 +26,9 @@
         const title = shown === gd.taWrapped ? gd.taTitle : shown;
         meta.head = [L, H];
         if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
-        await window.Plotly.update(gd, {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]},
+        const style = {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]};
+        if (d.bars) style['colorbar.title.text'] = [d.bars[L][H]];  /* "auto": per head */
+        await window.Plotly.update(gd, style,
           {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
         const save = gd._context && gd._context.toImageButtonOptions;  /* the download's name */
         if (save && save.filename) save.filename = save.filename.replace(/_L\d+H\d+$/, `_L${L}H${H}`);

@@ -24,14 +24,37 @@
     /* Gradio relabels a tab's button only once that tab has been opened: name the others here,
        from the same dictionaries (a tab that opens later gets the same words from Gradio). */
     await new Promise((done) => setTimeout(done, 50));
+    ta._tabLang = lang;
+    relabelTabs();
+    watchTabs();
+    ta.deckRender?.();  /* the page's own parts (deck panel, presentation bar) say it too */
+    ta.presentBar?.();
+  };
+
+  /* Every tab button in the page's language. Gradio redraws the strip when the tabs that fit
+     change (a narrow screen moves some into its overflow row) with its own words for tabs not
+     yet opened: the strip is relabelled whenever it changes (a change made here changes
+     nothing the second time, so the observer settles). */
+  const relabelTabs = () => {
+    const lang = ta._tabLang;
+    if (!lang) return;
     const words = wordsOf(), keyOf = {};
     for (const loc in words) for (const k in words[loc]) keyOf[words[loc][k]] = k;
     for (const button of document.querySelectorAll('.tab-wrapper button')) {
       for (const node of button.childNodes) {
         const k = node.nodeType === 3 && keyOf[node.nodeValue.trim()];
-        if (k && pick(words, lang, k)) node.nodeValue = pick(words, lang, k);
+        const said = k && pick(words, lang, k);
+        if (said && node.nodeValue !== said) node.nodeValue = said;
       }
     }
+  };
+  const watchTabs = () => {
+    const strip = document.querySelector('#tabs .tab-wrapper');
+    if (!strip || strip.taWatched) return;
+    strip.taWatched = true;
+    new MutationObserver(relabelTabs).observe(strip, {
+      subtree: true, childList: true, characterData: true,
+    });
   };
 
   /* As the page opens: the switch shows the locale in use. The first view came with the page,
@@ -42,7 +65,7 @@
     if (wanted && wanted !== document.documentElement.lang) await ta.setLocale(wanted);
     const lang = ta.lang();
     const keys = [...new URLSearchParams(location.search).keys()];
-    const link = keys.some((k) => k !== 'lang' && k !== 'present');
+    const link = keys.some((k) => !(ta.BROWSER_ONLY || ['lang', 'present']).includes(k));
     if (lang !== 'en' && !link) setTimeout(() => document.querySelector('#relang-go')?.click(), 0);
     return lang;
   };

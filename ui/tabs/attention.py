@@ -25,8 +25,12 @@ from viz.attention import CAPTIONS
 def build() -> Built:
     gr.Markdown(t(CAPTIONS["head"]), elem_classes="ta-caption")
     scale = Radio(
-        [(t("0–1, every head alike"), "fixed"), (t("0–this head's max"), "head")],
-        value="fixed",
+        [
+            (t("auto: 0–1, or the head's max when it is faint"), "auto"),
+            (t("0–1, every head alike"), "fixed"),
+            (t("0–this head's max"), "head"),
+        ],
+        value="auto",
         label=t("Colour scale"),
         elem_id="scale",
     )

@@ -13,10 +13,14 @@ from ui.state import API, Client, Selection, as_int
 
 
 def plot(elem_id: str) -> gr.Plot:
-    """A figure with Plotly's camera (a 3× PNG, see ui.render.slide_ready) and an SVG button."""
-    svg = gr.Button("SVG", size="sm", elem_id=f"{elem_id}-svg")
-    component = gr.Plot(elem_id=elem_id, show_label=False, buttons=[svg])
-    svg.click(fn=None, js=f"() => ta.saveSvg({json.dumps(elem_id)})")
+    """A figure with PNG and SVG buttons that save it cropped for a slide (ui/js/exports.js)."""
+    buttons = [
+        gr.Button(kind, size="sm", elem_id=f"{elem_id}-{kind.lower()}") for kind in ("PNG", "SVG")
+    ]
+    component = gr.Plot(elem_id=elem_id, show_label=False, buttons=buttons)
+    for button in buttons:
+        kind = json.dumps(button.value.lower())
+        button.click(fn=None, js=f"() => {{ ta.saveImage({json.dumps(elem_id)}, {kind}); }}")
     return component
 
 

@@ -1,0 +1,178 @@
+/* Transformer Anatomy's page code: presentation mode (?present=1, or the deck's Present button).
+
+   One figure of the visible tab fills the screen, drawn for a projector: the figure is sized to
+   the window and its text scaled up (ta.bigLayout, also used by the slide exports in
+   exports.js); a bar at the bottom names the view, says the keys, and steps. Nothing is
+   moved in the page: the chosen figure's block is fixed over it (data-ta-shown), and Esc (or
+   the bar's button) shows the whole page again — controls, captions, the other figures.
+
+   Keys, outside the text boxes: ←/→ head, ↑/↓ layer (through the sliders, so the head switch
+   draws in the browser as it does for a slider), PageDown/PageUp the next/previous slide of a
+   deck (deck.js) or, without a deck, the tab's next/previous figure. */
+(() => {
+  const ta = (window.ta = window.ta || {});
+  ta.drawHooks = ta.drawHooks || [];
+  const BAR = 48;  /* px: the bar at the bottom */
+  const WORDS = {
+    en: {keys: '←/→ head · ↑/↓ layer · PgDn/PgUp next/previous', page: 'Show the page (Esc)',
+      back: 'Present (Esc)', layer: 'layer', head: 'head', figure: 'figure'},
+    'zh-CN': {keys: '←/→ 切换头 · ↑/↓ 切换层 · PgDn/PgUp 下一个/上一个', page: '显示整页 (Esc)',
+      back: '演示 (Esc)', layer: '层', head: '头', figure: '图'},
+  };
+  const say = (k) => (WORDS[ta.lang ? ta.lang() : 'en'] || WORDS.en)[k];
+  const P = (ta.present = {on: false, paused: false, block: null, want: null});
+
+  /* ---- which figure ------------------------------------------------------------------------ */
+  /* The figure blocks of the visible tab, in page order (a figure's block: gr.Plot's element). */
+  const figures = () => [...document.querySelectorAll(`#tab-${ta.tab} .js-plotly-plot`)]
+    .map((gd) => gd.parentElement && gd.parentElement.closest('.block[id]'))
+    .filter((b, i, all) => b && all.indexOf(b) === i && (b === P.block || b.offsetParent));
+  const gdOf = (block) => block && block.querySelector('.js-plotly-plot');
+  /* The figure a link or a slide names ("overview" = #overview-plot), else the tab's first. */
+  P.choose = () => {
+    if (!P.on) return;
+    const all = figures();
+    /* A tab without figures (tokens, tables) is presented whole, its text enlarged. */
+    const panel = document.getElementById(`tab-${ta.tab}`);
+    const wanted = all.find((b) => P.want && b.id === `${P.want}-plot`) || all[0]
+      || (panel && panel.offsetParent ? panel : null);
+    if (wanted !== P.block) show(wanted);
+    bar();
+  };
+  const show = (block) => {
+    const was = P.block;
+    P.block = block;
+    if (was) { was.removeAttribute('data-ta-shown'); redraw(gdOf(was)); }
+    if (block) {
+      block.setAttribute('data-ta-shown', block.querySelector('.js-plotly-plot') ? 'figure' : 'tab');
+      redraw(gdOf(block));
+    }
+  };
+  /* Draw a figure again as it should look now (presented or not), from what the server sent. */
+  const redraw = (gd) => {
+    if (!gd || !gd.taServer || !window.Plotly) return;
+    const s = gd.taServer;
+    const layout = {...s.layout, title: {...(s.layout.title || {}), text: gd.taTitle
+      ?? gd.layout?.title?.text ?? s.layout.title?.text}, meta: gd.layout?.meta ?? s.layout.meta};
+    const data = gd.data.map((trace, i) => ({...trace, colorbar: s.colorbars[i]}));
+    window.Plotly.react(gd, data, layout);
+  };
+  ta.figureStep = (delta) => {
+    const all = figures();
+    if (!all.length) return;
+    const at = Math.max(0, all.indexOf(P.block));
+    const next = all[(at + delta + all.length) % all.length];
+    P.want = next.id.replace(/-plot$/, '');
+    ta.setLinkParam?.('fig', P.want);
+    P.choose();
+  };
+
+  /* ---- figures drawn for the room (ta.bigLayout: slides.js) ------------------------------- */
+  /* Called by fill.js's Plotly.react wrapper for every draw: a presented figure fills the room. */
+  ta.adjust = (gd, data, layout) => {
+    const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
+    if (!el || !Array.isArray(data) || !layout) return null;
+    if (!layout.taBig) {  /* what the server sent (or a redraw of it): kept for the way back */
+      /* A copy: Plotly writes into the layout it draws (a constrained axis's domain). */
+      el.taServer = {layout: JSON.parse(JSON.stringify(layout)),
+        colorbars: data.map((trace) => trace && trace.colorbar)};
+    }
+    if (!P.on || P.paused || !P.block || !P.block.contains(el)) return null;
+    const height = window.innerHeight - BAR - 10;
+    const width = P.block.clientWidth - 16;
+    const font = Math.max(18, Math.round(window.innerHeight / 54));
+    const [traces, big] = ta.bigLayout(data, layout, width, height, font);
+    big.taBig = true;
+    return [traces, big];
+  };
+
+  /* ---- the bar and the keys ---------------------------------------------------------------- */
+  const number = (id) => document.querySelector(`#${id} input[type=range]`);
+  const bar = () => {
+    let el = document.getElementById('ta-bar');
+    if (!P.on) { if (el) el.remove(); return; }
+    if (!el) {
+      el = document.createElement('div');
+      el.id = 'ta-bar';
+      el.innerHTML = '<span class="ta-bar-view"></span><span class="ta-bar-deck"></span>'
+        + '<span class="ta-bar-keys"></span><button type="button" class="ta-bar-page"></button>';
+      el.querySelector('.ta-bar-page').addEventListener('click', () => ta.pausePresent());
+      document.body.appendChild(el);
+    }
+    document.body.classList.toggle('ta-paused', P.paused);
+    const tab = document.querySelector('#tabs [role=tab][aria-selected=true]')?.textContent?.trim();
+    const layer = number('layer'), head = number('head');
+    const all = figures();
+    const fig = all.length > 1 ? ` · ${say('figure')} ${all.indexOf(P.block) + 1}/${all.length}` : '';
+    const where = layer && head ? ` · ${say('layer')} ${layer.value} · ${say('head')} ${head.value}` : '';
+    el.querySelector('.ta-bar-view').textContent = (tab || '') + fig + where;
+    el.querySelector('.ta-bar-keys').textContent = P.paused ? '' : say('keys');
+    el.querySelector('.ta-bar-page').textContent = P.paused ? say('back') : say('page');
+    ta.deckBar?.(el.querySelector('.ta-bar-deck'));
+  };
+  ta.presentBar = bar;
+  const step = (field, delta) => {
+    const range = number(field);
+    if (!range) return;
+    const v = Math.min(Math.max(+range.value + delta, +range.min || 0), +range.max);
+    if (v === +range.value) return;
+    range.value = v;
+    range.dispatchEvent(new Event('input', {bubbles: true}));
+    range.dispatchEvent(new Event('change', {bubbles: true}));
+    setTimeout(bar, 0);
+  };
+  const typing = (t) => t instanceof Element
+    && (t.closest('input, textarea, select, [contenteditable=true]') !== null);
+  document.addEventListener('keydown', (e) => {
+    if (!P.on || e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
+    if (e.key === 'Escape') { ta.pausePresent(); e.preventDefault(); return; }
+    if (P.paused) return;
+    const keys = {ArrowLeft: ['head', -1], ArrowRight: ['head', 1],
+      ArrowUp: ['layer', 1], ArrowDown: ['layer', -1]};
+    if (keys[e.key]) { e.preventDefault(); step(...keys[e.key]); return; }
+    if (e.key === 'PageDown' || e.key === 'PageUp') {
+      e.preventDefault();
+      const delta = e.key === 'PageDown' ? 1 : -1;
+      if (!(ta.deckStep && ta.deckStep(delta))) ta.figureStep(delta);
+    }
+  });
+
+  /* ---- on and off --------------------------------------------------------------------------- */
+  ta.startPresent = (want) => {
+    P.on = true; P.paused = false;
+    if (want !== undefined) P.want = want;
+    document.body.classList.add('ta-present');
+    document.body.classList.remove('ta-paused');
+    const block = P.block;
+    P.block = null;
+    if (block) block.removeAttribute('data-ta-shown');
+    /* As a link opens, the tab appears when Gradio has mounted it: a few tries, then answers
+       (ta.answered) and draws (ta.onDraw) choose again. */
+    let tries = 0;
+    const first = () => { P.choose(); if (!P.block && P.on && tries++ < 40) setTimeout(first, 150); };
+    first();
+  };
+  ta.pausePresent = () => {
+    if (!P.on) return;
+    P.paused = !P.paused;
+    document.body.classList.toggle('ta-paused', P.paused);
+    redraw(gdOf(P.block));
+    bar();
+  };
+  ta.stopPresent = () => {
+    const block = P.block;
+    P.on = false; P.block = null;
+    document.body.classList.remove('ta-present', 'ta-paused');
+    if (block) { block.removeAttribute('data-ta-shown'); redraw(gdOf(block)); }
+    bar();
+  };
+  ta.drawHooks.push((gd) => {
+    if (P.on && !P.paused && P.block && P.block.contains(gd)) ta.colorbarBeside(gd);
+  });
+  /* A new figure, tab or head: the presented figure follows the visible tab. */
+  ta.drawHooks.push(() => { if (P.on) P.choose(); });
+  window.addEventListener('resize', () => { if (P.on && !P.paused) redraw(gdOf(P.block)); });
+  document.addEventListener('input', (e) => {
+    if (P.on && e.target instanceof Element && e.target.closest('#layer, #head')) bar();
+  });
+})();
