@@ -7,12 +7,15 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 from analysis.ablation import ablation_effects
 from analysis.breakdown import score_breakdown
 from analysis.export import stats_csv, trace_npz
+from analysis.flow import attention_flow, attention_flow_row
 from analysis.head_stats import head_stats
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
 from analysis.rollout import rollout
 
 __all__ = [
     "ablation_effects",
+    "attention_flow",
+    "attention_flow_row",
     "head_stats",
     "norm_attention",
     "norm_attention_summed",
