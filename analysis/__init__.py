@@ -10,15 +10,18 @@ from analysis.export import stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
 from analysis.head_stats import head_stats
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
+from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
 
 __all__ = [
     "ablation_effects",
     "attention_flow",
     "attention_flow_row",
+    "head_patterns",
     "head_stats",
     "norm_attention",
     "norm_attention_summed",
+    "pattern_mask",
     "rollout",
     "score_breakdown",
     "stats_csv",
