@@ -12,6 +12,7 @@ from analysis.head_stats import head_stats
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
 from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
+from analysis.words import word_attention
 
 __all__ = [
     "ablation_effects",
@@ -27,4 +28,5 @@ __all__ = [
     "stats_csv",
     "trace_npz",
     "transformed_values",
+    "word_attention",
 ]
