@@ -6,6 +6,7 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 
 from analysis.ablation import ablation_effects
 from analysis.breakdown import score_breakdown
+from analysis.distances import head_distances, mds_2d
 from analysis.export import stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
 from analysis.head_stats import head_stats
@@ -18,8 +19,10 @@ __all__ = [
     "ablation_effects",
     "attention_flow",
     "attention_flow_row",
+    "head_distances",
     "head_patterns",
     "head_stats",
+    "mds_2d",
     "norm_attention",
     "norm_attention_summed",
     "pattern_mask",
