@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -132,3 +133,48 @@ def test_unknown_stack_and_item_are_sentences(bert):
         analysis.head_stats(tr, "decoder")
     with pytest.raises(ValueError, match="item 3"):
         analysis.head_stats(tr, item=3)
+
+
+def clark_notebook_stats(tokens, attns) -> dict[str, np.ndarray]:
+    """Their General_Analysis notebook for one document (n_docs = 1), attns [L, H, n, n]."""
+    n_tokens = attns.shape[-1]
+    puncts = np.array([1.0 if t in (".", ",") else 0.0 for t in tokens])
+    selectors = {
+        "self": np.eye(n_tokens, n_tokens),
+        "right": np.eye(n_tokens, n_tokens, 1),
+        "left": np.eye(n_tokens, n_tokens, -1),
+        "punct": np.tile(puncts[np.newaxis], [n_tokens, 1]),
+    }
+    out = {
+        key: (attns * selector[np.newaxis, np.newaxis]).sum(-1).sum(-1) / n_tokens
+        for key, selector in selectors.items()
+    }
+    smoothed = 0.9999 * attns + (0.0001 / attns.shape[-1])
+    out["entropy"] = -(smoothed * np.log(smoothed)).sum(-1).mean(-1)
+    return out
+
+
+@pytest.mark.parametrize("item", [0, 1])
+def test_clark_convention_equals_their_notebook(bert, item):
+    net, tok = bert
+    enc = tok(BERT_TEXTS, padding=True, return_tensors="pt")
+    tr = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    real = enc["attention_mask"][item].bool()
+    tokens = [t for t, r in zip(tr.tokens[item], real.tolist(), strict=True) if r]
+    attns = tr.attentions["encoder"][item][:, :, real][:, :, :, real].double().numpy()
+    theirs = clark_notebook_stats(tokens, attns)
+    df = analysis.head_stats(tr, "encoder", item, convention="clark")
+    for ours, key in (("prev", "left"), ("next", "right"), ("self", "self"), ("punct", "punct")):
+        np.testing.assert_allclose(df[ours].to_numpy(), theirs[key].ravel(), atol=1e-6)
+    np.testing.assert_allclose(df["entropy"].to_numpy(), theirs["entropy"].ravel(), atol=1e-6)
+    default = analysis.head_stats(tr, "encoder", item)
+    same = ["layer", "head", "first", "sep", "distance", "self"]
+    assert (df[same] - default[same]).abs().max().max() < 1e-12
+    assert not np.allclose(df["punct"], default["punct"])  # ";" and "!" count only in ours
+
+
+def test_an_unknown_convention_gets_a_sentence(bert):
+    net, tok = bert
+    tr = net.trace(tok(["hi"], return_tensors="pt")["input_ids"])
+    with pytest.raises(ValueError, match="convention must be 'ours' or 'clark'"):
+        analysis.head_stats(tr, convention="bert")
