@@ -5,6 +5,7 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 """
 
 from analysis.ablation import ablation_effects
+from analysis.block import mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
 from analysis.distances import head_distances, mds_2d
 from analysis.export import stats_csv, trace_npz
@@ -23,7 +24,9 @@ __all__ = [
     "head_patterns",
     "head_stats",
     "mds_2d",
+    "mixing_ratio",
     "norm_attention",
+    "norm_attention_block",
     "norm_attention_summed",
     "pattern_mask",
     "rollout",
