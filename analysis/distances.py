@@ -42,11 +42,17 @@ def head_distances(trace: Trace, stack: str = "encoder", item: int = 0) -> torch
     q_real, k_real = (m[item].cpu() for m in real_tokens(trace, stack))
     alpha = attention[item].detach().cpu().double()[:, :, q_real][:, :, :, k_real]
     n_heads = alpha.shape[0] * alpha.shape[1]
-    flat = alpha.reshape(n_heads, *alpha.shape[2:])  # (L·H, n_q, n_k)
+    flat = alpha.reshape(n_heads, -1, alpha.shape[-1])  # (L·H, n_q, n_k)
+    p = SMOOTHING / flat.shape[-1] + (1 - SMOOTHING) * flat  # (L·H, n_q, n_k) smoothed rows
+    # JS(p, q) = ½ Σ p ln p + ½ Σ q ln q - Σ m ln m: only the last term needs both heads, and
+    # it is symmetric, so head a is paired with heads a.. only.
+    own = torch.xlogy(p, p).sum(-1)  # (L·H, n_q)
     out = torch.zeros(n_heads, n_heads, dtype=torch.float64)
-    for a in range(n_heads):
-        out[a] = js_divergence(flat[a : a + 1], flat).mean(-1)  # (L·H,)
-    return out
+    for a in range(n_heads - 1):
+        m = (p[a] + p[a + 1 :]) / 2  # (L·H - a - 1, n_q, n_k)
+        js = 0.5 * (own[a] + own[a + 1 :]) - torch.xlogy(m, m).sum(-1)  # (L·H - a - 1, n_q)
+        out[a, a + 1 :] = js.mean(-1)
+    return out + out.T  # the diagonal stays exactly 0
 
 
 def mds_2d(distances: torch.Tensor) -> torch.Tensor:
