@@ -8,7 +8,7 @@ from analysis.ablation import ablation_effects
 from analysis.block import mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
 from analysis.distances import head_distances, mds_2d
-from analysis.export import stats_csv, trace_npz
+from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
 from analysis.head_stats import head_stats
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
@@ -23,7 +23,9 @@ __all__ = [
     "head_distances",
     "head_patterns",
     "head_stats",
+    "head_table",
     "mds_2d",
+    "measures_npz",
     "mixing_ratio",
     "norm_attention",
     "norm_attention_block",

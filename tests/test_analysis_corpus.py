@@ -93,3 +93,35 @@ def test_the_shipped_corpora_parse(name):
     sentences = parse_corpus(text)
     assert 190 <= len(sentences) <= 300
     assert len(set(sentences)) == len(sentences)
+
+
+def test_measures_and_corpus_exports_name_their_papers(bert):
+    import io
+    import json
+
+    import pandas as pd
+
+    from analysis.export import corpus_csv, corpus_npz
+
+    net, tok = bert
+    enc = tok(["time flies like an arrow", "a dog"], padding=True, return_tensors="pt")
+    tr = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    data = np.load(io.BytesIO(analysis.measures_npz(tr, "encoder", 1, {"text": "a dog"})))
+    manifest = json.loads(bytes(data["manifest.json"]))
+    assert manifest["text"] == "a dog" and manifest["tokens"][:3] == ["[CLS]", "a", "dog"]
+    for name in ("rollout", "attention_flow", "head_distances", "mds_2d", "mixing_ratio"):
+        assert name in manifest["measures"] and "paper" in manifest["measures"][name]
+    flow = analysis.attention_flow(tr, "encoder", 1)
+    np.testing.assert_allclose(data["attention_flow"], flow.numpy())
+    assert data["head_table/induction"].shape == (6, 12)
+    assert data["norm_attention_block"].shape == (6, 7, 7)
+    table = analysis.head_table(tr, "encoder", 1)
+    assert {"entropy", "previous_token", "prefix_matching"} <= set(table.columns)
+
+    result = corpus_stats(net, tok, SENTENCES[:2], max_tokens=12)
+    back = pd.read_csv(io.StringIO(corpus_csv(result, {"corpus": "two"})))
+    assert (back["sentences"] == 2).all() and (back["corpus"] == "two").all()
+    np.testing.assert_allclose(back["entropy_mean"], result.stats["entropy_mean"], rtol=1e-5)
+    npz = np.load(io.BytesIO(corpus_npz(result)))
+    assert npz["stats/entropy_mean"].shape == (6, 12) and npz["head_distances"].shape == (72, 72)
+    assert "head_distances" in json.loads(bytes(npz["manifest.json"]))["measures"]
