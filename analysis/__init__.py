@@ -1,4 +1,6 @@
-"""Numbers over a Trace: head statistics, norms, rollout, ablation, score breakdown, export.
+"""Numbers over a Trace: head statistics, norms, rollout, ablation, score breakdown, export, and
+the research measures of docs/research.md (attention flow, head patterns, word attention, head
+distances, attention-block norms; analysis.corpus averages them over a corpus).
 
 Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers and heads are
 0-based everywhere. Measures that need weights (W_O, W_Q, W_K) take the model as ``net``.

@@ -117,6 +117,7 @@ def attention_flow(
     idx = real.nonzero().squeeze(1)
     sub = graph[: layer + 1][:, idx][:, :, idx].numpy()  # (layer+1, n, n)
     out = torch.zeros(t, t, dtype=torch.float64)
-    block = np.stack([_normalised(_row_flows(sub, i)) for i in range(len(idx))])  # (n, n)
-    out[idx[:, None], idx[None, :]] = torch.from_numpy(block)
+    if len(idx):
+        block = np.stack([_normalised(_row_flows(sub, i)) for i in range(len(idx))])  # (n, n)
+        out[idx[:, None], idx[None, :]] = torch.from_numpy(block)
     return out.to(trace.attentions[stack].dtype)
