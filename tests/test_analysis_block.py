@@ -1,5 +1,5 @@
-"""Attention + residual + LayerNorm norms (Kobayashi et al. 2021) equal their BertNormOutput
-arithmetic, written here over Hugging Face BertModel's layers."""
+"""Attention + residual + LayerNorm norms (Kobayashi et al. 2021) equal the paper's formulas
+written here over Hugging Face BertModel's layers."""
 
 from __future__ import annotations
 
@@ -13,36 +13,41 @@ TOL = 1e-4
 
 
 def kobayashi(hf_bert, enc):
-    """Per layer (post_ln_norm [B, T, T], AttnResLn-N mixing ratio [B, T]), as their code does."""
+    """Per layer (norms [B, T, T], mixing ratio [B, T]) from the paper's formulas on HF's layers.
+
+    The vector key j adds to token i: v_ij = Σ_h α_ij^h f_h(x_j) + δ_ij x_i, f_h(x) = (x W_V^h +
+    b_V^h) W_O^h, built head by head; LayerNorm's share: (v_ij - mean(v_ij)) / s_i ⊙ γ, with s_i
+    the standard deviation (plus ε) of what the LayerNorm reads, x_i + attention output.
+    """
     with torch.no_grad():
         ref = hf_bert(**enc, output_attentions=True, output_hidden_states=True)
         n_heads = hf_bert.config.num_attention_heads
         for layer, block in enumerate(hf_bert.encoder.layer):
-            hidden = ref.hidden_states[layer]  # (B, T, d)
-            batch, t, d = hidden.shape
-            probs = ref.attentions[layer]  # (B, H, T, T)
-            value = block.attention.self.value(hidden).view(batch, t, n_heads, -1).transpose(1, 2)
-            dense, ln = block.attention.output.dense, block.attention.output.LayerNorm
-            context = (probs @ value).transpose(1, 2).reshape(batch, t, d)  # (B, T, d)
-            pre_ln = dense(context) + hidden
-            w = dense.weight.view(d, n_heads, d // n_heads)
-            transformed = torch.einsum("bhsv,dhv->bhsd", value, w)
-            weighted = torch.einsum("bhks,bhsd->bhksd", probs, transformed)
-            summed = weighted.sum(dim=1)  # (B, T, T, d)
-            residual = torch.einsum("sk,bsd->bskd", torch.eye(t), hidden)
-            res_weighted = summed + residual
-            mean = pre_ln.mean(-1, keepdim=True)
-            var = (pre_ln - mean).pow(2).mean(-1, keepdim=True).unsqueeze(dim=2)
-            each_mean = res_weighted.mean(-1, keepdim=True)
-            normalized = (res_weighted - each_mean) / (var + ln.eps) ** 0.5
-            post_ln = torch.einsum("bskd,d->bskd", normalized, ln.weight)
-            preserving = torch.diagonal(post_ln, dim1=1, dim2=2).permute(0, 2, 1)
-            mixing = post_ln.sum(dim=2) - preserving
-            ratio = mixing.norm(dim=-1) / (mixing.norm(dim=-1) + preserving.norm(dim=-1))
-            yield layer, post_ln.norm(dim=-1), ratio
+            x = ref.hidden_states[layer]  # (B, T, d)
+            batch, t, d = x.shape
+            d_head = d // n_heads
+            alpha = ref.attentions[layer]  # (B, H, T, T)
+            w_o, ln = block.attention.output.dense, block.attention.output.LayerNorm
+            v = block.attention.self.value(x).view(batch, t, n_heads, d_head)  # (B, T, H, d_head)
+            vec = torch.zeros(batch, t, t, d)  # (B, T_q, T_k, d)
+            for h in range(n_heads):
+                f = v[:, :, h] @ w_o.weight[:, h * d_head : (h + 1) * d_head].T  # (B, T_k, d)
+                vec += alpha[:, h, :, :, None] * f[:, None]
+            vec += torch.eye(t)[None, :, :, None] * x[:, :, None]  # the residual, j = i only
+            attn_out = w_o(torch.einsum("bhqk,bkhe->bqhe", alpha, v).reshape(batch, t, d))
+            reads = x + attn_out  # (B, T, d): the LayerNorm's input
+            s = (reads.var(-1, unbiased=False) + ln.eps).sqrt()  # (B, T)
+            share = (vec - vec.mean(-1, keepdim=True)) / s[:, :, None, None] * ln.weight
+            keep = torch.stack([share[:, i, i] for i in range(t)], 1)  # (B, T, d)
+            mix = share.sum(2) - keep
+            yield (
+                layer,
+                share.norm(dim=-1),
+                mix.norm(dim=-1) / (mix.norm(dim=-1) + keep.norm(dim=-1)),
+            )
 
 
-def test_block_norms_and_mixing_ratio_equal_their_code_on_a_padded_batch(bert, hf_bert):
+def test_block_norms_and_mixing_ratio_equal_the_formulas_on_a_padded_batch(bert, hf_bert):
     net, tok = bert
     enc = tok(["A Titan RTX has 24GB of VRAM", "I have a dog"], padding=True, return_tensors="pt")
     tr = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])

@@ -1,6 +1,8 @@
-"""Head distances equal Clark et al.'s head_distances.py arithmetic; classical MDS recovers 2-D."""
+"""Head distances equal Clark et al.'s JS divergence by its formula; classical MDS recovers 2-D."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -9,21 +11,22 @@ import torch
 import analysis
 
 
-def clark_distances(attns: np.ndarray) -> np.ndarray:
-    """Their loop (head_distances.py) on one document [L, H, n, n], divided by the n rows."""
-    n_heads = attns.shape[0] * attns.shape[1]
-    flat = attns.reshape([n_heads, attns.shape[2], attns.shape[3]])
-    out = np.zeros([n_heads, n_heads])
-    for head in range(n_heads):
-        head_attns = np.expand_dims(flat[head], 0)
-        head_smoothed = (0.001 / head_attns.shape[1]) + (head_attns * 0.999)
-        flat_smoothed = (0.001 / flat.shape[1]) + (flat * 0.999)
-        m = (head_smoothed + flat_smoothed) / 2
-        js = -head_smoothed * np.log(m / head_smoothed)
-        js += -flat_smoothed * np.log(m / flat_smoothed)
-        js /= 2
-        out[head] += js.sum(-1).sum(-1)
-    return out / attns.shape[2]
+def clark_distances(attns: np.ndarray, every: int = 1) -> np.ndarray:
+    """Clark et al.'s divergence from its formula, pair by pair and row by row, in plain Python:
+    rows smoothed 0.999·p + 0.001/n, JS = ½ KL(p‖m) + ½ KL(q‖m) in nats, mean over rows."""
+    heads = [h for layer in attns.tolist() for h in layer]  # L·H lists of [n][n]
+    n = len(heads[0])
+    smooth = [[[0.999 * x + 0.001 / n for x in row] for row in h] for h in heads]
+    out = np.full([len(heads), len(heads)], np.nan)
+    for a in range(0, len(heads), every):
+        for b in range(len(heads)):
+            total = 0.0
+            for p, q in zip(smooth[a], smooth[b], strict=True):
+                m = [(x + y) / 2 for x, y in zip(p, q, strict=True)]
+                total += 0.5 * sum(x * math.log(x / z) for x, z in zip(p, m, strict=True))
+                total += 0.5 * sum(y * math.log(y / z) for y, z in zip(q, m, strict=True))
+            out[a, b] = total / n
+    return out
 
 
 @pytest.mark.parametrize("item", [0, 1])
@@ -35,7 +38,8 @@ def test_bert_head_distances_equal_clark_on_a_padded_batch(bert, item):
     attn = tr.attentions["encoder"][item][:, :, real][:, :, :, real].double().numpy()
     ours = analysis.head_distances(tr, "encoder", item)
     assert ours.shape == (72, 72)
-    np.testing.assert_allclose(ours.numpy(), clark_distances(attn), atol=1e-10)
+    expected = clark_distances(attn, every=5)  # rows 0, 5, 10, ... (plain Python is slow)
+    np.testing.assert_allclose(ours.numpy()[::5], expected[::5], atol=1e-10)
     assert torch.all(ours.diagonal() == 0) and torch.allclose(ours, ours.T)
     assert float(ours.max()) <= np.log(2)  # a JS divergence in nats, not its square root
 

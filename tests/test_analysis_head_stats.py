@@ -136,21 +136,23 @@ def test_unknown_stack_and_item_are_sentences(bert):
 
 
 def clark_notebook_stats(tokens, attns) -> dict[str, np.ndarray]:
-    """Their General_Analysis notebook for one document (n_docs = 1), attns [L, H, n, n]."""
-    n_tokens = attns.shape[-1]
-    puncts = np.array([1.0 if t in (".", ",") else 0.0 for t in tokens])
-    selectors = {
-        "self": np.eye(n_tokens, n_tokens),
-        "right": np.eye(n_tokens, n_tokens, 1),
-        "left": np.eye(n_tokens, n_tokens, -1),
-        "punct": np.tile(puncts[np.newaxis], [n_tokens, 1]),
-    }
-    out = {
-        key: (attns * selector[np.newaxis, np.newaxis]).sum(-1).sum(-1) / n_tokens
-        for key, selector in selectors.items()
-    }
-    smoothed = 0.9999 * attns + (0.0001 / attns.shape[-1])
-    out["entropy"] = -(smoothed * np.log(smoothed)).sum(-1).mean(-1)
+    """Clark et al.'s notebook definitions for one text, by loops over heads and queries: every
+    average divides by all n queries; entropy of 0.9999·α + 0.0001/n; punct is "." and ","."""
+    n_layers, n_heads, n = attns.shape[:3]
+    out = {k: np.zeros((n_layers, n_heads)) for k in ("left", "right", "self", "punct", "entropy")}
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            a = attns[layer, head].tolist()
+            sums = dict.fromkeys(out, 0.0)
+            for i in range(n):
+                sums["left"] += a[i][i - 1] if i >= 1 else 0.0
+                sums["right"] += a[i][i + 1] if i + 1 < n else 0.0
+                sums["self"] += a[i][i]
+                sums["punct"] += sum(a[i][j] for j in range(n) if tokens[j] in (".", ","))
+                smooth = [0.9999 * x + 0.0001 / n for x in a[i]]
+                sums["entropy"] -= sum(x * math.log(x) for x in smooth)
+            for key, value in sums.items():
+                out[key][layer, head] = value / n
     return out
 
 

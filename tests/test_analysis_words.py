@@ -1,4 +1,4 @@
-"""Word attention equals Clark et al.'s bpe_utils conversion (mode "mean") written with NumPy."""
+"""Word attention equals Clark et al.'s bpe_utils rule (mode "mean") written as plain loops."""
 
 from __future__ import annotations
 
@@ -10,16 +10,14 @@ import analysis
 from analysis.words import word_spans
 
 
-def clark_word_attention(attn: np.ndarray, words_to_tokens: list[list[int]]) -> np.ndarray:
-    """Their get_word_word_attention(mode="mean"), step by step: sum key pieces, mean queries."""
-    out = np.array(attn)
-    not_starts = [t for word in words_to_tokens for t in word[1:]]
-    for word in words_to_tokens:
-        out[:, word[0]] = out[:, word].sum(axis=-1)
-    out = np.delete(out, not_starts, -1)
-    for word in words_to_tokens:
-        out[word[0]] = np.mean(out[word], axis=0)
-    return np.delete(out, not_starts, 0)
+def clark_word_attention(attn: list, groups: list[list[int]]) -> np.ndarray:
+    """Clark et al.'s rule (mode "mean") by loops: from word u to word v = the mean over u's
+    pieces of the summed attention on v's pieces."""
+    out = np.zeros([len(groups), len(groups)])
+    for u, queries in enumerate(groups):
+        for v, keys in enumerate(groups):
+            out[u, v] = sum(sum(attn[q][k] for k in keys) for q in queries) / len(queries)
+    return out
 
 
 def test_bert_word_attention_equals_clark_on_every_head(bert):
@@ -35,7 +33,7 @@ def test_bert_word_attention_equals_clark_on_every_head(bert):
     assert got_words == words and ours.shape == (6, 12, len(words), len(words))
     for layer in (0, 5):
         for head in range(12):
-            expected = clark_word_attention(attn[layer, head].double().numpy(), groups)
+            expected = clark_word_attention(attn[layer, head].double().tolist(), groups)
             np.testing.assert_allclose(ours[layer, head].double().numpy(), expected, atol=1e-6)
     torch.testing.assert_close(ours.sum(-1), torch.ones(6, 12, len(words)))
     one_words, one = analysis.word_attention(attn[2, 3], tokens)  # a single [T, T] map
