@@ -130,3 +130,23 @@ def test_bad_patterns_get_a_sentence(bert):
         analysis.pattern_mask(tr.tokens[0], "diagonal")
     with pytest.raises(ValueError, match="draw a 4×4 pattern"):
         analysis.head_patterns(tr, custom=torch.ones(3, 3, dtype=torch.bool))
+
+
+def test_prefix_matching_pooled_over_the_held_out_strings_is_the_cards_induction_score():
+    """The card's per-head induction score (second-copy queries on the token after the first
+    copy's match) is prefix matching pooled over its 400 held-out strings."""
+    from model import TRAINED
+    from train.induction import held_out_set
+
+    net = load_trained("induction")
+    texts = held_out_set(400)
+    batch = encode(net.tokenizer, texts)
+    tr = net.trace(batch["input_ids"], attention_mask=batch["attention_mask"])
+    total, queries = 0.0, 0
+    for item, text in enumerate(texts):
+        half = len(text) // 2  # queries with an earlier occurrence: the second copy
+        total = total + analysis.head_patterns(tr, "decoder", item)["prefix_matching"] * half
+        queries += half
+    card = TRAINED["induction"]["scores"]["induction_score_per_head"]  # [L][H], 4 decimals
+    expected = [score for layer in card for score in layer]
+    assert (total / queries).tolist() == pytest.approx(expected, abs=2e-4)
