@@ -70,7 +70,7 @@ def parse_corpus(
 def norm_columns(trace, stack: str, net: nn.Module) -> list[dict[str, torch.Tensor]]:
     """Per item: "norm" Σ_j ‖α_ij f_h(x_j)‖ and "norm_share" (its share of the layer's heads),
     each averaged over real queries, [L, H] (Kobayashi et al. 2020)."""
-    per_head = norm_attention(trace, stack, net).sum(-1).double()  # (B, L, H, T_q)
+    per_head = norm_attention(trace, stack, net).sum(-1).double().cpu()  # (B, L, H, T_q)
     share = per_head / per_head.sum(2, keepdim=True).clamp_min(1e-30)  # (B, L, H, T_q)
     real = real_tokens(trace, stack)[0].cpu()  # (B, T_q)
     out = []

@@ -244,7 +244,7 @@ def measures_npz(
     arrays["head_distances"] = distances.numpy()
     arrays["mds_2d"] = mds_2d(distances).numpy()
     if stack != "cross":
-        arrays["rollout"] = rollout(trace, stack)[item].float().numpy()
+        arrays["rollout"] = rollout(trace, stack)[item].cpu().float().numpy()
         if int(real_tokens(trace, stack)[0][item].sum()) <= flow_max_tokens:
             arrays["attention_flow"] = attention_flow(trace, stack, item).float().numpy()
         if trace._replay is not None:
