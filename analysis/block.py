@@ -91,7 +91,8 @@ def norm_attention_block(
             r = torch.linalg.qr(vectors.permute(1, 2, 0), mode="r")[1]  # (T_k, H+1, H+1)
             coeff = torch.cat([alpha[b, layer], eye[None]], 0)  # (H+1, T_q, T_k)
             u = torch.bmm(r, coeff.permute(2, 0, 1))  # (T_k, H+1, T_q)
-            out[b, layer] = u.square().sum(1).sqrt().T * inv_s[b, layer][:, None]
+            norms = u.square().sum(1).sqrt().T  # (T_q, T_k)
+            out[b, layer] = norms * inv_s[b, layer][:, None]
     keep = (real[:, :, None] & real[:, None, :]).double()  # (B, T, T)
     return (out * keep[:, None]).float()
 

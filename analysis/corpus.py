@@ -145,7 +145,8 @@ def corpus_stats(
                 parts.append(head_patterns(trace, stack, item))
             for part in parts:
                 for name in part.columns[2:]:
-                    values.setdefault(name, []).append(part[name].to_numpy().reshape(shape))
+                    per_head = part[name].to_numpy().reshape(shape)  # (L, H)
+                    values.setdefault(name, []).append(per_head)
             for name, value in (norms[item] if norms is not None else {}).items():
                 values.setdefault(name, []).append(value.numpy())
             if "distances" in measures:

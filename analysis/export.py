@@ -239,7 +239,7 @@ def measures_npz(
     table = head_table(trace, stack, item)
     arrays = {f"head_table/{c}": table[c].to_numpy() for c in table.columns[2:]}
     shape = (trace.config.n_layers, trace.config.n_heads)
-    arrays = {k: v.reshape(shape) for k, v in arrays.items()}
+    arrays = {k: v.reshape(shape) for k, v in arrays.items()}  # (L, H) each
     distances = head_distances(trace, stack, item)
     arrays["head_distances"] = distances.numpy()
     arrays["mds_2d"] = mds_2d(distances).numpy()
@@ -274,9 +274,8 @@ def corpus_npz(result, meta: dict | None = None) -> bytes:
     """A CorpusResult as an .npz: "stats/<column>" [L, H] and "head_distances", with manifest."""
     stats = result.stats
     n_layers, n_heads = int(stats["layer"].max()) + 1, int(stats["head"].max()) + 1
-    arrays = {
-        f"stats/{c}": stats[c].to_numpy().reshape(n_layers, n_heads) for c in stats.columns[2:]
-    }
+    shape = (n_layers, n_heads)
+    arrays = {f"stats/{c}": stats[c].to_numpy().reshape(shape) for c in stats.columns[2:]}  # (L, H)
     names = ["head_stats", "head_patterns", "norm"]
     if result.distances is not None:
         arrays["head_distances"] = result.distances.numpy()
