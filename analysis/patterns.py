@@ -24,6 +24,8 @@ ALIASES = {  # user-facing names of pattern_mask -> canonical name
     "first_token": "first",
     "self": "self",
     "current": "self",
+    "itself": "self",
+    "current_token": "self",
     "same_word": "same_token",
     "same_token": "same_token",
     "duplicate": "same_token",
@@ -64,10 +66,14 @@ def pattern_mask(tokens: list[str], name: str) -> torch.Tensor:
     """A named attention pattern as a bool [T, T] mask, True where query i should attend key j.
 
     Names: "first" (the first token), "self", "same word" / "same_token" (other positions holding
-    the same token, itself excluded), "previous" (i-1), "next" (i+1). Spaces, hyphens and case
-    do not matter. Pass the mask as ``head_patterns(..., custom=mask)``.
+    the same token, itself excluded), "previous" (i-1), "next" (i+1). Case, hyphens, spaces and
+    a leading "attend to the" do not matter ("attend to the previous token" works). Pass the
+    mask as ``head_patterns(..., custom=mask)``.
     """
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    key = " ".join(name.lower().split())
+    for prefix in ("attend to ", "attends to ", "the "):
+        key = key.removeprefix(prefix)
+    key = key.replace("-", "_").replace(" ", "_")
     if key not in ALIASES:
         names = '"first", "self", "same word", "previous" and "next"'
         raise ValueError(

@@ -115,6 +115,9 @@ def test_the_induction_model_has_three_induction_heads_and_a_previous_token_head
         ("next", [[0, 1, 0], [0, 0, 1], [0, 0, 0]]),
         ("same word", [[0, 0, 1], [0, 0, 0], [1, 0, 0]]),
         ("same_token", [[0, 0, 1], [0, 0, 0], [1, 0, 0]]),
+        ("attend to the previous token", [[0, 0, 0], [1, 0, 0], [0, 1, 0]]),
+        ("Attend to  itself", [[1, 0, 0], [0, 1, 0], [0, 0, 1]]),
+        ("first-token", [[1, 0, 0], [1, 0, 0], [1, 0, 0]]),
     ],
 )
 def test_pattern_mask_names(name, expected):
