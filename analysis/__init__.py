@@ -1,24 +1,42 @@
-"""Numbers over a Trace: head statistics, norms, rollout, ablation, score breakdown, export.
+"""Numbers over a Trace: head statistics, norms, rollout, ablation, score breakdown, export, and
+the research measures of docs/research.md (attention flow, head patterns, word attention, head
+distances, attention-block norms; analysis.corpus averages them over a corpus).
 
 Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers and heads are
 0-based everywhere. Measures that need weights (W_O, W_Q, W_K) take the model as ``net``.
 """
 
 from analysis.ablation import ablation_effects
+from analysis.block import mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
-from analysis.export import stats_csv, trace_npz
+from analysis.distances import head_distances, mds_2d
+from analysis.export import head_table, measures_npz, stats_csv, trace_npz
+from analysis.flow import attention_flow, attention_flow_row
 from analysis.head_stats import head_stats
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
+from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
+from analysis.words import word_attention
 
 __all__ = [
     "ablation_effects",
+    "attention_flow",
+    "attention_flow_row",
+    "head_distances",
+    "head_patterns",
     "head_stats",
+    "head_table",
+    "mds_2d",
+    "measures_npz",
+    "mixing_ratio",
     "norm_attention",
+    "norm_attention_block",
     "norm_attention_summed",
+    "pattern_mask",
     "rollout",
     "score_breakdown",
     "stats_csv",
     "trace_npz",
     "transformed_values",
+    "word_attention",
 ]

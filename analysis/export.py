@@ -1,4 +1,5 @@
-"""Downloads: the head-statistics table as CSV, a whole Trace as an .npz with a JSON manifest.
+"""Downloads: the head-statistics table as CSV, a whole Trace as an .npz with a JSON manifest,
+and issue 22's measures (one text, or a corpus) as an .npz whose manifest names their papers.
 
 The .npz is NumPy's own format (a zip of .npy files, ``numpy.load`` reads it without pickle),
 one entry per tensor named "<field>/<stack>" ("attentions/encoder", "embeddings/encoder/token",
@@ -20,6 +21,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.block import mixing_ratio, norm_attention_block
+from analysis.distances import head_distances, mds_2d
+from analysis.flow import attention_flow
+from analysis.head_stats import head_stats
+from analysis.patterns import head_patterns
+from analysis.rollout import rollout
+from analysis.tokens import real_tokens
 from model.trace import Trace
 
 SKIPPED = ("config", "device", "tokens", "tgt_tokens", "_lazy", "_replay")  # manifest, or below
@@ -137,3 +145,148 @@ def trace_npz(
         manifest.update(extra)
         zf.writestr("manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
     return buffer.getvalue()
+
+
+# The measures of issue 22, each with the paper it follows and the convention it uses: the
+# manifest of measures_npz and corpus_npz repeats these, so a file says what its numbers mean.
+CONVENTIONS = {
+    "head_stats": (
+        "Clark et al. 2019, What does BERT look at?",
+        "means over real query tokens; prev/next over queries that have the neighbour; entropy "
+        "in nats unsmoothed; punct = any Unicode punctuation (convention='clark': the notebook's)",
+    ),
+    "head_patterns": (
+        "TransformerLens head_detector; Olsson et al. 2022 (prefix_matching)",
+        "error_measure 'mul' = sum(A*P)/sum(A), exclude_bos and exclude_current_token False, "
+        "lower-triangular patterns; prefix_matching averaged over queries with an earlier "
+        "occurrence",
+    ),
+    "rollout": (
+        "Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",
+        "0.5*mean_h(A) + 0.5*I, rows renormalised, multiplied through layers; [L, T, T]",
+    ),
+    "attention_flow": (
+        "Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",
+        "max-flow on rollout's graph from each token after the last layer to each input token, "
+        "rows divided by their sum (compute_flows); [T, T]",
+    ),
+    "head_distances": (
+        "Clark et al. 2019, What does BERT look at? (head_distances.py)",
+        "JS divergence (not its square root) in nats of rows smoothed 0.999*p + 0.001/n, "
+        "averaged over real query rows (theirs: summed); [L*H, L*H], index layer*H + head",
+    ),
+    "mds_2d": ("Torgerson 1952, classical MDS", "of head_distances; [L*H, 2]"),
+    "norm_attention_block": (
+        "Kobayashi et al. 2021, Incorporating Residual and Normalization Layers",
+        "AttnResLn-N: norm of LN's share of sum_h alpha f_h(x_j) + delta_ij x_i (b_O and LN's "
+        "beta left out, as their code does); [L, T, T]",
+    ),
+    "mixing_ratio": (
+        "Kobayashi et al. 2021, Incorporating Residual and Normalization Layers",
+        "AttnResLn-N mixing ratio |mix| / (|mix| + |keep|), mean over real tokens; [L]",
+    ),
+    "norm": (
+        "Kobayashi et al. 2020, Attention is not only a weight",
+        "sum_j |alpha_ij f_h(x_j)| per head, mean over real queries; norm_share = its share "
+        "of the layer's heads",
+    ),
+}
+
+
+def head_table(
+    trace: Trace, stack: str = "encoder", item: int = 0, convention: str = "ours", custom=None
+) -> pd.DataFrame:
+    """head_stats and (self-attention stacks) head_patterns of one item, one row per head."""
+    table = head_stats(trace, stack, item, convention=convention)
+    if stack != "cross":
+        patterns = head_patterns(trace, stack, item, custom=custom)
+        table = table.merge(patterns, on=["layer", "head"])
+    return table
+
+
+def _npz(arrays: dict[str, np.ndarray], manifest: dict) -> bytes:
+    """Arrays as .npy entries of a zip, with "manifest.json" (their shapes and dtypes added)."""
+    buffer = io.BytesIO()
+    entries = {}
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as zf:
+        for name, array in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, array, allow_pickle=False)
+            entries[name] = {"shape": list(array.shape), "dtype": str(array.dtype)}
+        manifest = {**manifest, "arrays": entries}
+        zf.writestr("manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
+    return buffer.getvalue()
+
+
+def _measures_manifest(names) -> dict:
+    return {n: {"paper": CONVENTIONS[n][0], "convention": CONVENTIONS[n][1]} for n in names}
+
+
+def measures_npz(
+    trace: Trace,
+    stack: str = "encoder",
+    item: int = 0,
+    meta: dict | None = None,
+    flow_max_tokens: int = 64,
+) -> bytes:
+    """Issue 22's measures of one item as an .npz with a manifest naming each one's paper.
+
+    Entries: "head_table/<column>" [L, H] (head_table), "rollout", "attention_flow" (left out
+    above ``flow_max_tokens`` real tokens: seconds per row), "head_distances", "mds_2d", and for
+    self-attention stacks of a model the trace can still reach, "norm_attention_block" and
+    "mixing_ratio". Positions are the item's own (padding included, its rows 0).
+    """
+    table = head_table(trace, stack, item)
+    arrays = {f"head_table/{c}": table[c].to_numpy() for c in table.columns[2:]}
+    shape = (trace.config.n_layers, trace.config.n_heads)
+    arrays = {k: v.reshape(shape) for k, v in arrays.items()}  # (L, H) each
+    distances = head_distances(trace, stack, item)
+    arrays["head_distances"] = distances.numpy()
+    arrays["mds_2d"] = mds_2d(distances).numpy()
+    if stack != "cross":
+        arrays["rollout"] = rollout(trace, stack)[item].cpu().float().numpy()
+        if int(real_tokens(trace, stack)[0][item].sum()) <= flow_max_tokens:
+            arrays["attention_flow"] = attention_flow(trace, stack, item).float().numpy()
+        if trace._replay is not None:
+            arrays["norm_attention_block"] = norm_attention_block(trace, stack)[item].numpy()
+            arrays["mixing_ratio"] = mixing_ratio(trace, stack)[item].numpy()
+    names = ["head_stats", "head_patterns", *[k for k in arrays if "/" not in k]]
+    manifest = {
+        "format": "Transformer Anatomy measures, one .npy per array",
+        "model": trace.config.name,
+        "stack": stack,
+        "item": item,
+        "tokens": trace.tokens_for(stack)[0][item],
+        "measures": _measures_manifest(dict.fromkeys(names)),
+        "layout": "0-based layers and heads; head index in head_distances = layer*H + head",
+    }
+    extra = _jsonable(meta or {})
+    extra.pop("arrays", None)
+    return _npz(arrays, {**manifest, **extra})
+
+
+def corpus_csv(result, meta: dict | None = None) -> str:
+    """A CorpusResult's per-head table (means and stds over sentences) as stats_csv text."""
+    return stats_csv(result.stats, {"sentences": result.sentences, **(meta or {})})
+
+
+def corpus_npz(result, meta: dict | None = None) -> bytes:
+    """A CorpusResult as an .npz: "stats/<column>" [L, H] and "head_distances", with manifest."""
+    stats = result.stats
+    n_layers, n_heads = int(stats["layer"].max()) + 1, int(stats["head"].max()) + 1
+    shape = (n_layers, n_heads)
+    arrays = {f"stats/{c}": stats[c].to_numpy().reshape(shape) for c in stats.columns[2:]}  # (L, H)
+    names = ["head_stats", "head_patterns", "norm"]
+    if result.distances is not None:
+        arrays["head_distances"] = result.distances.numpy()
+        names.append("head_distances")
+    manifest = {
+        "format": "Transformer Anatomy corpus measures, one .npy per array",
+        "sentences": result.sentences,
+        "options": _jsonable(result.options),
+        "aggregation": "mean and sample std (ddof 1) over sentences, NaN skipped",
+        "measures": _measures_manifest(names),
+    }
+    extra = _jsonable(meta or {})
+    extra.pop("arrays", None)
+    return _npz(arrays, {**manifest, **extra})

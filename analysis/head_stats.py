@@ -14,7 +14,14 @@ CLASSES = ("first", "sep", "punct")
 COLUMNS = ("layer", "head", "entropy", "prev", "next", "self", "first", "sep", "punct", "distance")
 
 
-def head_stats(trace: Trace, stack: str = "encoder", item: int = 0) -> pd.DataFrame:
+CONVENTIONS = ("ours", "clark")
+CLARK_PUNCT = frozenset({".", ","})  # the notebook's punctuation
+CLARK_SMOOTHING = 0.0001  # the notebook's entropy: α' = 0.9999·α + 0.0001/n
+
+
+def head_stats(
+    trace: Trace, stack: str = "encoder", item: int = 0, convention: str = "ours"
+) -> pd.DataFrame:
     """One row per (layer, head) of one batch item: Clark et al. 2019's averages over real queries.
 
     Columns (layers and heads 0-based):
@@ -29,7 +36,15 @@ def head_stats(trace: Trace, stack: str = "encoder", item: int = 0) -> pd.DataFr
     Every column is a mean over the item's real (non-padding) query tokens; padded keys are left
     out of every sum. For "cross" (target queries over source keys) prev, next, self and
     distance compare positions of two different sequences, so they are undefined: NaN.
+
+    convention="clark" follows their General_Analysis notebook where it differs: prev = Σ_i
+    α_i,i-1 / n and next = Σ_i α_i,i+1 / n (divided by all n real queries, not by those that
+    have the neighbour; prev is α_i,i-1 — their "left" selector np.eye(n, n, -1), which the
+    MDS figure calls "attend to prev."), entropy of the smoothed α' = 0.9999·α + 0.0001/n in nats,
+    punct counts "." and "," only. The other columns are the same in both conventions.
     """
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be 'ours' or 'clark', not {convention!r}.")
     check_stack(trace, stack)
     pattern = trace.attentions[stack]  # (B, L, H, T_q, T_k)
     if not 0 <= item < pattern.shape[0]:
@@ -73,7 +88,34 @@ def head_stats(trace: Trace, stack: str = "encoder", item: int = 0) -> pd.DataFr
         dist = (q_pos[:, None] - k_pos[None, :]).abs().to(alpha.dtype)  # (n_q, n_k)
         # A product with the distances per query, not a (L, H, n_q, n_k) temporary: 2.5× faster.
         stats["distance"] = mean_over_queries(torch.einsum("lhqk,qk->lhq", alpha, dist))
+    if convention == "clark":
+        clark_columns(stats, alpha, q_pos, k_pos, key_tokens[item], stack)
     layer, head = torch.meshgrid(torch.arange(n_layers), torch.arange(n_heads), indexing="ij")
     frame = {"layer": layer.flatten().numpy(), "head": head.flatten().numpy()}
     frame.update({name: stats[name].flatten().numpy() for name in COLUMNS[2:]})
     return pd.DataFrame(frame, columns=list(COLUMNS))
+
+
+def clark_columns(
+    stats: dict,
+    alpha: torch.Tensor,
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    key_tokens: list[str],
+    stack: str,
+) -> None:
+    """Replace prev, next, entropy and punct by Clark et al.'s notebook formulas (in place)."""
+    n_k = alpha.shape[-1]
+    smoothed = (1 - CLARK_SMOOTHING) * alpha.double() + CLARK_SMOOTHING / n_k  # (L, H, n_q, n_k)
+    stats["entropy"] = -(smoothed * smoothed.log()).sum(-1).mean(-1)
+    punct = torch.tensor([key_tokens[int(j)] in CLARK_PUNCT for j in k_pos], dtype=alpha.dtype)
+    stats["punct"] = (alpha @ punct).double().mean(-1)  # (L, H)
+    if stack == "cross":
+        return
+    key_at = {int(p): c for c, p in enumerate(k_pos)}  # position -> column
+    for name, offset in (("prev", -1), ("next", 1)):
+        total = torch.zeros(alpha.shape[:2], dtype=torch.float64)  # (L, H)
+        for row, pos in enumerate(q_pos.tolist()):
+            if pos + offset in key_at:
+                total += alpha[:, :, row, key_at[pos + offset]].double()
+        stats[name] = total / len(q_pos)

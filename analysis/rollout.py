@@ -21,6 +21,22 @@ def rollout(trace: Trace, stack: str = "encoder") -> torch.Tensor:
     rows and columns of padded positions are set to 0 in the result. Only self-attention stacks
     ("encoder", "decoder") can be rolled out.
     """
+    with torch.no_grad():
+        mixed = residual_graph(trace, stack)  # (B, L, T, T)
+        out = torch.empty_like(mixed)  # (B, L, T, T)
+        flow = None
+        for layer in range(mixed.shape[1]):
+            flow = mixed[:, layer] if flow is None else torch.bmm(mixed[:, layer], flow)
+            out[:, layer] = flow  # (B, T, T)
+        return out
+
+
+def residual_graph(trace: Trace, stack: str = "encoder") -> torch.Tensor:
+    """Ã_l = 0.5·mean_h A_l + 0.5·I, rows renormalised, padding cut out, [B, L, T, T].
+
+    The attention graph of Abnar & Zuidema 2020 (§3): the edge weights both rollout and attention
+    flow run on. Rows and columns of padded positions are 0.
+    """
     check_stack(trace, stack)
     if stack == "cross":
         raise ValueError(
@@ -33,15 +49,9 @@ def rollout(trace: Trace, stack: str = "encoder") -> torch.Tensor:
         real, _ = real_tokens(trace, stack)  # (B, T)
         real = real.to(attention.device)
         keep = (real[:, :, None] & real[:, None, :]).to(attention.dtype)  # (B, T, T)
-        n_layers, t = attention.shape[1], attention.shape[-1]
+        t = attention.shape[-1]
         eye = torch.eye(t, dtype=attention.dtype, device=attention.device)  # (T, T)
-        out = attention.new_empty(attention.shape[0], n_layers, t, t)  # (B, L, T, T)
-        flow = None
-        for layer in range(n_layers):
-            mixed = (0.5 * attention[:, layer].mean(1) + 0.5 * eye) * keep  # (B, T, T)
-            # Rows sum to 1 already unless a query row was fully masked (then only 0.5 I is
-            # left, or nothing on padding): renormalise, leaving empty rows at 0.
-            mixed = mixed / mixed.sum(-1, keepdim=True).clamp_min(1e-12)
-            flow = mixed if flow is None else torch.bmm(mixed, flow)  # (B, T, T)
-            out[:, layer] = flow
-        return out
+        mixed = (0.5 * attention.mean(2) + 0.5 * eye) * keep[:, None]  # (B, L, T, T)
+        # Rows sum to 1 already unless a query row was fully masked (then only 0.5 I is
+        # left, or nothing on padding): renormalise, leaving empty rows at 0.
+        return mixed / mixed.sum(-1, keepdim=True).clamp_min(1e-12)

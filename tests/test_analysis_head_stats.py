@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -132,3 +133,50 @@ def test_unknown_stack_and_item_are_sentences(bert):
         analysis.head_stats(tr, "decoder")
     with pytest.raises(ValueError, match="item 3"):
         analysis.head_stats(tr, item=3)
+
+
+def clark_notebook_stats(tokens, attns) -> dict[str, np.ndarray]:
+    """Clark et al.'s notebook definitions for one text, by loops over heads and queries: every
+    average divides by all n queries; entropy of 0.9999·α + 0.0001/n; punct is "." and ","."""
+    n_layers, n_heads, n = attns.shape[:3]
+    out = {k: np.zeros((n_layers, n_heads)) for k in ("left", "right", "self", "punct", "entropy")}
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            a = attns[layer, head].tolist()
+            sums = dict.fromkeys(out, 0.0)
+            for i in range(n):
+                sums["left"] += a[i][i - 1] if i >= 1 else 0.0
+                sums["right"] += a[i][i + 1] if i + 1 < n else 0.0
+                sums["self"] += a[i][i]
+                sums["punct"] += sum(a[i][j] for j in range(n) if tokens[j] in (".", ","))
+                smooth = [0.9999 * x + 0.0001 / n for x in a[i]]
+                sums["entropy"] -= sum(x * math.log(x) for x in smooth)
+            for key, value in sums.items():
+                out[key][layer, head] = value / n
+    return out
+
+
+@pytest.mark.parametrize("item", [0, 1])
+def test_clark_convention_equals_their_notebook(bert, item):
+    net, tok = bert
+    enc = tok(BERT_TEXTS, padding=True, return_tensors="pt")
+    tr = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    real = enc["attention_mask"][item].bool()
+    tokens = [t for t, r in zip(tr.tokens[item], real.tolist(), strict=True) if r]
+    attns = tr.attentions["encoder"][item][:, :, real][:, :, :, real].double().numpy()
+    theirs = clark_notebook_stats(tokens, attns)
+    df = analysis.head_stats(tr, "encoder", item, convention="clark")
+    for ours, key in (("prev", "left"), ("next", "right"), ("self", "self"), ("punct", "punct")):
+        np.testing.assert_allclose(df[ours].to_numpy(), theirs[key].ravel(), atol=1e-6)
+    np.testing.assert_allclose(df["entropy"].to_numpy(), theirs["entropy"].ravel(), atol=1e-6)
+    default = analysis.head_stats(tr, "encoder", item)
+    same = ["layer", "head", "first", "sep", "distance", "self"]
+    assert (df[same] - default[same]).abs().max().max() < 1e-12
+    assert not np.allclose(df["punct"], default["punct"])  # ";" and "!" count only in ours
+
+
+def test_an_unknown_convention_gets_a_sentence(bert):
+    net, tok = bert
+    tr = net.trace(tok(["hi"], return_tensors="pt")["input_ids"])
+    with pytest.raises(ValueError, match="convention must be 'ours' or 'clark'"):
+        analysis.head_stats(tr, convention="bert")

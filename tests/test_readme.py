@@ -74,7 +74,9 @@ def test_readme_names_the_trace_fields_and_analysis_functions_that_exist():
     assert {"attentions", "scores", "hidden_states", "masks", "tokens"} <= set(fields)
     for name in fields:
         assert hasattr(Trace, name) or name in Trace.__dataclass_fields__, name
-    functions = re.findall(r"`([a-z_]+)`", prose.split("`analysis` also has")[1].split(". ")[0])
+    functions = re.findall(
+        r"`([a-z][a-z_0-9]*)`", prose.split("`analysis` also has")[1].split(". ")[0]
+    )
     named = set(functions) | {"head_stats", "rollout"}
     assert named == set(analysis.__all__)
 
