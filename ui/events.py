@@ -218,13 +218,14 @@ def wire_model_boxes(p: Page) -> None:
 
     # The positional-encoding switch: offered where it teaches, and while it is off (so it can
     # be turned on); after a model change or the switch itself, whichever lands last.
-    def offer_positions(choice, positions=True):
-        return model_boxes(choice, positions=positions is not False)["positions"]
+    def offer_positions(choice, positions=True, lang="en"):
+        with speaking(lang):  # says nothing today; every event hears the page's language
+            return model_boxes(choice, positions=positions is not False)["positions"]
 
     gr.on(
         [p["model"].change, p["positions"].change],
         offer_positions,
-        [p["model"], p["positions"]],
+        [p["model"], p["positions"], p["language"]],
         [p["positions"]],
         api_visibility="private",
         show_progress="hidden",

@@ -19,6 +19,7 @@ BERTVIZ_VIEWS = ("head", "model")
 SCALES = ("auto", "fixed", "head")  # attention colours: 0–1 unless faint, 0–1, 0–head max
 MEASURES = ("weights", "norms")  # attention maps: α, or ‖α f(x)‖ (Kobayashi et al. 2020)
 ABLATIONS = ("zero", "mean")
+CONVENTIONS = ("ours", "clark")  # head statistics: ours, or Clark et al.'s notebook (analysis)
 DEFAULT_DIMS = "0, 1, 2, 3"
 LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
 
@@ -42,6 +43,8 @@ class Selection:
     query: int = 0
     key: int = 0
     heads_set: str = ""  # heads to ablate together, "0:2, 3:5"; empty = the chosen layer's
+    convention: str = "ours"  # the head statistics' conventions
+    pattern: str = ""  # a pattern column of the head table ("first", "previous", …); empty: none
 
     def clamp(self, analysis) -> Selection:
         """The same selection made valid for this model (layer, head and stack in range)."""
@@ -68,6 +71,8 @@ class Selection:
             query=max(as_int(self.query), 0),  # clamped to the text by the view that reads it
             key=max(as_int(self.key), 0),
             heads_set=str(self.heads_set or "")[:400],
+            convention=self.convention if self.convention in CONVENTIONS else "ours",
+            pattern=str(self.pattern or "")[:80],
         )
 
 
@@ -152,6 +157,7 @@ CHOICES = {
     "scale": SCALES,
     "measure": MEASURES,
     "ablation": ABLATIONS,
+    "convention": CONVENTIONS,
 }
 
 
@@ -198,6 +204,8 @@ def link_selection(params: dict[str, str], invalid: list[str]) -> dict:
         sel["dims"] = params["dims"][:200]
     if "heads_set" in params:
         sel["heads_set"] = params["heads_set"][:400]
+    if "pattern" in params:
+        sel["pattern"] = params["pattern"][:80]
     if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
         layer, head = sel.get("layer", 0), sel.get("head", 0)
         sel.setdefault("layer_a", layer)

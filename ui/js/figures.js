@@ -92,15 +92,26 @@
   /* ---- a click on an overview tile selects that head -----------------------------------------
      gr.Plot has no click event: the tile's "layer,head,time" goes into a hidden gr.HTML
      (#overview-pick), whose change event selects the head on the server. */
-  ta.tilePicker = (props) => { ta._tileProps = props; };
+  ta.tilePicker = (props, id = 'overview') => { (ta._pickers = ta._pickers || {})[id] = props; };
   ta.drawHooks.push((gd) => {
     if (gd.taPick || !gd.on || !gd.closest('#overview-plot')) return;
     gd.taPick = true;
     gd.on('plotly_click', (ev) => {
-      const p = ev && ev.points && ev.points[0];
-      if (!p || !ta._tileProps) return;
+      const p = ev && ev.points && ev.points[0], props = ta._pickers?.overview;
+      if (!p || !props) return;
       const l = /^L(\d+)/.exec(String(p.y)), h = /^H(\d+)/.exec(String(p.x));
-      if (l && h) ta._tileProps.value = `${l[1]},${h[1]},${Date.now()}`;
+      if (l && h) props.value = `${l[1]},${h[1]},${Date.now()}`;
+    });
+  });
+  /* ... and a head of the Heads tab's distance map (its points carry [layer, head]). */
+  ta.drawHooks.push((gd) => {
+    if (gd.taPick || !gd.on || !gd.closest('#distance-plot')) return;
+    gd.taPick = true;
+    gd.on('plotly_click', (ev) => {
+      const p = ev && ev.points && ev.points[0], props = ta._pickers?.distance;
+      const cell = p && p.customdata;
+      if (!props || !cell || cell.length < 2) return;
+      props.value = `${+cell[0]},${+cell[1]},${Date.now()}`;
     });
   });
 

@@ -6,6 +6,7 @@ Everything here is computed by analysis/ (pure functions over the trace); this m
 from __future__ import annotations
 
 import functools
+import html
 import re
 import time
 
@@ -32,11 +33,30 @@ from viz.common import (
 STATS_CAPTION = (
     "**Per-head statistics** (Clark et al. 2019, *What does BERT look at?*), averaged over the "
     "real query tokens of this text (padding excluded): **entropy** of each attention row (nats; "
-    "low = focused), the weight on the **prev**ious, **next** and the token **self**, on the "
-    "**first** token (`[CLS]` / `<s>`), on **sep**arators (`[SEP]` / `</s>`), on **punct**uation, "
-    "and the mean attention **distance** Σⱼ αᵢⱼ |i − j|. Sort a column from the ⋮ menu in its "
-    "header; click a row to open that head in every view."
+    "low = focused), the weight on the **prev**ious (α(i, i−1)), **next** (α(i, i+1)) and the "
+    "token **self**, on the **first** token (`[CLS]` / `<s>`), on **sep**arators (`[SEP]` / "
+    "`</s>`), on **punct**uation, and the mean attention **distance** Σⱼ αᵢⱼ |i − j|. "
+    "Conventions: **ours** averages prev and next over the n − 1 queries that have such a key, "
+    "leaves the entropy unsmoothed and counts every punctuation mark; **Clark et al.** divide by "
+    "n, smooth the entropy and count only “.” and “,” — their thresholds (prev/next > 0.5, punct "
+    "> 0.6) read on theirs. Pattern columns (TransformerLens's head detector): "
+    "**previous_token**, **duplicate_token**, **induction** = Σ(A∘P)/ΣA over the pattern P, and "
+    "**prefix_matching** (Olsson et al. 2022), plus your own pattern. Sort a column from the ⋮ "
+    "menu in its header; click a row to open that head in every view."
 )
+DISTANCE_CAPTION = (
+    "**Heads by how alike they attend** (Clark et al. 2019): the Jensen–Shannon divergence "
+    "between two heads' attention rows, averaged over the queries, for every pair of heads, laid "
+    "out in 2-D by classical MDS — heads close together attend alike. Click a head to open it."
+)
+FLOW_CAPTION = (
+    "**Attention flow** (Abnar & Zuidema 2020) into the chosen query position after the chosen "
+    "layer: the maximum flow from each input token through the same graph as the rollout "
+    "(½·mean of the heads + ½·I per layer), the row normalised to 1 — beside the rollout's row "
+    "for the same token. Max-flow is costly: it is computed for texts of up to "
+    "{limit} tokens."
+)
+FLOW_TOKENS = 128  # one row within 2 s at 128 tokens on 2 cores (bench/bench_research.py)
 ROLLOUT_CAPTION = (
     "**Attention rollout** (Abnar & Zuidema 2020): Ã = ½·mean over heads of A + ½·I, rows "
     "renormalised, multiplied through the layers (R_l = Ã_l R_{l−1}). It *assumes* information "
@@ -61,13 +81,44 @@ BREAKDOWN_CAPTION = (
 
 def build() -> Built:
     gr.Markdown(t(STATS_CAPTION), elem_classes="ta-caption")
+    with gr.Row():
+        convention = Radio(
+            [
+                (t("ours (n − 1, unsmoothed, every punctuation mark)"), "ours"),
+                (t("Clark et al.'s (n, smoothed, “.” and “,”)"), "clark"),
+            ],
+            value="ours",
+            label=t("Conventions"),
+            elem_id="convention",
+            scale=2,
+        )
+        pattern = gr.Textbox(
+            "",
+            label=t("Your own pattern column: first, self, same word, previous or next"),
+            placeholder="first",
+            max_lines=1,
+            elem_id="pattern",
+            scale=1,
+        )
     stats = gr.Dataframe(elem_id="head-stats", interactive=False, max_height=420)
     with gr.Row():
         csv = gr.DownloadButton(t("Head statistics (CSV)"), elem_id="stats-csv", size="sm")
         export = gr.Button(t("Export the whole trace (NPZ + JSON manifest)"), size="sm")
     npz = gr.File(label=t("Trace export"), elem_id="trace-npz", visible=False)
+    gr.Markdown(t(DISTANCE_CAPTION), elem_classes="ta-caption")
+    distance_plot = plot("distance-plot")
+    # gr.Plot has no click event: a clicked head's "layer,head,time" goes into this hidden
+    # HTML (ta.tilePicker, ui/js/figures.js), whose change picks the head.
+    picker = gr.HTML(
+        "",
+        js_on_load="ta.tilePicker(props, 'distance')",
+        elem_id="distance-pick",
+        elem_classes="ta-hidden",
+    )
     gr.Markdown(t(ROLLOUT_CAPTION), elem_classes="ta-caption")
     rollout_plot = plot("rollout-plot")
+    gr.Markdown(t(FLOW_CAPTION.format(limit=FLOW_TOKENS)), elem_classes="ta-caption")
+    flow_plot = plot("flow-plot")
     gr.Markdown(t(ABLATION_CAPTION), elem_classes="ta-caption")
     mode = Radio(
         [(t("zero"), "zero"), (t("mean"), "mean")],
@@ -96,11 +147,21 @@ def build() -> Built:
             "head_stats_table": stats,
             "stats_csv": csv,
             "trace_npz": npz,
+            "distance_plot": distance_plot,
             "rollout_plot": rollout_plot,
+            "flow_plot": flow_plot,
             "ablation_table": ablation,
             "breakdown": breakdown,
         },
-        controls={"ablation": mode, "query": query, "key": key, "heads_set": heads_set},
+        controls={
+            "ablation": mode,
+            "query": query,
+            "key": key,
+            "heads_set": heads_set,
+            "convention": convention,
+            "pattern": pattern,
+        },
+        picks=[picker],
         row_picks=[stats],
         actions={"export": export, "ablate": ablate},
     )
@@ -133,6 +194,98 @@ def rollout_figure(trace, stack: str, layer: int):
     base_layout(fig, title, height=min(860, max(380, 150 + 14 * len(q_tok))))
     square_axes(fig, len(k_tok), len(q_tok))
     return fig
+
+
+def distance_figure(trace, stack: str):
+    """Every head as a point: classical MDS of Clark et al.'s Jensen–Shannon distances."""
+    import plotly.graph_objects as go
+
+    distances = analysis.head_distances(trace, stack)  # (L·H, L·H)
+    xy = analysis.mds_2d(distances).numpy()  # (L·H, 2)
+    n_layers, n_heads = trace.config.n_layers, trace.config.n_heads
+    layers = np.repeat(np.arange(n_layers), n_heads)
+    heads = np.tile(np.arange(n_heads), n_layers)
+    fig = go.Figure(
+        go.Scatter(
+            x=xy[:, 0],
+            y=xy[:, 1],
+            mode="markers+text",
+            text=[f"{la}.{h}" for la, h in zip(layers, heads, strict=True)],
+            textposition="top center",
+            textfont={"size": 9},
+            customdata=[[int(la), int(h)] for la, h in zip(layers, heads, strict=True)],
+            marker={
+                "size": 11,
+                "color": layers,
+                "colorscale": "Viridis",
+                "showscale": True,
+                "colorbar": {"title": {"text": tr("layer"), "side": "right"}},
+            },
+            hovertemplate=tr("layer %{customdata[0]}, head %{customdata[1]}") + "<extra></extra>",
+        )
+    )
+    title = tr(
+        "Heads by how alike they attend — {stack} (Jensen–Shannon distance, classical MDS)",
+        stack=stack_title(stack),
+    )
+    base_layout(fig, title, height=520)
+    fig.update_xaxes(title_text=tr("MDS 1"), zeroline=False)
+    fig.update_yaxes(title_text=tr("MDS 2"), zeroline=False)
+    return fig
+
+
+def flow_figure(trace, stack: str, layer: int, query: int):
+    """Attention flow into one token after a layer, beside the rollout's row (bars per input)."""
+    import plotly.graph_objects as go
+
+    q_tok, k_tok = stack_tokens(trace, stack)
+    query = min(query, len(q_tok) - 1)
+    rollout_row = analysis.rollout(trace, stack)[0, layer, query, : len(k_tok)].numpy()
+    labels = token_labels(k_tok)
+    fig = go.Figure()
+    if len(k_tok) <= FLOW_TOKENS:
+        row = analysis.attention_flow_row(trace, stack, 0, layer, query)[: len(k_tok)].numpy()
+        fig.add_bar(x=labels, y=row, name=tr("attention flow (max-flow)"))
+        note = ""
+    else:
+        note = tr(
+            "<br><sup>{n} tokens: flow is computed for up to {limit} (max-flow is costly); "
+            "the rollout alone is shown</sup>",
+            n=len(k_tok),
+            limit=FLOW_TOKENS,
+        )
+    fig.add_bar(x=labels, y=rollout_row, name=tr("rollout"))
+    title = tr(
+        "Attention flow into {token} after layer {layer} — {stack}",
+        token=html.escape(display_token(q_tok[query])),
+        layer=layer,
+        stack=stack_title(stack),
+    )
+    base_layout(fig, title + note, height=420)
+    fig.update_layout(
+        barmode="group",
+        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+    )
+    fig.update_xaxes(title_text=tr("input token"), type="category")
+    fig.update_yaxes(title_text=tr("share"), range=[0, 1])
+    return fig
+
+
+def pattern_of(trace, stack: str, pattern: str):
+    """The user's pattern as a mask over this text's tokens; None when there is none."""
+    if not str(pattern or "").strip() or stack == "cross":
+        return None
+    q_tok, _ = stack_tokens(trace, stack)
+    try:
+        return analysis.pattern_mask(q_tok, pattern)
+    except ValueError:
+        raise ValueError(
+            tr(
+                "there is no attention pattern called {name}; write first, self, same word, "
+                "previous or next",
+                name=repr(str(pattern)[:40]),
+            )
+        ) from None
 
 
 HF_REFERENCE = "transformers.BertModel(attn_implementation='eager') on the same weights and ids"
@@ -315,7 +468,8 @@ def makers(view: View) -> dict:
 
     @functools.cache
     def stats() -> pd.DataFrame:  # computed once for the table and the CSV
-        return analysis.head_stats(trace, stack)
+        mask = pattern_of(trace, stack, sel.pattern)
+        return analysis.head_table(trace, stack, convention=sel.convention, custom=mask)
 
     def npz() -> str:
         meta = {"model": analysis_.model.label, "text": trace.tokens[0], "stack": stack}
@@ -331,6 +485,9 @@ def makers(view: View) -> dict:
 
     def stats_csv() -> str:
         meta = {"model": model_id, "text": key[1][0], "target": (key[2] or [None])[0]}
+        meta["conventions"] = sel.convention
+        if sel.pattern:
+            meta["custom pattern"] = sel.pattern
         meta["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         csv_text = analysis.stats_csv(stats(), meta)
         return exports.EXPORTS.write(exports.stats_name(model_id, stack, key), csv_text)
@@ -345,6 +502,10 @@ def makers(view: View) -> dict:
         "stats_csv": stats_csv,
         "trace_npz": npz,
         "rollout_plot": rollout,
+        "distance_plot": lambda: distance_figure(trace, stack),
+        "flow_plot": lambda: (
+            None if stack == "cross" else flow_figure(trace, stack, layer, sel.query)
+        ),
         "ablation_table": lambda: ablation_table(
             net,
             trace,
@@ -362,8 +523,10 @@ TAB = Tab(
     build,
     makers,
     depends={
-        "head_stats_table": ("stack",),
-        "stats_csv": ("stack",),
+        "head_stats_table": ("stack", "convention", "pattern"),
+        "stats_csv": ("stack", "convention", "pattern"),
+        "distance_plot": ("stack",),
+        "flow_plot": ("stack", "layer", "query"),
         "trace_npz": ("export",),  # only when its button is clicked (110 MB at 512 tokens)
         "rollout_plot": ("stack", "layer"),
         # One forward pass per head: on demand (1.6 s for a layer at 512 tokens, quiet CPU).

@@ -1,0 +1,101 @@
+"""The research measures on the Heads tab (issue 22, first page slice): the head table's
+conventions switch and pattern columns, the head-distance map (a click opens the head), and the
+attention-flow row — drawn from the same analysis functions the tests of analysis/ check against
+independent computations, and in Debian Chromium against `python app.py`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import analysis
+from engine import BUNDLED, Engine
+from lang import speaking
+from tests.apphost import CHROMIUM, serve_app
+from ui.render import render
+from ui.state import Selection
+
+TEXT = "the cat sat on the mat, the cat sat."
+
+
+@pytest.fixture(scope="module")
+def bert_analysis():
+    return Engine(device="cpu").analyse(TEXT, BUNDLED, "")
+
+
+def test_the_head_table_switches_conventions_and_adds_the_pattern_columns(bert_analysis):
+    ours = render("heads", bert_analysis, Selection(), only={"head_stats_table"})
+    clark = render(
+        "heads",
+        bert_analysis,
+        Selection(convention="clark", pattern="first"),
+        only={"head_stats_table"},
+    )
+    ours, clark = ours["head_stats_table"], clark["head_stats_table"]
+    for column in ("previous_token", "duplicate_token", "induction", "prefix_matching"):
+        assert column in ours.columns
+    assert "custom" in clark.columns and "custom" not in ours.columns
+    # Clark's prev divides by n where ours divides by n − 1: never larger, equal up to rounding
+    n = len(bert_analysis.trace.tokens[0])
+    assert (clark["prev"] <= ours["prev"] + 1e-3).all()
+    assert abs(clark["prev"] - ours["prev"] * (n - 1) / n).max() < 2e-3
+    # the "first" column is the weight on the first token, as the statistics' own column
+    assert abs(clark["custom"] - clark["first"]).max() < 2e-3
+
+
+def test_a_pattern_the_page_does_not_know_gets_a_sentence_in_either_language(bert_analysis):
+    with speaking("zh-CN"):
+        out = render("heads", bert_analysis, Selection(pattern="zigzag"), only={"head_stats_table"})
+    shown = str(out["head_stats_table"])
+    assert "zigzag" in shown and "没有名为" in shown
+
+
+def test_the_distance_map_and_the_flow_row_are_the_analysis_functions(bert_analysis):
+    trace = bert_analysis.trace
+    out = render("heads", bert_analysis, Selection(layer=5, query=0), only={"flow_plot"})
+    fig = out["flow_plot"]
+    flow = [t for t in fig.data if t.name == "attention flow (max-flow)"][0]
+    expected = analysis.attention_flow_row(trace, "encoder", 0, 5, 0)
+    assert abs(sum(flow.y) - 1) < 1e-6
+    assert max(abs(a - float(b)) for a, b in zip(flow.y, expected, strict=True)) < 1e-6
+    out = render("heads", bert_analysis, Selection(), only={"distance_plot"})
+    points = out["distance_plot"].data[0]
+    assert len(points.x) == 6 * 12
+    assert [list(c) for c in points.customdata[:2]] == [[0, 0], [0, 1]]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_a_click_on_the_distance_map_opens_that_head_and_the_columns_show(page):
+    with serve_app() as (url, _):
+        page.goto(f"{url}?tab=heads&pattern=first&convention=clark&layer=5&head=11")
+        page.wait_for_selector("#distance-plot .scatterlayer .point", timeout=30_000)
+        heads = page.evaluate(
+            "() => [...document.querySelectorAll('#head-stats thead th')].map(t => t.innerText)"
+        )
+        assert {"induction", "prefix_matching", "custom"} <= {h.strip() for h in heads}
+        page.locator("#distance-plot").scroll_into_view_if_needed()
+        # The head farthest from the others (a click there hits no other point or label).
+        x, y, layer, head = page.evaluate(
+            """() => {
+              const gd = document.querySelector('#distance-plot .js-plotly-plot');
+              const boxes = [...gd.querySelectorAll('.scatterlayer .point')]
+                .map((p) => p.getBoundingClientRect());
+              const at = boxes.map((r) => [r.left + r.width / 2, r.top + r.height / 2]);
+              let best = 0, room = -1;
+              at.forEach(([x, y], i) => {
+                const near = Math.min(...at.filter((_, j) => j !== i)
+                  .map(([u, v]) => Math.hypot(u - x, v - y)));
+                if (near > room) { room = near; best = i; }
+              });
+              return [...at[best], ...gd.data[0].customdata[best]];
+            }"""
+        )
+        page.mouse.click(x, y)
+        page.wait_for_function(
+            f"() => document.querySelector('#layer input[type=number]').value === '{layer}'"
+            f" && document.querySelector('#head input[type=number]').value === '{head}'",
+            timeout=20_000,
+        )
+        assert (layer, head) != (5, 11)  # a change the page had to make
