@@ -8,12 +8,14 @@ from analysis.ablation import ablation_effects
 from analysis.breakdown import score_breakdown
 from analysis.export import stats_csv, trace_npz
 from analysis.head_stats import head_stats
+from analysis.logit_lens import logit_lens
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
 from analysis.rollout import rollout
 
 __all__ = [
     "ablation_effects",
     "head_stats",
+    "logit_lens",
     "norm_attention",
     "norm_attention_summed",
     "rollout",
