@@ -116,7 +116,11 @@ def fit(
         raise ValueError(f"No task {name!r} to train; the tasks are {sorted(LIVE)}.")
     recipe = LIVE[name]
     tok = recipe.data.tokenizer()
-    net = Transformer(recipe.data.config(tok.vocab_size).replace(seed=seed), tok)
+    config = recipe.data.config(tok.vocab_size).replace(seed=seed, **dict(recipe.shape))
+    if recipe.shape:
+        shape = ", ".join(f"{k}={v}" for k, v in recipe.shape)
+        config = config.replace(source=f"{config.source}; trained live at {shape}")
+    net = Transformer(config, tok)
     batches = recipe.data.batches(tok, recipe.batch_size, seed)
     optimizer = optimizer_for(net, recipe.lr)
     run = {"seconds": seconds, "seed": seed, "step": 0, "losses": [], "score": None}

@@ -60,7 +60,7 @@ def reproduce(
         "train": {
             **dataclasses.asdict(spec),
             "optimizer": "AdamW",
-            "data": f"made by train/{name}.py, seeded; no downloads",
+            "data": getattr(task.data, "DATA", f"made by train/{name}.py, seeded; no downloads"),
         },
         "steps": spec.steps,
         "wall_time_s": round(result["wall_time_s"], 1),

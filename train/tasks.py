@@ -30,11 +30,11 @@ TASKS: dict[str, Task] = {
     ),
     "induction": Task(
         "induction",
-        "Random letter strings repeated (<s> qzvkdm qzvkdm): predict the next letter of the "
-        "second copy, which only copying from the first copy can do (induction)",
+        "Any text typed twice (<s> mississippi mississippi): predict the next token of the second "
+        "copy, which only copying from the first copy can do (induction); letters, digits, space",
         induction,
-        TrainSpec(steps=3000, batch_size=64, lr=2e-3, warmup=100, schedule="constant",
-                  snapshots=(0, 1000, 1500, 2000, 3000)),
+        TrainSpec(steps=5000, batch_size=64, lr=2e-3, warmup=100, schedule="linear",
+                  snapshots=(0, 500, 1000, 2000, 5000)),
     ),
     "roles": Task(
         "roles",
