@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 import train
+from lang import Msg, message_of, tr
 from model.trained import save_weights
 from model.transformer import Transformer
 from serve.turns import env_count
@@ -27,6 +28,11 @@ from train.progress import Progress
 
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 NICE = 10  # a training thread's niceness: visitors' forward passes come first
+STATES = {  # what the status line says of a job that has reported
+    "running": "The {name} model is training: step {step}, {elapsed} s of {seconds}{score}.",
+    "done": "The {name} model is done: step {step}, {elapsed} s of {seconds}{score}.",
+    "stopped": "The {name} model was stopped: step {step}, {elapsed} s of {seconds}{score}.",
+}
 
 
 @dataclass(eq=False)  # compared and hashed by identity: a page may own a job after another
@@ -41,7 +47,7 @@ class Job:
     state: str = "waiting"  # "waiting" | "running" | "done" | "stopped" | "failed"
     progress: Progress | None = None
     net: Transformer | None = None
-    error: str | None = None
+    error: Exception | None = None  # why it failed, said in the reader's language
 
 
 def lower_priority() -> None:
@@ -65,7 +71,9 @@ class Trainings:
     def start(self, page: str, name: str, seconds: float = 60.0, seed: int = 0) -> str:
         """Start (or queue) a training for `page`, replacing the page's earlier job; a sentence."""
         if name not in train.TASKS:
-            raise ValueError(f"No task {name!r} to train; the tasks are {sorted(train.TASKS)}.")
+            tasks = ", ".join(sorted(train.TASKS))
+            raise ValueError(Msg("There is no task {name} to train; the tasks are {tasks}.",
+                                 name=repr(name), tasks=tasks))  # fmt: skip
         self.close(page)
         job = Job(page, name, float(seconds), int(seed))
         with self._lock:
@@ -93,7 +101,7 @@ class Trainings:
             job.net = self._fit(job.name, job.seconds, job.seed, keep, stop=job.stop)
             job.state = "stopped" if job.stop.is_set() else "done"
         except Exception as exc:  # a failed training must free its place for the next in line
-            job.state, job.error = "failed", str(exc)
+            job.state, job.error = "failed", exc
         finally:
             with self._lock:
                 self._running.discard(job)
@@ -108,26 +116,40 @@ class Trainings:
             return next(i for i, j in enumerate(self._line) if j is job) + 1
 
     def status(self, page: str) -> str:
-        """Where the page's training stands, as one sentence."""
+        """Where the page's training stands, as one sentence in the page's language."""
         job = self._jobs.get(page)
         if job is None:
-            return "No training has been started on this page."
+            return tr("No training has been started on this page.")
         place = self.place(page)
         if job.state == "waiting":
-            ahead = f"{place - 1} waiting ahead of it" if place and place > 1 else "first in line"
-            return (
-                f"Your training of {job.name} waits its turn: {ahead}; this server trains "
-                f"{self.limit} model{'s' if self.limit > 1 else ''} at a time."
+            if not place or place == 1:
+                return tr(
+                    "Your training of {name} waits its turn: first in line; this server trains "
+                    "at most {limit} at once.",
+                    name=job.name,
+                    limit=self.limit,
+                )
+            return tr(
+                "Your training of {name} waits its turn: {ahead} waiting ahead of it; this "
+                "server trains at most {limit} at once.",
+                name=job.name,
+                ahead=place - 1,
+                limit=self.limit,
             )
         if job.state == "failed":
-            return f"The training of {job.name} failed: {job.error}"
+            why = message_of(job.error)
+            return tr("The training of {name} failed: {error}", name=job.name, error=why)
         p = job.progress
-        done = {"running": "is training", "done": "is done", "stopped": "was stopped"}[job.state]
         if p is None:
-            return f"The {job.name} model {done}."
-        score = "" if p.score is None else f"; {p.score_name}: {p.score:.0%}"
-        at = f"step {p.step}, {p.elapsed:.0f} s of {p.seconds:.0f}"
-        return f"The {job.name} model {done}: {at}{score}."
+            if job.state == "running":
+                return tr("The {name} model starts to train.", name=job.name)
+            return tr("The training of {name} was stopped before it started.", name=job.name)
+        fields = {"name": job.name, "step": f"{p.step:,}", "elapsed": f"{p.elapsed:.0f}"}
+        fields["seconds"] = f"{p.seconds:.0f}"
+        fields["score"] = (
+            "" if p.score is None else tr("; held-out score {score}", score=f"{p.score:.0%}")
+        )
+        return tr(STATES[job.state], **fields)
 
     def progress(self, page: str) -> Progress | None:
         job = self._jobs.get(page)
@@ -159,7 +181,7 @@ class Trainings:
         """The page's model as float16 safetensors and its card as JSON, for download."""
         net = self.model(page)
         if net is None:
-            raise ValueError("This page has no trained model to save yet.")
+            raise ValueError(Msg("This page has no trained model to save yet."))
         folder = Path(folder)
         weights = folder / f"{net.card['name']}.safetensors"
         save_weights(net, weights)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lang import speaking
 from model import TRAINED
 from viz.output_facts import copies, copy_note, opening_step, step_marks, trained_on
 
@@ -38,3 +39,11 @@ def test_the_first_copy_is_said_to_be_unpredictable():
 
 def test_dates_open_at_the_first_output_digit():
     assert opening_step("encoder-decoder", list("2026-11-22")) == 0
+
+
+def test_the_sentences_speak_chinese_on_a_chinese_page():
+    with speaking("zh-CN"):
+        said = trained_on(TRAINED["induction"])
+        note = copy_note(list("hello hello"))
+    assert "任意输入两遍的文本" in said and "5,000" in said
+    assert note.startswith("第 0–4 步预测第一遍") and "从第 7 步起" in note

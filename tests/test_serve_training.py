@@ -45,7 +45,7 @@ def test_one_training_at_a_time_and_the_others_told_their_place():
     trainings.start("page-b", "dates")
     said = trainings.start("page-c", "induction")
     assert [trainings.place(p) for p in ("page-a", "page-b", "page-c")] == [0, 1, 2]
-    assert "1 waiting ahead of it" in said and "1 model at a time" in said
+    assert "1 waiting ahead of it" in said and "trains at most 1 at once" in said
     assert "first in line" in trainings.status("page-b")
     assert "is training: step 1" in trainings.status("page-a")
     assert fake.started == ["roles"]

@@ -26,9 +26,7 @@ def test_the_moving_mean_starts_short():
 
 def test_the_sentence_says_where_the_run_stands():
     said = progress_sentence(progress())
-    assert said == (
-        "Training: roles, step 3, 2 s of 30; loss 2.000; held-out sentences all tagged right: 50%."
-    )
+    assert said == ("Training: roles, step 3, 2 s of 30; loss 2.000; held-out score 50%.")
     assert "no held-out score yet" in progress_sentence(progress(score=None))
     assert progress_sentence(progress(done=True, losses=[])).startswith("Done")
 

@@ -70,6 +70,7 @@ def make_card(name: str, net: Transformer, run: dict) -> dict:
     return {
         "name": name,
         "task": task.description,
+        "task_zh": task.description_zh,
         "architecture": net.config.source,
         "config": net.config.to_dict(),
         "tokenizer": net.tokenizer.to_dict(),

@@ -53,6 +53,7 @@ def reproduce(
     card = {
         "name": name,
         "task": task.description,
+        "task_zh": task.description_zh,
         "architecture": net.config.source,
         "config": net.config.to_dict(),
         "tokenizer": tok.to_dict(),

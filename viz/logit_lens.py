@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from lang import Msg, tr
 from viz.common import SEQUENTIAL_SCALE, base_layout, display_token, safe, token_labels
 
 MAX_CELL_TEXT = 60  # positions beyond which cells carry no text (only colour and hover)
@@ -46,13 +47,16 @@ def lens_cells(
             p = float(top_p[row, t])
             answer = answers[t]
             mark = ""
-            hover = f"top {safe(token)} · p {p:.3f}"
+            hover = tr("top {token} · p {p}", token=safe(token), p=f"{p:.3f}")
             if answer is not None:
                 rank = int(ranks[row, t])
                 mark = " ✓" if rank == 1 else ""
                 right = safe(display_token(vocab[answer], 8))
-                hover += (
-                    f"<br>right answer {right}: rank {rank} · p {float(probs[row, t, answer]):.3f}"
+                hover += "<br>" + tr(
+                    "right answer {token}: rank {rank} · p {p}",
+                    token=right,
+                    rank=rank,
+                    p=f"{float(probs[row, t, answer]):.3f}",
                 )
             text_row.append(f"{safe(token)}{mark}<br>{p:.2f}")
             hover_row.append(hover)
@@ -66,16 +70,18 @@ def logit_lens_figure(
     tokens: list[str],
     vocab: list[str],
     answers: list[int | None] | None = None,
-    title: str = "Logit lens: what each layer would predict next",
+    title: str | None = None,
 ) -> go.Figure:
     """Layers × positions: the top prediction of every row of ``probs`` [L+1, T, V] and its
     probability; ``answers`` (one id or None per position) adds the right answer's rank."""
     n_rows, n_pos = probs.shape[:2]
     answers = answers if answers is not None else [None] * n_pos
     if len(tokens) != n_pos or len(answers) != n_pos:
-        raise ValueError(f"The lens has {n_pos} positions: give as many tokens and answers.")
+        raise ValueError(
+            Msg("The lens has {n} positions: give as many tokens and answers.", n=n_pos)
+        )
     z, texts, hovers = lens_cells(probs.detach().cpu().float(), vocab, answers)
-    rows = ["embeddings"] + [f"after layer {i}" for i in range(n_rows - 1)]
+    rows = [tr("embeddings")] + [tr("after layer {i}", i=i) for i in range(n_rows - 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -88,10 +94,13 @@ def logit_lens_figure(
             texttemplate="%{text}" if n_pos <= MAX_CELL_TEXT else None,
             customdata=np.array(hovers, dtype=object),
             hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>",
-            colorbar={"thickness": 10, "title": {"text": "top p"}},
+            colorbar={"thickness": 10, "title": {"text": tr("top p")}},
         )
     )
-    fig.update_xaxes(type="category", tickangle=-60, title="reading position (predicts the next)")
+    fig.update_xaxes(
+        type="category", tickangle=-60, title=tr("reading position (predicts the next token)")
+    )
     fig.update_yaxes(type="category", autorange="reversed")
     height = 150 + 40 * n_rows
+    title = tr("Logit lens: what each layer would predict next") if title is None else title
     return base_layout(fig, safe(title), height)

@@ -7,18 +7,24 @@ can be copied), and which step the view should open at.
 
 from __future__ import annotations
 
+from lang import LOCALE, tr
+
 RIGHT, WRONG = "✓", "✗"
 MIN_COPY = 2  # a repeat shorter than this is chance, not a copy
 
 
 def trained_on(card: dict) -> str:
     """One sentence from a trained model's card: its task, steps and training time."""
-    task = card["task"].rstrip(".")
-    task = task[:1].lower() + task[1:]  # "Dates written …" inside the sentence
-    return (
-        f"Trained from scratch on {task}, for {card['steps']:,} steps "
-        f"({card['wall_time_s']:.0f} s on one CPU thread); data made by our own code, nothing "
-        "downloaded."
+    task = card.get("task_zh") if LOCALE.get() == "zh-CN" else None
+    if not task:
+        task = card["task"].rstrip(".")
+        task = task[:1].lower() + task[1:]  # "Dates written …" inside the sentence
+    return tr(
+        "Trained from scratch on {task}, for {steps} steps ({seconds} s on one CPU thread); "
+        "data made by our own code, nothing downloaded.",
+        task=task,
+        steps=f"{card['steps']:,}",
+        seconds=f"{card['wall_time_s']:.0f}",
     )
 
 
@@ -47,15 +53,17 @@ def copy_note(tokens: list[str]) -> str:
     which ones copying can (step t reads token t and predicts token t + 1, with <s> at 0)."""
     found = copies(tokens)
     if found is None:
-        return (
+        return tr(
             "Nothing in this text repeats, so no step can copy: type something twice "
             "(hello hello) to see the model copy."
         )
     start, n = found
-    return (
-        f"Steps 0–{n - 1} predict the first copy: nothing before it says what comes next, so no "
-        f"model can predict it (✗ there is expected). From step {start + 1} on, each step can copy "
-        "what followed the same token in the first copy (induction)."
+    return tr(
+        "Steps 0–{last} predict the first copy: nothing before it says what comes next, so no "
+        "model can predict it (✗ there is expected). From step {start} on, each step can copy "
+        "what followed the same token in the first copy (induction).",
+        last=n - 1,
+        start=start + 1,
     )
 
 
