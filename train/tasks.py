@@ -32,13 +32,14 @@ TASKS: dict[str, Task] = {
     ),
     "induction": Task(
         "induction",
-        "Any text typed twice (<s> mississippi mississippi): predict the next token of the second "
-        "copy, which only copying from the first copy can do (induction); letters, digits, space",
+        "Any text typed twice (`<s> mississippi mississippi`): predict the next token of the "
+        "second copy, which only copying from the first copy can do (induction); letters, "
+        "digits, space",
         induction,
         TrainSpec(steps=5000, batch_size=64, lr=2e-3, warmup=100, schedule="linear",
                   snapshots=(0, 500, 1000, 2000, 5000)),
-        "任意输入两遍的文本（<s> mississippi mississippi）：预测第二遍的下一个词元，只有从第一遍复制"
-        "才能做到（归纳）；字母、数字、空格",
+        "任意输入两遍的文本（`<s> mississippi mississippi`）：预测第二遍的下一个词元，"
+        "只有从第一遍复制才能做到（归纳）；字母、数字、空格",
     ),
     "roles": Task(
         "roles",

@@ -36,12 +36,13 @@ def step_marks(predicted: list[int], stream: list[int]) -> list[str]:
 
 
 def copies(tokens: list[str]) -> tuple[int, int] | None:
-    """(start, n): tokens[start : start + n] repeats tokens[:n] (tokens without <s>), the start
-    with the longest repeat; None when nothing of at least MIN_COPY tokens repeats."""
+    """(start, n): from `start` on, n tokens repeat the text's first n (tokens without <s>; the
+    repeat may overlap its source, as in a continuation that keeps copying), the start with the
+    longest repeat, the earliest of equals; None when nothing of MIN_COPY tokens repeats."""
     best = (0, 0)
     for start in range(1, len(tokens)):
         n = 0
-        while start + n < len(tokens) and n < start and tokens[start + n] == tokens[n]:
+        while start + n < len(tokens) and tokens[start + n] == tokens[n]:
             n += 1
         if n > best[1]:
             best = (start, n)
@@ -49,20 +50,21 @@ def copies(tokens: list[str]) -> tuple[int, int] | None:
 
 
 def copy_note(tokens: list[str]) -> str:
-    """A sentence on a decoder's text (tokens without <s>): which steps no model can predict and
-    which ones copying can (step t reads token t and predicts token t + 1, with <s> at 0)."""
+    """A sentence on a decoder's text (tokens without <s>): which steps no model can predict (all
+    before the copy, the first copy and whatever follows it) and which ones copying can (step t
+    reads token t and predicts token t + 1, with <s> at 0)."""
     found = copies(tokens)
     if found is None:
         return tr(
             "Nothing in this text repeats, so no step can copy: type something twice "
-            "(hello hello) to see the model copy."
+            "(`hello hello`) to see the model copy."
         )
-    start, n = found
+    start, _ = found
     return tr(
         "Steps 0–{last} predict the first copy: nothing before it says what comes next, so no "
         "model can predict it (✗ there is expected). From step {start} on, each step can copy "
         "what followed the same token in the first copy (induction).",
-        last=n - 1,
+        last=start - 1,
         start=start + 1,
     )
 
