@@ -7,7 +7,7 @@ import torch
 
 from analysis import logit_lens
 from model import PRESETS, Transformer, load_trained
-from viz.logit_lens import answer_ranks, logit_lens_figure, next_token_answers
+from viz.logit_lens import answer_ranks, figure_for, logit_lens_figure, next_token_answers
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -67,3 +67,21 @@ def test_the_figure_names_top_predictions_and_the_right_answers_rank():
     assert list(fig.data[0].y) == ["embeddings", "after layer 0"]
     with pytest.raises(ValueError, match="2 positions"):
         logit_lens_figure(probs, ["a"], ["a", "b", "c"])
+
+
+def test_a_trace_is_drawn_with_its_next_tokens_as_answers():
+    net = load_trained("induction")
+    ids = torch.tensor([[net.tokenizer.bos_token_id, *net.tokenizer.encode("hello hello")]])
+    trace = net.trace(ids)
+    fig = figure_for(logit_lens(net, trace), trace, net.tokenizer)
+    cells = fig.data[0].text  # rows: embeddings, after layer 0, 1, 2
+    assert len(cells) == net.config.n_layers + 1 and len(cells[0]) == ids.shape[1]
+    assert all("✓" in cell for cell in cells[-1][7:11])  # the second copy, copied
+    assert "right answer" not in fig.data[0].customdata[0][-1]  # the last token has no next one
+    dates = load_trained("dates")
+    enc = dates.tokenizer(["22.11.2026", "2026/11/22"])
+    tgt = torch.tensor([[dates.tokenizer.bos_token_id, *dates.tokenizer.encode("2026-11-22")]] * 2)
+    trace = dates.trace(enc["input_ids"], enc["attention_mask"], tgt_ids=tgt)
+    lens = logit_lens(dates, trace, item=1)
+    cells = figure_for(lens, trace, dates.tokenizer, item=1).data[0].text
+    assert cells[-1][0].startswith("2 ✓")  # <s> -> the first digit

@@ -3,7 +3,8 @@
 Rows are the embedding output and each layer's output, columns the positions; a cell names the
 top prediction and its probability, coloured by that probability. Where the text itself says what
 comes next (the next token), the hover gives that right answer's rank and a ✓ marks the cells whose
-top prediction it is. Pure: tensors and strings in, a Plotly figure out.
+top prediction it is. Pure: tensors, strings and a trace in, a Plotly figure out (the lens
+itself is analysis.logit_lens).
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ import plotly.graph_objects as go
 import torch
 
 from lang import Msg, tr
-from viz.common import SEQUENTIAL_SCALE, base_layout, display_token, safe, token_labels
+from viz.common import (
+    SEQUENTIAL_SCALE,
+    base_layout,
+    display_token,
+    safe,
+    stack_tokens,
+    token_labels,
+)
 
 MAX_CELL_TEXT = 60  # positions beyond which cells carry no text (only colour and hover)
 
@@ -104,3 +112,15 @@ def logit_lens_figure(
     height = 150 + 40 * n_rows
     title = tr("Logit lens: what each layer would predict next") if title is None else title
     return base_layout(fig, safe(title), height)
+
+
+def figure_for(
+    probs: torch.Tensor, trace, tokenizer, stack: str = "decoder", item: int = 0
+) -> go.Figure:
+    """The lens ``probs`` [L+1, T, V] (analysis.logit_lens of ``trace``) of one text, drawn with
+    the trace's tokens, padding cut, the next token of the stream as each position's answer."""
+    tokens = stack_tokens(trace, stack, item)[0]
+    ids = trace.tgt_ids if stack == "decoder" and trace.tgt_ids is not None else trace.input_ids
+    answers = next_token_answers(ids[item, : len(tokens)].tolist())
+    vocab = tokenizer.convert_ids_to_tokens(list(range(probs.shape[-1])))
+    return logit_lens_figure(probs[:, : len(tokens)], tokens, vocab, answers)
