@@ -28,6 +28,9 @@ from train.progress import Progress
 
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 NICE = 10  # a training thread's niceness: visitors' forward passes come first
+MAX_SECONDS = 300.0  # the longest training a page may ask for
+KEPT = 64  # ended jobs kept (their pages may not have said goodbye); the oldest go first
+WORKING = ("waiting", "running")
 STATES = {  # what the status line says of a job that has reported
     "running": "The {name} model is training: step {step}, {elapsed} s of {seconds}{score}.",
     "done": "The {name} model is done: step {step}, {elapsed} s of {seconds}{score}.",
@@ -75,12 +78,21 @@ class Trainings:
             raise ValueError(Msg("There is no task {name} to train; the tasks are {tasks}.",
                                  name=repr(name), tasks=tasks))  # fmt: skip
         self.close(page)
-        job = Job(page, name, float(seconds), int(seed))
+        seconds = float(seconds)
+        seconds = min(seconds, MAX_SECONDS) if seconds > 0 else 60.0  # NaN, 0, -1: the default
+        job = Job(page, name, seconds, int(seed))
         with self._lock:
+            self._forget_ended()
             self._jobs[page] = job
             self._line.append(job)
             self._launch()
         return self.status(page)
+
+    def _forget_ended(self) -> None:
+        """Keep at most KEPT ended jobs, dropping the oldest (under the lock)."""
+        ended = [page for page, job in self._jobs.items() if job.state not in WORKING]
+        for page in ended[: max(0, len(ended) - KEPT + 1)]:
+            del self._jobs[page]
 
     def _launch(self) -> None:
         """Start waiting jobs while there is room (under the lock)."""

@@ -104,3 +104,21 @@ def test_the_bound_defaults_to_one_and_unknown_tasks_are_refused():
     assert threading.active_count() < 50
     with pytest.raises(ValueError, match="the tasks are"):
         Trainings().start("page-a", "chess")
+
+
+def test_asked_seconds_are_bounded_and_ended_jobs_do_not_pile_up(monkeypatch):
+    import serve.training as training
+
+    monkeypatch.setattr(training, "KEPT", 2)
+    seen = []
+
+    def quick(name, seconds, seed, on_progress, stop):
+        seen.append(seconds)
+        return torch.nn.Linear(1, 1)
+
+    trainings = Trainings(limit=1, fit=quick)
+    for i, seconds in enumerate((1e9, float("nan"), -5, 20)):
+        trainings.start(f"page-{i}", "roles", seconds=seconds)
+        wait_for(lambda i=i: trainings.model(f"page-{i}") is not None)
+    assert seen == [training.MAX_SECONDS, 60.0, 60.0, 20.0]
+    assert trainings.model("page-0") is None and trainings.model("page-3") is not None
