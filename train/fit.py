@@ -1,10 +1,11 @@
 """`train.fit`: train a task's model from scratch for a few seconds, reporting as it goes.
 
-The same model, data and loss as `python -m train NAME`, under a time budget instead of a step
-count (train/live.py holds each task's live recipe). Every second or so `on_progress` gets a
-Progress: step, elapsed time, the losses, the latest held-out score, and one head's attention on a
-fixed probe text. Returning False from it, or setting `stop`, ends training early; the model
-trained so far is returned either way, its tokenizer at ``.tokenizer`` and its card at ``.card``.
+The same data and loss as `python -m train NAME`, under a time budget instead of a step count;
+the same model but for induction's, which is smaller live (train/live.py holds the recipes).
+Every second or so `on_progress` gets a Progress: step, elapsed time, the losses, the latest
+held-out score, and one head's attention on a fixed probe text. Returning False from it, or
+setting `stop`, ends training early; the model trained so far is returned either way, its
+tokenizer at ``.tokenizer`` and its card at ``.card``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """How each task trains live (train.fit): recipe, a quick held-out score, the probe text shown.
 
 Small held-out sets keep a score under a second on one thread, so the page can show it while the
-model trains; the card at the end carries the task's full evaluation.
+model trains; the card at the end carries that quick score too (the task's full evaluation, e.g.
+train.dates.evaluate, takes seconds more).
 """
 
 from __future__ import annotations
