@@ -64,23 +64,45 @@ def test_dates_writes_22_november_2026_in_every_format(nets, source):
     assert net.tokenizer.decode(ids[0]) == "2026-11-22"
 
 
-def test_induction_copies_the_second_copy_with_its_two_heads(nets):
+def test_induction_copies_the_second_copy_with_its_heads(nets):
     scores = induction.evaluate(nets["induction"])
     card = TRAINED["induction"]["scores"]
-    assert scores["in_context_accuracy"] >= 0.9 > 0.2 > scores["first_copy_accuracy"]
+    assert scores["in_context_accuracy"] >= 0.95 > 0.3 > scores["first_copy_accuracy"]
+    assert scores["probes"] == dict.fromkeys(induction.PROBES, True)  # every probe copied
     assert scores["previous_token_head"]["layer"] == 0  # Olsson et al.: it must come first
-    assert scores["induction_head"]["layer"] == 1
+    assert scores["induction_head"]["layer"] >= 1
     for key in ("in_context_accuracy", "previous_token_score", "induction_score"):
         assert scores[key] == pytest.approx(card[key], abs=0.01), key
-    for key in ("previous_token_head", "induction_head"):
-        assert scores[key] == card[key]
+    for key in ("previous_token_head", "previous_token_2_head", "induction_head"):
+        assert scores[key]["score"] == pytest.approx(card[key]["score"], abs=0.01), key
+        assert (scores[key]["layer"], scores[key]["head"]) == (
+            card[key]["layer"],
+            card[key]["head"],
+        )
+    for job, heads in card["heads"].items():  # which heads do what, as the card says
+        assert heads, job
+        assert [(h["layer"], h["head"]) for h in scores["heads"][job]] == [
+            (h["layer"], h["head"]) for h in heads
+        ], job
 
 
-def test_induction_continues_a_string_it_has_seen_once(nets):
+@pytest.mark.parametrize(
+    ("typed", "copied"),
+    [("qzvkdmwx qzv", "qzvkdmwx qzvkdmwx"), ("mississippi missi", "mississippi mississippi"),
+     ("the cat sat the c", "the cat sat the cat sat"), ("qzvkdmqzv", "qzvkdmqzvkdm"),
+     ("a1b2c3 a1b", "a1b2c3 a1b2c3")],
+)  # fmt: skip
+def test_induction_continues_a_text_it_has_seen_once(nets, typed, copied):
     net = nets["induction"]
-    prompt = [net.tokenizer.bos_token_id, *net.tokenizer.encode("qzvkdmwx" + "qzv")]
-    ids = net.generate(torch.tensor([prompt]), max_new_tokens=5)
-    assert net.tokenizer.decode(ids[0]) == "qzvkdmwxqzvkdmwx"
+    prompt = [net.tokenizer.bos_token_id, *net.tokenizer.encode(typed)]
+    ids = net.generate(torch.tensor([prompt]), max_new_tokens=len(copied) - len(typed))
+    assert net.tokenizer.decode(ids[0]) == copied
+
+
+def test_induction_reads_other_characters_as_unknown(nets):
+    tok = nets["induction"].tokenizer
+    assert tok.chars == "abcdefghijklmnopqrstuvwxyz0123456789 "
+    assert tok.encode("Hé!") == [tok.unk_token_id] * 3
 
 
 def test_roles_held_out_accuracy_and_chance_without_positions(nets):

@@ -53,6 +53,7 @@ def reproduce(
     card = {
         "name": name,
         "task": task.description,
+        "task_zh": task.description_zh,
         "architecture": net.config.source,
         "config": net.config.to_dict(),
         "tokenizer": tok.to_dict(),
@@ -60,7 +61,7 @@ def reproduce(
         "train": {
             **dataclasses.asdict(spec),
             "optimizer": "AdamW",
-            "data": f"made by train/{name}.py, seeded; no downloads",
+            "data": getattr(task.data, "DATA", f"made by train/{name}.py, seeded; no downloads"),
         },
         "steps": spec.steps,
         "wall_time_s": round(result["wall_time_s"], 1),

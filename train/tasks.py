@@ -17,6 +17,7 @@ class Task:
     description: str
     data: ModuleType
     spec: TrainSpec
+    description_zh: str = ""  # the same in Chinese, for the page
 
 
 # fmt: off
@@ -27,14 +28,18 @@ TASKS: dict[str, Task] = {
         dates,
         TrainSpec(steps=1500, batch_size=64, lr=2e-3, warmup=100, schedule="linear",
                   snapshots=(0, 100, 300, 600, 1500)),
+        "用 8 种中英文格式书写的日期 -> ISO 8601（2026-11-22）；贪心解码",
     ),
     "induction": Task(
         "induction",
-        "Random letter strings repeated (<s> qzvkdm qzvkdm): predict the next letter of the "
-        "second copy, which only copying from the first copy can do (induction)",
+        "Any text typed twice (`<s> mississippi mississippi`): predict the next token of the "
+        "second copy, which only copying from the first copy can do (induction); letters, "
+        "digits, space",
         induction,
-        TrainSpec(steps=3000, batch_size=64, lr=2e-3, warmup=100, schedule="constant",
-                  snapshots=(0, 1000, 1500, 2000, 3000)),
+        TrainSpec(steps=5000, batch_size=64, lr=2e-3, warmup=100, schedule="linear",
+                  snapshots=(0, 500, 1000, 2000, 5000)),
+        "任意输入两遍的文本（`<s> mississippi mississippi`）：预测第二遍的下一个词元，"
+        "只有从第一遍复制才能做到（归纳）；字母、数字、空格",
     ),
     "roles": Task(
         "roles",
@@ -43,6 +48,7 @@ TASKS: dict[str, Task] = {
         roles,
         TrainSpec(steps=300, batch_size=64, lr=2e-3, warmup=30, schedule="linear",
                   snapshots=(0, 25, 50, 100, 300)),
+        "谁对谁做了什么：把中文或英文主谓宾句子的每个字符标为施事 / 动作 / 受事 / 其他",
     ),
 }
 # fmt: on

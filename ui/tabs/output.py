@@ -7,11 +7,12 @@ import pandas as pd
 import torch
 
 from lang import tr
-from model import predict_roles
+from model import TRAINED, predict_roles
 from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
 from viz import attention
 from viz.common import display_token
+from viz.output_facts import copy_note, step_marks, trained_on
 
 CAPTION = (
     "**What the model outputs.** A model with an LM head predicts the next token from each "
@@ -38,6 +39,8 @@ def steps_table(trace, stack: str, tokenizer, top: int = 3) -> pd.DataFrame:
     tokens = trace.tokens_for(stack)[0][0]  # one text, no padding (the main analysis)
     probs = torch.softmax(trace.logits[0].float(), dim=-1)  # (T, vocab)
     best_p, best = probs.topk(min(top, probs.shape[-1]), dim=-1)  # (T, top)
+    ids = trace.tgt_ids if trace.tgt_ids is not None else trace.input_ids  # (1, T)
+    marks = step_marks(best[:, 0].tolist(), ids[0, : len(tokens)].tolist())
     rows = []
     for t in range(len(tokens)):
         chosen = tokenizer.convert_ids_to_tokens(best[t].tolist())
@@ -49,6 +52,7 @@ def steps_table(trace, stack: str, tokenizer, top: int = 3) -> pd.DataFrame:
                 tr("predicts"): display_token(chosen[0]),
                 "p": round(float(best_p[t, 0]), 3),
                 tr("next in text"): display_token(actual),
+                "✓/✗": marks[t],
                 tr("alternatives"): ", ".join(
                     f"{display_token(c)} {float(p):.2f}"
                     for c, p in zip(chosen[1:], best_p[t, 1:], strict=True)
@@ -115,6 +119,19 @@ def no_output_makers(net) -> dict:
     }
 
 
+def facts(view: View, stack: str) -> list[str]:
+    """What a trained model was trained on (not said of a snapshot, which trained less), and for
+    a trained decoder where its text's copies lie (viz.output_facts)."""
+    loaded, trace = view.analysis.model, view.analysis.trace
+    said = []
+    if loaded.trained is not None and loaded.model_id == loaded.trained:
+        said.append(trained_on(TRAINED[loaded.trained]))  # shipped text: Markdown on purpose
+    if stack == "decoder" and loaded.trained is not None:
+        tokens = trace.tokens_for(stack)[0][0][1:]  # without <s>
+        said.append(copy_note(tokens))  # our words and step numbers
+    return said
+
+
 def decoding_makers(view: View) -> dict:
     """A decoder or an encoder-decoder: greedy decoding step by step beside the attention map."""
     sel, trace, net = view.sel, view.analysis.trace, view.analysis.model.net
@@ -140,7 +157,7 @@ def decoding_makers(view: View) -> dict:
         "(layer and head above choose the attention map)."
     )
     return {
-        "prediction": lambda: tr(what),
+        "prediction": lambda: " ".join([tr(what), *facts(view, stack)]),
         "steps_table": lambda: steps_table(trace, stack, net.tokenizer),
         "steps_plot": steps_plot,
     }

@@ -1,0 +1,203 @@
+"""Live training for visitors (issue 21): a server-wide bound on trainings, each owned by a page.
+
+At most ``TA_MAX_TRAININGS`` models train at once (default 1: on two cores one training already
+takes a core); later requests wait in line, first come first served, and are told their place in
+a sentence. A job belongs to the page that started it: its progress and its weights are given to
+that page id only, and it stops when the page asks or closes. A training runs on one torch thread
+at low priority (nice 10), so other visitors' views keep their share of the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+import train
+from lang import Msg, message_of, tr
+from model.trained import save_weights
+from model.transformer import Transformer
+from serve.turns import env_count
+from train.progress import Progress
+
+MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
+NICE = 10  # a training thread's niceness: visitors' forward passes come first
+MAX_SECONDS = 300.0  # the longest training a page may ask for
+KEPT = 64  # ended jobs kept (their pages may not have said goodbye); the oldest go first
+WORKING = ("waiting", "running")
+STATES = {  # what the status line says of a job that has reported
+    "running": "The {name} model is training: step {step}, {elapsed} s of {seconds}{score}.",
+    "done": "The {name} model is done: step {step}, {elapsed} s of {seconds}{score}.",
+    "stopped": "The {name} model was stopped: step {step}, {elapsed} s of {seconds}{score}.",
+}
+
+
+@dataclass(eq=False)  # compared and hashed by identity: a page may own a job after another
+class Job:
+    """One page's training: waiting, running, then done, stopped or failed."""
+
+    page: str
+    name: str
+    seconds: float
+    seed: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    state: str = "waiting"  # "waiting" | "running" | "done" | "stopped" | "failed"
+    progress: Progress | None = None
+    net: Transformer | None = None
+    error: Exception | None = None  # why it failed, said in the reader's language
+
+
+def lower_priority() -> None:
+    """This thread alone on one torch thread (the setting is per thread) and at nice NICE."""
+    torch.set_num_threads(1)
+    with contextlib.suppress(AttributeError, OSError):  # elsewhere it keeps its priority
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)  # Linux: per thread
+
+
+class Trainings:
+    """Every page's training job, at most ``limit`` running at once, the rest in line."""
+
+    def __init__(self, limit: int = MAX_TRAININGS, fit: Callable[..., Transformer] | None = None):
+        self.limit = max(1, limit)
+        self._fit = fit or train.fit
+        self._jobs: dict[str, Job] = {}  # page id -> its (latest) job
+        self._line: list[Job] = []  # waiting jobs, first come first
+        self._running: set[Job] = set()  # the jobs training now
+        self._lock = threading.Lock()
+
+    def start(self, page: str, name: str, seconds: float = 60.0, seed: int = 0) -> str:
+        """Start (or queue) a training for `page`, replacing the page's earlier job; a sentence."""
+        if name not in train.TASKS:
+            tasks = ", ".join(sorted(train.TASKS))
+            raise ValueError(Msg("There is no task {name} to train; the tasks are {tasks}.",
+                                 name=repr(name), tasks=tasks))  # fmt: skip
+        self.close(page)
+        seconds = float(seconds)
+        seconds = min(seconds, MAX_SECONDS) if seconds > 0 else 60.0  # NaN, 0, -1: the default
+        job = Job(page, name, seconds, int(seed))
+        with self._lock:
+            self._forget_ended()
+            self._jobs[page] = job
+            self._line.append(job)
+            self._launch()
+        return self.status(page)
+
+    def _forget_ended(self) -> None:
+        """Keep at most KEPT ended jobs, dropping the oldest (under the lock)."""
+        ended = [page for page, job in self._jobs.items() if job.state not in WORKING]
+        for page in ended[: max(0, len(ended) - KEPT + 1)]:
+            del self._jobs[page]
+
+    def _launch(self) -> None:
+        """Start waiting jobs while there is room (under the lock)."""
+        while self._line and len(self._running) < self.limit:
+            job = self._line.pop(0)
+            job.state = "running"
+            self._running.add(job)
+            threading.Thread(target=self._run, args=(job,), daemon=True, name="training").start()
+
+    def _run(self, job: Job) -> None:
+        lower_priority()
+
+        def keep(progress: Progress) -> bool:
+            job.progress = progress
+            return not job.stop.is_set()
+
+        try:
+            job.net = self._fit(job.name, job.seconds, job.seed, keep, stop=job.stop)
+            job.state = "stopped" if job.stop.is_set() else "done"
+        except Exception as exc:  # a failed training must free its place for the next in line
+            job.state, job.error = "failed", exc
+        finally:
+            with self._lock:
+                self._running.discard(job)
+                self._launch()
+
+    def place(self, page: str) -> int | None:
+        """0 while the page's job trains, k when k jobs are ahead of it in line, else None."""
+        with self._lock:
+            job = self._jobs.get(page)
+            if job is None or job.state != "waiting":
+                return 0 if job is not None and job.state == "running" else None
+            return next(i for i, j in enumerate(self._line) if j is job) + 1
+
+    def status(self, page: str) -> str:
+        """Where the page's training stands, as one sentence in the page's language."""
+        job = self._jobs.get(page)
+        if job is None:
+            return tr("No training has been started on this page.")
+        place = self.place(page)
+        if job.state == "waiting":
+            if not place or place == 1:
+                return tr(
+                    "Your training of {name} waits its turn: first in line; this server trains "
+                    "at most {limit} at once.",
+                    name=job.name,
+                    limit=self.limit,
+                )
+            return tr(
+                "Your training of {name} waits its turn: {ahead} waiting ahead of it; this "
+                "server trains at most {limit} at once.",
+                name=job.name,
+                ahead=place - 1,
+                limit=self.limit,
+            )
+        if job.state == "failed":
+            why = message_of(job.error)
+            return tr("The training of {name} failed: {error}", name=job.name, error=why)
+        p = job.progress
+        if p is None:
+            if job.state == "running":
+                return tr("The {name} model starts to train.", name=job.name)
+            return tr("The training of {name} was stopped before it started.", name=job.name)
+        fields = {"name": job.name, "step": f"{p.step:,}", "elapsed": f"{p.elapsed:.0f}"}
+        fields["seconds"] = f"{p.seconds:.0f}"
+        fields["score"] = (
+            "" if p.score is None else tr("; held-out score {score}", score=f"{p.score:.0%}")
+        )
+        return tr(STATES[job.state], **fields)
+
+    def progress(self, page: str) -> Progress | None:
+        job = self._jobs.get(page)
+        return job.progress if job is not None else None
+
+    def model(self, page: str) -> Transformer | None:
+        """The page's own trained model once its training has ended; None for any other page."""
+        job = self._jobs.get(page)
+        return job.net if job is not None and job.state in ("done", "stopped") else None
+
+    def stop(self, page: str) -> None:
+        """Stop the page's training (a waiting one leaves the line); what it learned is kept."""
+        with self._lock:
+            job = self._jobs.get(page)
+            if job is None:
+                return
+            job.stop.set()
+            if job.state == "waiting":
+                self._line.remove(job)
+                job.state = "stopped"
+
+    def close(self, page: str) -> None:
+        """The page has closed (or starts anew): stop its training and forget its weights."""
+        self.stop(page)
+        with self._lock:
+            self._jobs.pop(page, None)
+
+    def save(self, page: str, folder: Path) -> tuple[Path, Path]:
+        """The page's model as float16 safetensors and its card as JSON, for download."""
+        net = self.model(page)
+        if net is None:
+            raise ValueError(Msg("This page has no trained model to save yet."))
+        folder = Path(folder)
+        weights = folder / f"{net.card['name']}.safetensors"
+        save_weights(net, weights)
+        card = {**net.card, "weights_dtype": "float16"}
+        path = folder / f"{net.card['name']}.card.json"
+        path.write_text(json.dumps(card, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return weights, path

@@ -1,0 +1,73 @@
+"""train.fit: a live, time-bounded training run that reports and stops on request (a few steps)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from model.trained import build
+from train import Progress, fit
+from train.fit import lr_now
+from train.live import LIVE
+from train.progress import pick_head
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+def test_fit_reports_progress_and_returns_the_model_with_its_card():
+    seen: list[Progress] = []
+    net = fit("roles", seconds=2.5, seed=1, on_progress=seen.append)
+    assert len(seen) >= 2 and seen[-1].done and not any(p.done for p in seen[:-1])
+    last = seen[-1]
+    assert last.step == len(last.losses) == net.card["steps"] > 0
+    assert 0.0 <= last.score <= 1.0 and last.score_name == LIVE["roles"].score_name
+    assert last.stack == "encoder" and last.attention.shape == (len(last.queries), len(last.keys))
+    assert torch.allclose(last.attention.sum(-1), torch.ones(len(last.queries)), atol=1e-5)
+    gaps = [b.elapsed - a.elapsed for a, b in zip(seen, seen[1:], strict=False)]
+    assert max(gaps) < 2.5  # a report about every second
+    assert not net.training and net.tokenizer.vocab_size == net.config.vocab_size
+    card = net.card
+    assert card["name"] == "roles" and card["train"]["seed"] == 1 and not card["stopped_early"]
+    assert build(card).config == net.config  # the card rebuilds the architecture
+
+
+def test_returning_false_stops_early_and_still_returns_the_model():
+    calls = []
+
+    def once(progress: Progress) -> bool:
+        calls.append(progress)
+        return False
+
+    net = fit("induction", seconds=30.0, on_progress=once)
+    assert net.card["stopped_early"] and net.card["wall_time_s"] < 5
+    assert [p.done for p in calls] == [False, True]  # the stopping report, then the last one
+    assert calls[-1].stack == "decoder"
+
+
+def test_a_stop_event_stops_training():
+    stop = threading.Event()
+    stop.set()
+    net = fit("dates", seconds=30.0, stop=stop)
+    assert net.card["steps"] == 0 and net.card["stopped_early"]
+
+
+def test_warm_up_then_constant_or_decayed_by_time():
+    roles, induction = LIVE["roles"], LIVE["induction"]
+    assert lr_now(roles, 1, 0.0, 10.0) == pytest.approx(roles.lr / roles.warmup)
+    assert lr_now(roles, 1000, 5.0, 10.0) == pytest.approx(roles.lr / 2)
+    assert lr_now(roles, 1000, 10.0, 10.0) == pytest.approx(roles.lr * 0.05)
+    assert lr_now(induction, 1000, 9.0, 10.0) == induction.lr
+
+
+def test_the_sharpest_head_is_picked_unless_a_score_says_otherwise():
+    attn = torch.full((2, 2, 3, 3), 1 / 3)  # (L, H, T, T) uniform ...
+    attn[1, 0] = torch.eye(3)  # ... but layer 1 head 0
+    assert pick_head(attn) == (1, 0)
+    assert pick_head(attn, torch.tensor([[0.0, 0.9], [0.1, 0.2]])) == (0, 1)
+
+
+def test_an_unknown_task_is_refused_in_a_sentence():
+    with pytest.raises(ValueError, match="the tasks are"):
+        fit("chess", seconds=1.0)

@@ -1,0 +1,126 @@
+"""The logit lens as a figure: what each layer's residual stream would predict at each position.
+
+Rows are the embedding output and each layer's output, columns the positions; a cell names the
+top prediction and its probability, coloured by that probability. Where the text itself says what
+comes next (the next token), the hover gives that right answer's rank and a ✓ marks the cells whose
+top prediction it is. Pure: tensors, strings and a trace in, a Plotly figure out (the lens
+itself is analysis.logit_lens).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from lang import Msg, tr
+from viz.common import (
+    SEQUENTIAL_SCALE,
+    base_layout,
+    display_token,
+    safe,
+    stack_tokens,
+    token_labels,
+)
+
+MAX_CELL_TEXT = 60  # positions beyond which cells carry no text (only colour and hover)
+
+
+def answer_ranks(probs: torch.Tensor, answers: list[int | None]) -> np.ndarray:
+    """Rank (1 = top) of each position's right answer in every row, [L+1, T]; NaN where none."""
+    ranks = np.full(probs.shape[:2], np.nan, dtype=np.float32)  # (L+1, T)
+    for t, answer in enumerate(answers):
+        if answer is not None:
+            above = (probs[:, t] > probs[:, t, answer : answer + 1]).sum(-1)  # (L+1,)
+            ranks[:, t] = above.numpy() + 1
+    return ranks
+
+
+def next_token_answers(ids: list[int]) -> list[int | None]:
+    """The right answer at each position of a text read left to right: the next token's id."""
+    return [*ids[1:], None]
+
+
+def lens_cells(
+    probs: torch.Tensor, vocab: list[str], answers: list[int | None]
+) -> tuple[np.ndarray, list[list[str]], list[list[str]]]:
+    """(top probability [L+1, T], cell texts, hover texts) of a lens."""
+    top_p, top_id = probs.max(dim=-1)  # (L+1, T)
+    ranks = answer_ranks(probs, answers)
+    texts, hovers = [], []
+    for row in range(probs.shape[0]):
+        text_row, hover_row = [], []
+        for t in range(probs.shape[1]):
+            token = display_token(vocab[int(top_id[row, t])], 8)
+            p = float(top_p[row, t])
+            answer = answers[t]
+            mark = ""
+            hover = tr("top {token} · p {p}", token=safe(token), p=f"{p:.3f}")
+            if answer is not None:
+                rank = int(ranks[row, t])
+                mark = " ✓" if rank == 1 else ""
+                right = safe(display_token(vocab[answer], 8))
+                hover += "<br>" + tr(
+                    "right answer {token}: rank {rank} · p {p}",
+                    token=right,
+                    rank=rank,
+                    p=f"{float(probs[row, t, answer]):.3f}",
+                )
+            text_row.append(f"{safe(token)}{mark}<br>{p:.2f}")
+            hover_row.append(hover)
+        texts.append(text_row)
+        hovers.append(hover_row)
+    return top_p.numpy().astype(np.float32), texts, hovers
+
+
+def logit_lens_figure(
+    probs: torch.Tensor,
+    tokens: list[str],
+    vocab: list[str],
+    answers: list[int | None] | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Layers × positions: the top prediction of every row of ``probs`` [L+1, T, V] and its
+    probability; ``answers`` (one id or None per position) adds the right answer's rank."""
+    n_rows, n_pos = probs.shape[:2]
+    answers = answers if answers is not None else [None] * n_pos
+    if len(tokens) != n_pos or len(answers) != n_pos:
+        raise ValueError(
+            Msg("The lens has {n} positions: give as many tokens and answers.", n=n_pos)
+        )
+    z, texts, hovers = lens_cells(probs.detach().cpu().float(), vocab, answers)
+    rows = [tr("embeddings")] + [tr("after layer {i}", i=i) for i in range(n_rows - 1)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=token_labels(tokens),
+            y=rows,
+            zmin=0.0,
+            zmax=1.0,
+            colorscale=SEQUENTIAL_SCALE,
+            text=texts if n_pos <= MAX_CELL_TEXT else None,
+            texttemplate="%{text}" if n_pos <= MAX_CELL_TEXT else None,
+            customdata=np.array(hovers, dtype=object),
+            hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>",
+            colorbar={"thickness": 10, "title": {"text": tr("top p")}},
+        )
+    )
+    fig.update_xaxes(
+        type="category", tickangle=-60, title=tr("reading position (predicts the next token)")
+    )
+    fig.update_yaxes(type="category", autorange="reversed")
+    height = 150 + 40 * n_rows
+    title = tr("Logit lens: what each layer would predict next") if title is None else title
+    return base_layout(fig, safe(title), height)
+
+
+def figure_for(
+    probs: torch.Tensor, trace, tokenizer, stack: str = "decoder", item: int = 0
+) -> go.Figure:
+    """The lens ``probs`` [L+1, T, V] (analysis.logit_lens of ``trace``) of one text, drawn with
+    the trace's tokens, padding cut, the next token of the stream as each position's answer."""
+    tokens = stack_tokens(trace, stack, item)[0]
+    ids = trace.tgt_ids if stack == "decoder" and trace.tgt_ids is not None else trace.input_ids
+    answers = next_token_answers(ids[item, : len(tokens)].tolist())
+    vocab = tokenizer.convert_ids_to_tokens(list(range(probs.shape[-1])))
+    return logit_lens_figure(probs[:, : len(tokens)], tokens, vocab, answers)

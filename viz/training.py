@@ -1,0 +1,94 @@
+"""A live training run as the page shows it: the loss curve beside one head's attention map.
+
+Pure: a train.Progress in, a Plotly figure or a sentence out (no Gradio, no model).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lang import tr
+from viz.common import ATTENTION_SCALE, base_layout, heatmap, safe, token_labels
+
+SMOOTH = 20  # steps in the loss curve's moving mean
+
+
+def smoothed(losses: list[float], window: int = SMOOTH) -> np.ndarray:
+    """Moving mean of the last `window` steps at every step (shorter at the start)."""
+    values = np.asarray(losses, dtype=np.float64)
+    if values.size == 0:
+        return values
+    sums = np.cumsum(np.concatenate([[0.0], values]))
+    ends = np.arange(1, values.size + 1)
+    starts = np.maximum(0, ends - window)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def progress_sentence(progress) -> str:
+    """Where a run stands, as one sentence in the page's language."""
+    fields = {"name": progress.name, "step": f"{progress.step:,}"}
+    fields.update(elapsed=f"{progress.elapsed:.0f}", seconds=f"{progress.seconds:.0f}")
+    fields["loss"] = (
+        tr("loss {loss}", loss=f"{smoothed(progress.losses)[-1]:.3f}")
+        if progress.losses
+        else tr("no step yet")
+    )
+    fields["score"] = (
+        tr("no held-out score yet")
+        if progress.score is None
+        else tr("held-out score {score}", score=f"{progress.score:.0%}")
+    )
+    if progress.done:
+        return tr("Done: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
+    return tr("Training: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
+
+
+def progress_figure(progress) -> go.Figure:
+    """Left: the training loss (each step faint, its moving mean bold); right: the chosen head's
+    attention on the probe text, layer and head in its title."""
+    head = tr(
+        "{stack} layer {layer}, head {head} on the probe text",
+        stack=tr(progress.stack),
+        layer=progress.layer,
+        head=progress.head,
+    )
+    titles = (tr("training loss"), safe(head))
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], subplot_titles=titles)
+    steps = np.arange(1, len(progress.losses) + 1)
+    fig.add_trace(
+        go.Scatter(x=steps, y=progress.losses, mode="lines", name=tr("loss"), opacity=0.3),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=smoothed(progress.losses),
+            mode="lines",
+            name=tr("mean of {n} steps", n=SMOOTH),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        heatmap(
+            progress.attention.detach().cpu().float().numpy(),
+            token_labels(progress.keys),
+            token_labels(progress.queries),
+            x_title=tr("key"),
+            y_title=tr("query"),
+            value_name=tr("weight"),
+            colorscale=ATTENTION_SCALE,
+            zmin=0.0,
+            zmax=1.0,
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title=tr("step"), row=1, col=1)
+    fig.update_yaxes(title=tr("loss"), row=1, col=1)
+    fig.update_xaxes(type="category", tickangle=-60, row=1, col=2)
+    fig.update_yaxes(type="category", autorange="reversed", row=1, col=2)
+    return base_layout(fig, safe(progress_sentence(progress)), 420, showlegend=False)
