@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from train.progress import Progress
 
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 NICE = 10  # a training thread's niceness: visitors' forward passes come first
+ABANDONED = 15.0  # s without a page's asking: the page was closed, its training stops
 MAX_SECONDS = 300.0  # the longest training a page may ask for
 KEPT = 64  # ended jobs kept (their pages may not have said goodbye); the oldest go first
 WORKING = ("waiting", "running")
@@ -51,6 +53,7 @@ class Job:
     progress: Progress | None = None
     net: Transformer | None = None
     error: Exception | None = None  # why it failed, said in the reader's language
+    seen: float = field(default_factory=time.monotonic)  # the page last asked (touch)
 
 
 def lower_priority() -> None:
@@ -107,6 +110,8 @@ class Trainings:
 
         def keep(progress: Progress) -> bool:
             job.progress = progress
+            if time.monotonic() - job.seen > ABANDONED:  # the page closed: nobody watches
+                job.stop.set()
             return not job.stop.is_set()
 
         try:
@@ -162,6 +167,18 @@ class Trainings:
             "" if p.score is None else tr("; held-out score {score}", score=f"{p.score:.0%}")
         )
         return tr(STATES[job.state], **fields)
+
+    def touch(self, page: str) -> None:
+        """The page still watches its job (its timer asks every second): a job whose page has
+        not asked for ABANDONED seconds was closed, and stops."""
+        job = self._jobs.get(page)
+        if job is not None:
+            job.seen = time.monotonic()
+
+    def working(self, page: str) -> bool:
+        """Whether the page's job still waits or trains."""
+        job = self._jobs.get(page)
+        return job is not None and job.state in WORKING
 
     def progress(self, page: str) -> Progress | None:
         job = self._jobs.get(page)

@@ -122,3 +122,33 @@ def test_asked_seconds_are_bounded_and_ended_jobs_do_not_pile_up(monkeypatch):
         wait_for(lambda i=i: trainings.model(f"page-{i}") is not None)
     assert seen == [training.MAX_SECONDS, 60.0, 60.0, 20.0]
     assert trainings.model("page-0") is None and trainings.model("page-3") is not None
+
+
+class ReportingFit:
+    """Reports every 20 ms until stopped (a page's abandoned training must stop itself)."""
+
+    def __call__(self, name, seconds, seed, on_progress, stop):
+        attn = torch.ones(1, 1)
+        while not stop.is_set():
+            report = Progress(name, 1, 0.1, seconds, [1.0], 0.5, "score", "encoder", 0, 0,
+                              ["a"], ["a"], attn)  # fmt: skip
+            if on_progress(report) is False:
+                break
+            time.sleep(0.02)
+        return torch.nn.Linear(1, 1)
+
+
+def test_a_training_whose_page_stops_asking_stops(monkeypatch):
+    """The page's timer asks every second (touch); a page closed stops asking, and its job stops
+    after ABANDONED seconds instead of taking the server's one training place for minutes."""
+    import serve.training as training
+
+    monkeypatch.setattr(training, "ABANDONED", 0.3)
+    trainings = Trainings(limit=1, fit=ReportingFit())
+    trainings.start("watched", "roles")
+    for _ in range(20):  # 0.6 s, watched
+        trainings.touch("watched")
+        time.sleep(0.03)
+    assert trainings.working("watched")
+    wait_for(lambda: not trainings.working("watched"), timeout=5)  # then nobody asks
+    assert "stopped" in trainings.status("watched")

@@ -181,6 +181,7 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     p["model"].input(fn=None, js="() => true", outputs=[p["positions"]])
     wire_model_boxes(p)
     wire_deck(w, views)
+    wire_training(w, views)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -239,6 +240,19 @@ def wire_tabs(w: Wiring, views: Views) -> None:
     for tab_id, block in p.tab_blocks.items():
         block.select(fn=None, js=f"() => ta.pickTab({json.dumps(tab_id)})", outputs=[p["tab_box"]])
     w.on([p["tab_box"].change], views.tab, ["tab_box"], p.outputs, trigger_mode="always_last")
+
+
+def wire_training(w: Wiring, views: Views) -> None:
+    """Live training (ui/tabs/train.py): start, a timer that redraws while the job works (and
+    tells the server the page still watches), stop, download. Outside the page's turn: a Run
+    never waits for a redraw of the training, nor the training's redraw for a Run."""
+    p = w.page
+    shown = ["train_status", "train_plot", "train_weights", "train_timer"]
+    free = {"turn": False, "trigger_mode": "always_last"}
+    w.on([p["train_start"].click], views.train_start, ["train_task", "train_seconds"], shown)
+    w.on([p["train_timer"].tick], views.train_tick, (), shown, **free)
+    w.on([p["train_stop"].click], views.train_stop, (), ["train_status"], turn=False)
+    w.on([p["train_save"].click], views.train_save, (), ["train_weights"])
 
 
 def wire_deck(w: Wiring, views: Views) -> None:

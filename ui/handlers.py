@@ -32,6 +32,7 @@ from engine import (
 )
 from lang import LOCALE, Msg, tr
 from model import PRESETS, TRAINED
+from serve.training import Trainings
 from ui.layout import FINAL, STACK_LABELS
 from ui.render import render, slide_ready
 from ui.state import (
@@ -46,6 +47,7 @@ from ui.state import (
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
 from viz.common import md_literal
+from viz.training import progress_figure
 
 CUSTOM = "custom"
 RUN_INPUTS = ("text", "model", "checkpoint", "target", "second", "snapshot", "positions")
@@ -147,6 +149,7 @@ class Views:
     def __init__(self, engine: Engine, default: ViewState, models: set[str]) -> None:
         self.engine, self.default, self.models = engine, default, models
         self.sessions = Sessions()
+        self.trainings = Trainings()  # server-wide: at most TA_MAX_TRAININGS at once
 
     # ---- drawing ---------------------------------------------------------------------------
     def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
@@ -353,11 +356,64 @@ class Views:
                 result[name] = getattr(state.sel, name)
         return result
 
+    # ---- live training (ui/tabs/train.py, serve/training.py) --------------------------------
+    def train_start(self, ask: Ask, task, seconds) -> dict:
+        """Start (or queue) this page's training; the timer then redraws it every second."""
+        if not ask.page:
+            raise InputError(Msg("Training needs the page open in a browser."))
+        said = self.trainings.start(ask.page, str(task), as_float(seconds, 30.0))
+        return {
+            "train_status": said,
+            "train_plot": None,
+            "train_weights": gr.update(value=None, visible=False),
+            "train_timer": gr.Timer(active=True),
+        }
+
+    def train_tick(self, ask: Ask) -> dict:
+        """How this page's training stands: the sentence and the figure; the timer stops when
+        it has ended."""
+        if not ask.page:
+            return {"train_timer": gr.Timer(active=False)}
+        self.trainings.touch(ask.page)
+        progress = self.trainings.progress(ask.page)
+        result = {"train_status": self.trainings.status(ask.page)}
+        if progress is not None:
+            result["train_plot"] = progress_figure(progress)
+        if not self.trainings.working(ask.page):
+            result["train_timer"] = gr.Timer(active=False)
+        return result
+
+    def train_stop(self, ask: Ask) -> dict:
+        if ask.page:
+            self.trainings.stop(ask.page)
+        return {"train_status": self.trainings.status(ask.page or "")}
+
+    def train_save(self, ask: Ask) -> dict:
+        """This page's trained weights and card, as two downloads (bounded like every export)."""
+        import tempfile
+        from pathlib import Path
+
+        from serve import exports
+
+        with tempfile.TemporaryDirectory() as folder:
+            weights, card = self.trainings.save(ask.page or "", Path(folder))
+            paths = [exports.EXPORTS.write(f.name, f.read_bytes()) for f in (weights, card)]
+        return {"train_weights": gr.update(value=paths, visible=True)}
+
     def deck_file(self, ask: Ask, deck) -> dict:
         """The lecture deck as one offline HTML file (ui/deck.py)."""
         from ui.deck import deck_file
 
         return deck_file(self, deck)
+
+
+def as_float(value, default: float) -> float:
+    """A number from any input (the seconds slider); ``default`` for anything else."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if number == number else default  # NaN: the default
 
 
 def said(exc: Exception) -> str:

@@ -12,6 +12,7 @@ from ui.tabs import (
     model,
     output,
     tokens,
+    train,
 )
 from ui.tabs.base import Built, Tab, View
 
@@ -25,6 +26,7 @@ TABS: tuple[Tab, ...] = (
     hidden.TAB,
     bertviz.TAB,
     model.TAB,
+    train.TAB,
 )
 BY_ID: dict[str, Tab] = {tab.id: tab for tab in TABS}
 TAB_IDS: tuple[str, ...] = tuple(BY_ID)

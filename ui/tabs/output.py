@@ -6,11 +6,12 @@ import gradio as gr
 import pandas as pd
 import torch
 
+import analysis
 from lang import tr
 from model import TRAINED, predict_roles
 from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
-from viz import attention
+from viz import attention, logit_lens
 from viz.common import display_token
 from viz.output_facts import copy_note, step_marks, trained_on
 
@@ -23,13 +24,28 @@ CAPTION = (
 )
 
 
+LENS_CAPTION = (
+    "**Logit lens** (nostalgebraist 2020): what the residual stream would predict after each "
+    "layer, read through the model's own final LayerNorm and LM head — p = softmax(LN(h_l) "
+    "W_vocab) for every layer l; the last row is the model's own output. Each cell shows the top "
+    "prediction and its probability; the hover gives the rank of the text's real next token. "
+    "For the induction model the right letter appears only after the induction heads' layer."
+)
+
+
 def build() -> Built:
     gr.Markdown(i18n.t(CAPTION), elem_classes="ta-caption")
+    prediction = gr.Markdown(elem_id="prediction")
+    table = gr.Dataframe(elem_id="steps-table", interactive=False, wrap=True)
+    steps = plot("steps-plot")
+    gr.Markdown(i18n.t(LENS_CAPTION), elem_classes="ta-caption")
+    lens = plot("lens-plot")
     return Built(
         outputs={
-            "prediction": gr.Markdown(elem_id="prediction"),
-            "steps_table": gr.Dataframe(elem_id="steps-table", interactive=False, wrap=True),
-            "steps_plot": plot("steps-plot"),
+            "prediction": prediction,
+            "steps_table": table,
+            "steps_plot": steps,
+            "lens_plot": lens,
         }
     )
 
@@ -98,6 +114,7 @@ def role_makers(view: View) -> dict:
         "prediction": lambda: roles_markdown(answer) + note,
         "steps_table": lambda: table,
         "steps_plot": looked,
+        "lens_plot": lambda: None,  # a tagger: its classifier reads the last layer only
     }
 
 
@@ -116,6 +133,7 @@ def no_output_makers(net) -> dict:
         ),
         "steps_table": lambda: pd.DataFrame(),
         "steps_plot": lambda: None,
+        "lens_plot": lambda: None,
     }
 
 
@@ -156,10 +174,16 @@ def decoding_makers(view: View) -> dict:
         else "Greedy continuation, one row per step "
         "(layer and head above choose the attention map)."
     )
+
+    def lens_plot():  # the decoder's stream (the dates model's decoder too), layer by layer
+        probs = analysis.logit_lens(net, trace, "decoder")
+        return logit_lens.figure_for(probs, trace, net.tokenizer, stack="decoder")
+
     return {
         "prediction": lambda: " ".join([tr(what), *facts(view, stack)]),
         "steps_table": lambda: steps_table(trace, stack, net.tokenizer),
         "steps_plot": steps_plot,
+        "lens_plot": lens_plot,
     }
 
 
@@ -181,5 +205,6 @@ TAB = Tab(
         "prediction": (),
         "steps_table": (),
         "steps_plot": ("layer", "head", "scale"),
+        "lens_plot": (),
     },
 )

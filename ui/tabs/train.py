@@ -1,0 +1,72 @@
+"""Train: a task trained from scratch on this page, live — our own model and loop (train.fit).
+
+The page starts a job (serve.training: a bounded number at once server-wide, the rest told their
+place in line); a timer asks every second how it stands and redraws the loss curve and the chosen
+head on the probe text (viz.training). The weights belong to the page that trained them: only its
+id reaches them, it can download them, and a page that stops asking (closed) stops its training.
+The wiring is ui/events.py's ``wire_training``; the handlers are ui/handlers.py's ``train_*``.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ui.i18n import t
+from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
+
+CAPTION = (
+    "**Train a model yourself**, from scratch, with this app's own Transformer and training loop: "
+    "pick a task, press **Train**, and watch the loss fall, the held-out score rise and one "
+    "head's attention on a probe text take shape (the induction head forming, the dates model's "
+    "cross-attention lining up with the digits). **Stop** keeps what it learned. The weights are "
+    "this page's alone; download them as safetensors with their card."
+)
+TASKS = [
+    ("roles: who did what to whom (encoder, ~10 s)", "roles"),
+    ("induction: copy a repeated string (decoder, ~40 s)", "induction"),
+    ("dates: many formats → ISO (encoder-decoder, ~40 s)", "dates"),
+]
+
+
+def build() -> Built:
+    gr.Markdown(t(CAPTION), elem_classes="ta-caption")
+    with gr.Row():
+        task = Radio(
+            [(t(label), value) for label, value in TASKS],
+            value="roles",
+            label=t("Task"),
+            elem_id="train-task",
+            scale=3,
+        )
+        seconds = Slider(10, 120, value=30, step=5, label=t("Seconds"), elem_id="train-seconds")
+    with gr.Row():
+        start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
+        stop = gr.Button(t("Stop"), elem_id="train-stop")
+        save = gr.Button(t("Download the weights and card"), elem_id="train-save")
+    status = gr.Markdown(elem_id="train-status")
+    figure = plot("train-plot")
+    weights = gr.File(
+        label=t("Trained weights (safetensors) and card (JSON)"),
+        file_count="multiple",
+        visible=False,
+        elem_id="train-weights",
+    )
+    timer = gr.Timer(1.0, active=False)
+    return Built(
+        outputs={"train_status": status, "train_plot": figure, "train_weights": weights},
+        inputs={
+            "train_task": task,
+            "train_seconds": seconds,
+            "train_start": start,
+            "train_stop": stop,
+            "train_save": save,
+            "train_timer": timer,
+        },
+    )
+
+
+def makers(view: View) -> dict:
+    return {}  # drawn by the training's own events, never from the text's analysis
+
+
+TAB = Tab("train", "Train", build, makers, depends={})
