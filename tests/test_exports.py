@@ -174,7 +174,8 @@ def test_the_head_statistics_csv_is_named_and_says_its_model_text_and_date(heads
     assert name == f"head_stats_bert_encoder_{exports.input_hash(drawn.key)}.csv"
     df = pd.read_csv(path)  # no option needed
     assert list(df.columns[:2]) == ["layer", "head"]
-    assert list(df.columns[-4:]) == ["model", "text", "target", "date"]
+    assert list(df.columns[-5:]) == ["model", "text", "target", "conventions", "date"]
+    assert set(df["conventions"]) == {"ours"}  # the head statistics' conventions (or "clark")
     assert len(df) == 6 * 12 and set(df["layer"]) == set(range(6))  # every layer's rows
     assert set(df["model"]) == {"bert"} and set(df["text"]) == {"time flies like an arrow"}
     assert df["target"].isna().all()
