@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 import analysis
 from engine import BUNDLED, Engine
@@ -99,3 +100,14 @@ def test_a_click_on_the_distance_map_opens_that_head_and_the_columns_show(page):
             timeout=20_000,
         )
         assert (layer, head) != (5, 11)  # a change the page had to make
+
+
+def test_the_attention_block_view_is_kobayashi_2021s_norms_and_mixing_ratio(bert_analysis):
+    trace, net = bert_analysis.trace, bert_analysis.model.net
+    out = render("attention", bert_analysis, Selection(layer=2), only={"block_plot"})
+    cells, bars = out["block_plot"].data
+    expected = analysis.norm_attention_block(trace, "encoder", net)[0, 2]
+    assert abs(torch.as_tensor(cells.z, dtype=torch.float32) - expected).max() < 1e-5
+    ratio = analysis.mixing_ratio(trace, "encoder", net)[0]
+    assert abs(torch.as_tensor(bars.y, dtype=torch.float32) - ratio).max() < 1e-6
+    assert float(ratio.min()) > 0 and float(ratio.max()) < 1
