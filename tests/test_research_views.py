@@ -111,3 +111,32 @@ def test_the_attention_block_view_is_kobayashi_2021s_norms_and_mixing_ratio(bert
     ratio = analysis.mixing_ratio(trace, "encoder", net)[0]
     assert abs(torch.as_tensor(bars.y, dtype=torch.float32) - ratio).max() < 1e-6
     assert float(ratio.min()) > 0 and float(ratio.max()) < 1
+
+
+def test_the_words_switch_is_clark_et_als_word_attention(bert_analysis):
+    trace = bert_analysis.trace
+    out = render("attention", bert_analysis, Selection(units="words", layer=1, head=2))
+    fig = out["head_plot"]
+    tokens = trace.tokens[0]
+    words, expected = analysis.word_attention(trace.attentions["encoder"][0, 1, 2], tokens)
+    assert [label.split("·", 1)[1] for label in fig.data[0].x] == words
+    shown = torch.as_tensor(fig.data[0].z, dtype=torch.float32)
+    assert abs(shown - expected).max() < 1e-6
+    assert "over words" in fig.layout.title.text
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_the_words_switch_redraws_every_attention_view_over_words(page):
+    with serve_app() as (url, _):
+        page.goto(f"{url}?tab=attention&text=unbelievably%20tokenization%20works")
+        gd = "document.querySelector('#head-plot .js-plotly-plot')"
+        page.wait_for_function(f"() => {gd}?.data?.[0]?.x?.length === 10")  # word pieces
+        page.locator("#units label", has_text="words").click()
+        page.wait_for_function(f"() => {gd}?.data?.[0]?.x?.length === 5", timeout=20_000)
+        labels = page.evaluate(f"() => {gd}.data[0].x")
+        assert "1·unbelievably" in labels and "2·tokenization" in labels
+        page.fill("#head input[type=number]", "3")  # the head switch draws words too
+        page.press("#head input[type=number]", "Enter")
+        page.wait_for_function(f"() => {gd}?.layout?.meta?.head?.join() === '0,3'")
+        assert page.evaluate(f"() => {gd}.data[0].x.length") == 5

@@ -20,6 +20,7 @@ SCALES = ("auto", "fixed", "head")  # attention colours: 0–1 unless faint, 0�
 MEASURES = ("weights", "norms")  # attention maps: α, or ‖α f(x)‖ (Kobayashi et al. 2020)
 ABLATIONS = ("zero", "mean")
 CONVENTIONS = ("ours", "clark")  # head statistics: ours, or Clark et al.'s notebook (analysis)
+UNITS = ("tokens", "words")  # attention views over tokens, or words (Clark et al.'s convention)
 DEFAULT_DIMS = "0, 1, 2, 3"
 LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
 
@@ -45,6 +46,7 @@ class Selection:
     heads_set: str = ""  # heads to ablate together, "0:2, 3:5"; empty = the chosen layer's
     convention: str = "ours"  # the head statistics' conventions
     pattern: str = ""  # a pattern column of the head table ("first", "previous", …); empty: none
+    units: str = "tokens"  # the attention views over tokens or over words
 
     def clamp(self, analysis) -> Selection:
         """The same selection made valid for this model (layer, head and stack in range)."""
@@ -73,6 +75,7 @@ class Selection:
             heads_set=str(self.heads_set or "")[:400],
             convention=self.convention if self.convention in CONVENTIONS else "ours",
             pattern=str(self.pattern or "")[:80],
+            units=self.units if self.units in UNITS else "tokens",
         )
 
 
@@ -158,6 +161,7 @@ CHOICES = {
     "measure": MEASURES,
     "ablation": ABLATIONS,
     "convention": CONVENTIONS,
+    "units": UNITS,
 }
 
 

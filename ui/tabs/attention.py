@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import gradio as gr
+import torch
 
 import analysis
 from lang import LOCALE, tr
@@ -16,6 +17,7 @@ from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 from viz import attention
 from viz.attention import CAPTIONS
+from viz.common import stack_tokens
 
 # The head switch's two sides: here, the data every head is drawn from (switch_data) and the
 # figures; in the browser, ta.switchHead (ui/js/head_switch.js), which redraws the head view from
@@ -40,6 +42,13 @@ def build() -> Built:
         label=t("Show"),
         info=t("norms: how much each key actually moves the output (Kobayashi et al. 2020)"),
         elem_id="measure",
+    )
+    units = Radio(
+        [(t("tokens"), "tokens"), (t("words"), "words")],
+        value="tokens",
+        label=t("Over"),
+        info=t("words: a word's key pieces summed, its query pieces averaged (Clark et al. 2019)"),
+        elem_id="units",
     )
     head_plot = plot("head-plot")
     gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
@@ -68,7 +77,9 @@ def build() -> Built:
         "block_plot": block_plot,
     }
     return Built(
-        outputs=outputs, controls={**controls, "scale": scale, "measure": measure}, picks=[picker]
+        outputs=outputs,
+        controls={**controls, "scale": scale, "measure": measure, "units": units},
+        picks=[picker],
     )
 
 
@@ -157,6 +168,30 @@ def norms_trace(trace, stack: str, net):
     return shown
 
 
+def words_trace(trace, stack: str):
+    """A shallow copy of the trace whose ``stack`` is over words: Clark et al.'s word-level
+    attention (analysis.word_attention) of its one text, its mask and tokens to match. None for
+    cross-attention (its queries and keys are two texts)."""
+    if stack == "cross":
+        return None
+    tokens, _ = stack_tokens(trace, stack)
+    n = len(tokens)
+    words, attention_ = analysis.word_attention(trace.attentions[stack][:1, :, :, :n, :n], tokens)
+    _, allowed = analysis.word_attention(trace.masks[stack][:1, :n, :n].float(), tokens)
+    shown = copy.copy(trace)
+    shown.attentions = {**trace.attentions, stack: attention_}  # (1, L, H, W, W)
+    shown.masks = {**trace.masks, stack: allowed > 0}  # (1, W, W)
+    if stack == "decoder" and trace.tgt_tokens is not None:
+        shown.tgt_tokens = [words]
+        shown.tgt_attention_mask = torch.ones(1, len(words), dtype=torch.long)
+    else:
+        shown.tokens = [words]
+        shown.attention_mask = torch.ones(1, len(words), dtype=torch.long)
+    return shown
+
+
+WORDS_NOTE = "over words: a word's key pieces summed, its query pieces averaged (Clark et al. 2019)"
+CROSS_WORDS_NOTE = "over tokens: words are drawn for self-attention (one text on both axes)"
 NORMS_NOTE = "‖α·f(x)‖ (Kobayashi et al. 2020): not a distribution, colours 0–this map's max"
 
 
@@ -167,7 +202,7 @@ _SWITCH_DATA: LockedLRU[tuple, str] = LockedLRU(8)
 def data_key(view: View, sel) -> tuple:
     """What a payload shows: the run, the stack, the colour scale, the measure and the language
     (its titles)."""
-    return (view.analysis.key, sel.stack, sel.scale, view.sel.measure, LOCALE.get())
+    return (view.analysis.key, sel.stack, sel.scale, view.sel.measure, sel.units, LOCALE.get())
 
 
 def switch_data(view: View, trace, sel) -> str:
@@ -200,11 +235,20 @@ def makers(view: View) -> dict:
     if sel.measure == "norms":
         trace = norms_trace(trace, sel.stack, view.analysis.model.net)
         sel = replace(sel, scale="head")
+    over_words = sel.units == "words" and sel.stack != "cross"
+    if over_words:
+        trace = words_trace(trace, sel.stack)
     a, b = (sel.layer_a, sel.head_a), (sel.layer_b, sel.head_b)
     random = view.analysis.model.random_weights
     norms = view.sel.measure == "norms"
 
     def note(fig):
+        said = tr(WORDS_NOTE) if over_words else None
+        if sel.units == "words" and sel.stack == "cross":
+            said = tr(CROSS_WORDS_NOTE)
+        if said:
+            fig.layout.title.text = f"{fig.layout.title.text}<br><sup>{said}</sup>"
+            fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
         if norms:
             fig.layout.title.text = f"{fig.layout.title.text}<br><sup>{tr(NORMS_NOTE)}</sup>"
             fig.layout.margin.t = (fig.layout.margin.t or 48) + 16
@@ -247,10 +291,19 @@ TAB = Tab(
     build,
     makers,
     depends={
-        "head_plot": ("stack", "layer", "head", "scale", "measure"),
-        "head_data": ("stack", "scale", "measure"),
-        "overview_plot": ("stack", "scale", "measure"),
-        "compare_plot": ("stack", "layer_a", "head_a", "layer_b", "head_b", "scale", "measure"),
+        "head_plot": ("stack", "layer", "head", "scale", "measure", "units"),
+        "head_data": ("stack", "scale", "measure", "units"),
+        "overview_plot": ("stack", "scale", "measure", "units"),
+        "compare_plot": (
+            "stack",
+            "layer_a",
+            "head_a",
+            "layer_b",
+            "head_b",
+            "scale",
+            "measure",
+            "units",
+        ),
         "block_plot": ("stack", "layer"),
     },
     in_browser={"head_plot": ("layer", "head")},
