@@ -34,7 +34,8 @@ SYMBOLS = set(
     W_O W_Q W_K W_vocab b_O v_key context_h exp Kobayashi Abnar Zuidema Clark et al nats
     all MiniLM L6 v2 seed pooler ISO Hub Hugging Face TransformerConfig AdamW KL ablated
     input_ids tgt_ids token_type dates induction roles T_tgt Transformer Sublayer
-    lm_head Linear conv TransformerEncoder Jensen Shannon Olsson TransformerLens logit lens""".split()  # noqa: SIM905 - words read better as words
+    lm_head Linear conv TransformerEncoder Jensen Shannon Olsson TransformerLens logit
+    lens""".split()  # noqa: SIM905 - words read better as words
 )
 
 

@@ -86,8 +86,8 @@ def build() -> Built:
 BLOCK_CAPTION = (
     "**Attention with the residual and the LayerNorm** (Kobayashi et al. 2021): how much each "
     "key j contributes to token i after the whole attention block — every head's α_ij f_h(x_j), "
-    "plus x_i itself through the residual, through the LayerNorm that follows — as the norm "
-    "‖LN-share of Σ_h α_ij f_h(x_j) + δ_ij x_i‖, for the chosen layer (all heads together). "
+    "plus x_i itself through the residual, through the LayerNorm that follows — as the norm ‖·‖ "
+    "of its share of LN(Σ_h α_ij f_h(x_j) + δ_ij x_i), for the chosen layer (all heads together). "
     "Beside it, each layer's **mixing ratio**: the share of a token's new vector that comes from "
     "the other tokens rather than from itself (low: the residual dominates). Weights α alone "
     "overstate how much tokens mix."
