@@ -325,17 +325,18 @@ def bertviz_document(
 
     filter_html = ""
     if sentence_b_start is not None:
+        # bertviz's own filter names, in its order (the loader cuts the blocks in that order)
         names = [
-            "All",
-            "Sentence A -> Sentence A",
-            "Sentence B -> Sentence B",
-            "Sentence A -> Sentence B",
-            "Sentence B -> Sentence A",
+            tr("All"),
+            tr("Sentence A -> Sentence A"),
+            tr("Sentence B -> Sentence B"),
+            tr("Sentence A -> Sentence B"),
+            tr("Sentence B -> Sentence A"),
         ]
         options = "".join(
             f'<option value="{i}">{html.escape(s)}</option>' for i, s in enumerate(names)
         )
-        filter_html = f'Attention: <select id="filter">{options}</select>'
+        filter_html = f'{html.escape(tr("Attention:"))} <select id="filter">{options}</select>'
     layer_html = f'{tr("Layer:")} <select id="layer"></select>' if view == "head" else ""
 
     doc = (

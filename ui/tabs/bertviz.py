@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from analysis.tokens import SEPARATORS
+from analysis.words import SPECIAL
 from lang import tr
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Tab, View
@@ -14,7 +16,9 @@ def build() -> Built:
     gr.Markdown(
         t(
             "bertviz's own head view and model view of this trace, drawn from local scripts "
-            "inside a sandboxed frame (works offline)."
+            "inside a sandboxed frame (works offline). Type `[SEP]` between two sentences "
+            "(e.g. `the cat sat [SEP] it was tired`) to get bertviz's sentence-pair filter: "
+            "All, A → A, B → B, A → B and B → A."
         ),
         elem_classes="ta-caption",
     )
@@ -27,6 +31,23 @@ def build() -> Built:
     return Built(
         outputs={"bertviz_html": gr.HTML(elem_id="bertviz-html")}, controls={"bertviz_view": view}
     )
+
+
+def sentence_b_start(tokens: list[str]) -> int | None:
+    """Where sentence B starts when the user typed a separator between two sentences, else None.
+
+    BERT's tokenizer keeps a typed ``[SEP]`` as its special token, so ``the cat sat [SEP] it was
+    tired`` is ``[CLS] the cat sat [SEP] it was tired [SEP]``: sentence B starts just after the
+    first separator, provided a real (non-special) token follows it before the last separator.
+    A text with no typed separator (only the closing one), or a trailing one, is one sentence.
+    """
+    seps = [i for i, tok in enumerate(tokens) if tok in SEPARATORS]
+    if len(seps) < 2:
+        return None
+    first, last = seps[0], seps[-1]
+    if any(tok not in SPECIAL for tok in tokens[first + 1 : last]):
+        return first + 1
+    return None
 
 
 def makers(view: View) -> dict:
@@ -42,7 +63,13 @@ def makers(view: View) -> dict:
             )
         toks = trace.tokens_for(sel.stack)[0][0]
         weights = trace.attentions[sel.stack][0]  # (L, H, T, T)
-        return bertviz_iframe(weights, toks, view=sel.bertviz_view, layer=sel.layer)
+        return bertviz_iframe(
+            weights,
+            toks,
+            view=sel.bertviz_view,
+            sentence_b_start=sentence_b_start(toks),
+            layer=sel.layer,
+        )
 
     return {"bertviz_html": bertviz_html}
 
