@@ -61,3 +61,24 @@ def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_pa
         )
         other.close()
         context.close()
+
+
+def test_the_logit_lens_shows_each_layer_of_the_induction_model(page):
+    """The Output tab's logit lens: one row per layer (embeddings first), the text's positions
+    as columns, and the last row the model's own prediction (its greedy continuation)."""
+    from urllib.parse import quote
+
+    with serve_app() as (url, _):
+        text = quote("mississippi mississippi")
+        page.goto(f"{url}?tab=output&model=induction&text={text}")
+        lens = "document.querySelector('#lens-plot .js-plotly-plot')"
+        page.wait_for_function(f"() => {lens}?.data?.[0]?.y?.length === 4", timeout=60_000)
+        rows = page.evaluate(f"() => {lens}.data[0].y")
+        assert rows[0] == "embeddings" and rows[-1] == "after layer 2"
+        cells = page.evaluate(f"() => {lens}.data[0].text")
+        last, first = cells[-1], cells[0]
+        # after the last layer the second copy is predicted letter by letter ("ssissippi")
+        assert "".join(c.split("<br>")[0].split()[0] for c in last[14:22]) == "ssissipp", last
+        assert last != first  # the embeddings alone predict something else
+        page.locator("#lens-plot").scroll_into_view_if_needed()
+        shot(page, "logit_lens_induction")
