@@ -71,7 +71,8 @@ def test_decoder_flow_is_causal_and_equals_networkx():
     tr = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
     for item in (0, 1):
         real = enc["attention_mask"][item].tolist()
-        expected = networkx_flow(tr.attentions["decoder"][item].tolist(), real, 1)
+        last = tr.config.n_layers - 1
+        expected = networkx_flow(tr.attentions["decoder"][item].tolist(), real, last)
         ours = analysis.attention_flow(tr, "decoder", item)
         torch.testing.assert_close(ours.double(), expected, atol=TOL, rtol=0)
         assert torch.all(ours.triu(1) == 0)
