@@ -86,6 +86,18 @@ def _key(net: nn.Module, sentences: Sequence[str], options: dict) -> tuple:
     return (net.config.name, id(net), hash(versions), digest, tuple(sorted(options.items())))
 
 
+def cached(
+    net: nn.Module,
+    sentences: Sequence[str],
+    stack: str = "encoder",
+    measures: Sequence[str] = MEASURES,
+    max_tokens: int = 32,
+) -> CorpusResult | None:
+    """The cached result corpus_stats would return for these arguments, or None."""
+    options = {"stack": stack, "measures": tuple(measures), "max_tokens": max_tokens}
+    return CACHE.get(_key(net, list(sentences), options))
+
+
 def corpus_stats(
     net: nn.Module,
     tokenizer,
@@ -133,8 +145,12 @@ def corpus_stats(
         enc = tokenizer(
             batch, padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
         )
+        inputs = {"attention_mask": enc["attention_mask"]}
+        if net.config.arch == "encoder-decoder":  # its decoder must read something: the
+            # sentence itself (the page's empty target); only the encoder is measured then
+            inputs.update(tgt_ids=enc["input_ids"], tgt_attention_mask=enc["attention_mask"])
         with torch.no_grad():
-            trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+            trace = net.trace(enc["input_ids"], **inputs)
         norms = norm_columns(trace, stack, net) if "norms" in measures else None
         shape = (trace.config.n_layers, trace.config.n_heads)
         for item in range(len(batch)):
