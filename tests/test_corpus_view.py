@@ -140,7 +140,8 @@ def test_five_pasted_sentences_give_the_table_in_the_browser(page):
             "() => /5 sentences/.test(document.querySelector('#corpus-said')?.innerText || '')",
             timeout=60_000,
         )
-        rows = page.locator("#corpus-table tbody tr")
-        assert rows.count() >= 10  # 72 heads; the table renders what it shows
-        header = page.locator("#corpus-table thead").inner_text()
+        count = "() => +document.querySelector('#corpus-table [role=grid]')"
+        count += "?.getAttribute('aria-rowcount')"
+        page.wait_for_function(f"() => ({count})() === 73")  # a header and 6 × 12 heads
+        header = page.locator("#corpus-table [role=row]").first.inner_text()
         assert "entropy_mean" in header and "entropy_std" in header
