@@ -240,12 +240,27 @@ def build_corpus() -> Built:
 
 
 class CorpusFile(gr.File):
-    """The corpus upload: a file's path, or None for any value a crafted client sends (the
-    handler says why; Gradio's own check answers a bare "Error")."""
+    """The corpus upload: a file's path, or None for any value a crafted client sends.
+
+    Gradio validates an input against the component's data model before ``preprocess`` and
+    answers a value that is no file with a bare "Error" and a server traceback; here the
+    validation happens in ``preprocess`` (its files still pass Gradio's own upload-folder check
+    first), and anything else is None, which the handler answers with a sentence.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.file_model, self.data_model = self.data_model, None
+
+    def api_info(self) -> dict:
+        schema = self.file_model.model_json_schema()
+        schema["additional_description"] = schema.pop("description", None)
+        return schema
 
     def preprocess(self, payload):
         try:
-            return super().preprocess(payload)
+            checked = self.file_model.model_validate(payload, context={"validate_meta": True})
+            return super().preprocess(checked)
         except Exception:
             return None
 
