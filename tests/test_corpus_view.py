@@ -130,7 +130,7 @@ def test_public_pages_show_no_upload():
 
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
-def test_five_pasted_sentences_give_the_table_in_the_browser(page):
+def test_five_pasted_sentences_give_the_table_in_the_browser(page, tmp_path):
     with serve_app() as (url, _):
         page.goto(f"{url}?tab=heads")
         page.wait_for_selector("#corpus-run")
@@ -145,3 +145,14 @@ def test_five_pasted_sentences_give_the_table_in_the_browser(page):
         page.wait_for_function(f"() => ({count})() === 73")  # a header and 6 × 12 heads
         header = page.locator("#corpus-table [role=row]").first.inner_text()
         assert "entropy_mean" in header and "entropy_std" in header
+        # ... and the same sentences uploaded as a .txt (uploads are open: not public).
+        upload = tmp_path / "five.txt"
+        upload.write_text("\n".join(FIVE[:4]) + "\n", encoding="utf-8")
+        page.set_input_files("#corpus-upload input[type=file]", str(upload))
+        page.wait_for_selector("#corpus-upload a[href], #corpus-upload .file-name", timeout=20_000)
+        page.click("#corpus-run")
+        page.wait_for_function(
+            "() => /4 sentences \\(uploaded\\)/"
+            ".test(document.querySelector('#corpus-said')?.innerText || '')",
+            timeout=60_000,
+        )

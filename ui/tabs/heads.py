@@ -13,6 +13,7 @@ import time
 import gradio as gr
 import numpy as np
 import pandas as pd
+from gradio.data_classes import FileData
 
 import analysis
 import analysis.export
@@ -208,10 +209,9 @@ def build_corpus() -> Built:
                 label=t("Or a shipped sample"),
                 elem_id="corpus-sample",
             )
-            upload = CorpusFile(
+            upload = CorpusFile.made(
                 label=t("Or upload a .txt (one sentence a line)"),
                 file_types=[".txt"],
-                file_count="single",
                 height=120,
                 elem_id="corpus-upload",
             )
@@ -248,9 +248,17 @@ class CorpusFile(gr.File):
     first), and anything else is None, which the handler answers with a sentence.
     """
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.file_model, self.data_model = self.data_model, None
+    file_model = FileData  # one file (file_count="single"); Gradio's own model is dropped:
+
+    @classmethod
+    def made(cls, **kwargs) -> CorpusFile:
+        # (no __init__ here: Gradio reads a component's properties from its __init__'s signature)
+        upload = cls(file_count="single", **kwargs)
+        upload.data_model = None
+        return upload
+
+    def get_block_name(self) -> str:
+        return "file"  # the page draws Gradio's own File
 
     def api_info(self) -> dict:
         schema = self.file_model.model_json_schema()
