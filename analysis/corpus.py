@@ -113,7 +113,8 @@ def corpus_stats(
     Args:
         net, tokenizer: the model and its tokenizer (BERT's, or ``net.tokenizer``).
         sentences: the corpus, one sentence each (parse_corpus splits a text).
-        stack: the self-attention stack to measure ("encoder" or "decoder").
+        stack: the self-attention stack to measure ("encoder" or "decoder"; an encoder-decoder's
+            decoder reads each sentence itself, so measure its encoder).
         measures: any of "head_stats" (Clark et al. 2019), "head_patterns" (TransformerLens,
             Olsson et al. 2022), "norms" (Kobayashi et al. 2020), "distances" (Clark et al.'s
             JS divergence between heads).
