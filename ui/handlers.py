@@ -432,6 +432,7 @@ class Views:
                 return _tok(*args, **kwargs).to(net.device)
 
         width = min(CORPUS_BATCH, len(sentences)) * CORPUS_TOKENS  # one batch's positions
+        # about what one batch's trace holds: attention weights (L·H·T·T) and more, float32
         nbytes = 4 * width * net.config.n_layers * (net.config.n_heads * CORPUS_TOKENS * 3)
         with cpu_share(width, n_params(net), nbytes):
             result = corpus.corpus_stats(
