@@ -37,6 +37,7 @@ __all__ = [  # what tests and scripts use from here
     "build_demo",
     "capped",
     "is_public",
+    "launch_kwargs",
     "sentence",
     "status_markdown",
 ]
@@ -113,6 +114,7 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Views]:
         first=first,
         bundled_error=bundled_error,
         banner_reason=in_both_languages(bundled_error or ""),
+        public=public,
     ), views
 
 
@@ -140,7 +142,8 @@ LAUNCH_KWARGS = {
         font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
     ),
     "show_error": False,
-    # The app has no file input: uploads are refused beyond a token size in every mode.
+    # The one file input is the Heads tab's corpus, closed in public mode: uploads are refused
+    # beyond a token size there (launch_kwargs opens them up to a corpus's size elsewhere).
     "max_file_size": "1kb",
     # Gradio keeps a session's state for an hour after its page closes; here that is the
     # gr.State values only (serve.unread: no copy of the outputs), for at most this many sessions.
@@ -150,6 +153,14 @@ LAUNCH_KWARGS = {
     # The page's JavaScript (ui/js/), read once: events call its functions by name.
     "head": ui_js.HEAD,
 }
+
+
+CORPUS_FILE_SIZE = "64kb"  # a corpus of a few hundred sentences (the samples: 9-10 kB)
+
+
+def launch_kwargs(public: bool) -> dict:
+    """LAUNCH_KWARGS, with a corpus's upload size where uploads are open (not public)."""
+    return LAUNCH_KWARGS if public else {**LAUNCH_KWARGS, "max_file_size": CORPUS_FILE_SIZE}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -169,7 +180,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     engine = Engine(device=args.device, public=is_public(args.public))
     demo = build_demo(engine, public=engine.public)
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share, **LAUNCH_KWARGS)
+    demo.launch(
+        server_name=args.host,
+        server_port=args.port,
+        share=args.share,
+        **launch_kwargs(engine.public),
+    )
 
 
 if __name__ == "__main__":

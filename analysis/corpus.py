@@ -86,6 +86,18 @@ def _key(net: nn.Module, sentences: Sequence[str], options: dict) -> tuple:
     return (net.config.name, id(net), hash(versions), digest, tuple(sorted(options.items())))
 
 
+def cached(
+    net: nn.Module,
+    sentences: Sequence[str],
+    stack: str = "encoder",
+    measures: Sequence[str] = MEASURES,
+    max_tokens: int = 32,
+) -> CorpusResult | None:
+    """The cached result corpus_stats would return for these arguments, or None."""
+    options = {"stack": stack, "measures": tuple(measures), "max_tokens": max_tokens}
+    return CACHE.get(_key(net, list(sentences), options))
+
+
 def corpus_stats(
     net: nn.Module,
     tokenizer,
@@ -101,7 +113,8 @@ def corpus_stats(
     Args:
         net, tokenizer: the model and its tokenizer (BERT's, or ``net.tokenizer``).
         sentences: the corpus, one sentence each (parse_corpus splits a text).
-        stack: the self-attention stack to measure ("encoder" or "decoder").
+        stack: the self-attention stack to measure ("encoder" or "decoder"; an encoder-decoder's
+            decoder reads each sentence itself, so measure its encoder).
         measures: any of "head_stats" (Clark et al. 2019), "head_patterns" (TransformerLens,
             Olsson et al. 2022), "norms" (Kobayashi et al. 2020), "distances" (Clark et al.'s
             JS divergence between heads).
@@ -133,8 +146,12 @@ def corpus_stats(
         enc = tokenizer(
             batch, padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
         )
+        inputs = {"attention_mask": enc["attention_mask"]}
+        if net.config.arch == "encoder-decoder":  # its decoder must read something: the
+            # sentence itself (the page's empty target); only the encoder is measured then
+            inputs.update(tgt_ids=enc["input_ids"], tgt_attention_mask=enc["attention_mask"])
         with torch.no_grad():
-            trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+            trace = net.trace(enc["input_ids"], **inputs)
         norms = norm_columns(trace, stack, net) if "norms" in measures else None
         shape = (trace.config.n_layers, trace.config.n_heads)
         for item in range(len(batch)):

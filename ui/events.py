@@ -182,6 +182,7 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     wire_model_boxes(p)
     wire_deck(w, views)
     wire_training(w, views)
+    wire_corpus(w, views)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -253,6 +254,22 @@ def wire_training(w: Wiring, views: Views) -> None:
     w.on([p["train_timer"].tick], views.train_tick, (), shown, **free)
     w.on([p["train_stop"].click], views.train_stop, (), ["train_status"], turn=False)
     w.on([p["train_save"].click], views.train_save, (), ["train_weights"])
+
+
+def wire_corpus(w: Wiring, views: Views) -> None:
+    """The Heads tab's corpus (ui/tabs/heads.py build_corpus): measured for the page's last run
+    model, in the page's turn like a run; the table shows Gradio's progress while it works."""
+    p = w.page
+    inputs = ["corpus_text", "corpus_sample", "corpus_upload"]
+    outputs = ["corpus_said", "corpus_table", "corpus_csv", "corpus_npz"]
+    w.on(
+        [p["corpus_run"].click],
+        views.corpus_run,
+        inputs,
+        outputs,
+        show_progress="full",
+        show_progress_on=[p["corpus_table"]],
+    )
 
 
 def wire_deck(w: Wiring, views: Views) -> None:

@@ -79,6 +79,7 @@ class Setup:
     first: dict  # name -> the first view's value
     bundled_error: str | None = None
     banner_reason: str = ""
+    public: bool = False  # a public deployment: no custom checkpoints, no corpus upload
 
 
 def header(page: Page, setup: Setup) -> None:
@@ -254,6 +255,8 @@ def build(setup: Setup) -> Page:
         )
         selection(page, setup)
         tabs(page)
+        if setup.public:  # uploads are closed there (the handler refuses one, too)
+            page["corpus_upload"].visible = False
         hidden(page)
         for name, value in setup.first.items():
             set_initial(page[name], value)

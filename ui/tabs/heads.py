@@ -13,8 +13,11 @@ import time
 import gradio as gr
 import numpy as np
 import pandas as pd
+from gradio.data_classes import FileData
 
 import analysis
+import analysis.export
+from analysis.corpus import MAX_SENTENCES
 from lang import message_of, tr
 from serve import exports
 from ui.i18n import t
@@ -76,6 +79,17 @@ BREAKDOWN_CAPTION = (
     "**One score taken apart** for the chosen layer, head, query and key: q·k/√d_k (split into "
     "token and position parts where the model's input is linear in them), the mask, the softmax "
     "row, and the weighted sum of V — each step recomputed and checked against the trace."
+)
+
+
+CORPUS_CAPTION = (
+    "**Over a corpus** (Clark et al. 2019 average over 1,000 segments): paste up to {n} "
+    "sentences, one a line, upload a .txt or pick a shipped sample, and press **Run corpus**. "
+    "Every sentence runs through the model of the last run (cut at 32 tokens); each measure of "
+    "the table above and the norms (Kobayashi et al. 2020) are taken per sentence, then "
+    "summarised per head: **_mean** and **_std** over the sentences. The NPZ also holds the mean "
+    "Jensen–Shannon distance between every two heads. A corpus is measured once per model; "
+    "asking again answers from the cache."
 )
 
 
@@ -142,6 +156,7 @@ def build() -> Built:
         query = Slider(0, 511, value=0, step=1, label=t("Query position"), elem_id="query")
         key = Slider(0, 511, value=0, step=1, label=t("Key position"), elem_id="key")
     breakdown = gr.Markdown(elem_id="breakdown")
+    corpus = build_corpus()
     return Built(
         outputs={
             "head_stats_table": stats,
@@ -152,7 +167,9 @@ def build() -> Built:
             "flow_plot": flow_plot,
             "ablation_table": ablation,
             "breakdown": breakdown,
+            **corpus.outputs,
         },
+        inputs=corpus.inputs,
         controls={
             "ablation": mode,
             "query": query,
@@ -165,6 +182,111 @@ def build() -> Built:
         row_picks=[stats],
         actions={"export": export, "ablate": ablate},
     )
+
+
+def build_corpus() -> Built:
+    """The corpus section: sentences pasted, uploaded (not in public mode: ui/layout.py hides
+    the upload) or a shipped sample, and per head the mean and std of every measure over them."""
+    gr.Markdown(t(CORPUS_CAPTION.format(n=MAX_SENTENCES)), elem_classes="ta-caption")
+    with gr.Row():
+        text = gr.Textbox(
+            "",
+            label=t("Corpus: one sentence a line"),
+            placeholder="The cat sat on the mat.\nA dog barked at the cat.",
+            lines=6,
+            max_lines=12,
+            elem_id="corpus-text",
+            scale=3,
+        )
+        with gr.Column(scale=1):
+            sample = Radio(
+                [
+                    (t("none (the box)"), "none"),
+                    (t("English sample"), "en"),
+                    (t("中文 sample"), "zh"),
+                ],
+                value="none",
+                label=t("Or a shipped sample"),
+                elem_id="corpus-sample",
+            )
+            upload = CorpusFile.made(
+                label=t("Or upload a .txt (one sentence a line)"),
+                file_types=[".txt"],
+                height=120,
+                elem_id="corpus-upload",
+            )
+    run = gr.Button(t("Run corpus"), variant="primary", size="sm", elem_id="corpus-run")
+    said = gr.Markdown(elem_id="corpus-said")
+    table = gr.Dataframe(elem_id="corpus-table", interactive=False, max_height=420)
+    with gr.Row():
+        csv = gr.DownloadButton(t("Corpus statistics (CSV)"), elem_id="corpus-csv", size="sm")
+        npz = gr.DownloadButton(
+            t("Corpus measures with the head distances (NPZ)"), elem_id="corpus-npz", size="sm"
+        )
+    return Built(
+        outputs={
+            "corpus_said": said,
+            "corpus_table": table,
+            "corpus_csv": csv,
+            "corpus_npz": npz,
+        },
+        inputs={
+            "corpus_text": text,
+            "corpus_sample": sample,
+            "corpus_upload": upload,
+            "corpus_run": run,
+        },
+    )
+
+
+class CorpusFile(gr.File):
+    """The corpus upload: a file's path, or None for any value a crafted client sends.
+
+    Gradio validates an input against the component's data model before ``preprocess`` and
+    answers a value that is no file with a bare "Error" and a server traceback; here the
+    validation happens in ``preprocess`` (its files still pass Gradio's own upload-folder check
+    first), and anything else is None, which the handler answers with a sentence.
+    """
+
+    file_model = FileData  # one file (file_count="single"); Gradio's own model is dropped:
+
+    @classmethod
+    def made(cls, **kwargs) -> CorpusFile:
+        # (no __init__ here: Gradio reads a component's properties from its __init__'s signature)
+        upload = cls(file_count="single", **kwargs)
+        upload.data_model = None
+        return upload
+
+    def get_block_name(self) -> str:
+        return "file"  # the page draws Gradio's own File
+
+    def api_info(self) -> dict:
+        schema = self.file_model.model_json_schema()
+        schema["additional_description"] = schema.pop("description", None)
+        return schema
+
+    def preprocess(self, payload):
+        try:
+            checked = self.file_model.model_validate(payload, context={"validate_meta": True})
+            return super().preprocess(checked)
+        except Exception:
+            return None
+
+
+def corpus_outputs(result, model_id: str, said: str, digest: str) -> dict:
+    """The corpus's table (layer, head, then mean and std of every measure), its CSV, the
+    sentence saying what was computed."""
+    meta = {"model": model_id, "stack": result.options.get("stack"), "corpus sha256": digest}
+    meta["max_tokens"] = result.options.get("max_tokens")
+    meta["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    name = (
+        f"corpus_{exports.model_part(model_id)}_"
+        f"{exports.safe_name(str(meta['stack']))}_{digest[:12]}"
+    )
+    csv = exports.EXPORTS.write(f"{name}.csv", analysis.export.corpus_csv(result, meta))
+    npz = exports.EXPORTS.write(f"{name}.npz", analysis.export.corpus_npz(result, meta))
+    table = result.stats.round(3).rename(columns={"layer": tr("layer"), "head": tr("head")})
+    return {"corpus_said": said, "corpus_table": table, "corpus_csv": csv, "corpus_npz": npz}
 
 
 def rollout_figure(trace, stack: str, layer: int):
