@@ -104,7 +104,7 @@ def test_a_click_on_the_distance_map_opens_that_head_and_the_columns_show(page):
 
 def test_the_attention_block_view_is_kobayashi_2021s_norms_and_mixing_ratio(bert_analysis):
     trace, net = bert_analysis.trace, bert_analysis.model.net
-    out = render("attention", bert_analysis, Selection(layer=2), only={"block_plot"})
+    out = render("heads", bert_analysis, Selection(layer=2), only={"block_plot"})
     cells, bars = out["block_plot"].data
     expected = analysis.norm_attention_block(trace, "encoder", net)[0, 2]
     assert abs(torch.as_tensor(cells.z, dtype=torch.float32) - expected).max() < 1e-5

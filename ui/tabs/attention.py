@@ -62,8 +62,6 @@ def build() -> Built:
             "head_b": Slider(0, 11, value=1, step=1, label=t("B: head"), elem_id="head-b"),
         }
     compare_plot = plot("compare-plot")
-    gr.Markdown(t(BLOCK_CAPTION), elem_classes="ta-caption")
-    block_plot = plot("block-plot")
     picker = gr.HTML(
         "", js_on_load="ta.tilePicker(props)", elem_id="overview-pick", elem_classes="ta-hidden"
     )
@@ -74,77 +72,12 @@ def build() -> Built:
         "head_data": head_data,
         "overview_plot": overview_plot,
         "compare_plot": compare_plot,
-        "block_plot": block_plot,
     }
     return Built(
         outputs=outputs,
         controls={**controls, "scale": scale, "measure": measure, "units": units},
         picks=[picker],
     )
-
-
-BLOCK_CAPTION = (
-    "**Attention with the residual and the LayerNorm** (Kobayashi et al. 2021): how much each "
-    "key j contributes to token i after the whole attention block — every head's α_ij f_h(x_j), "
-    "plus x_i itself through the residual, through the LayerNorm that follows — as the norm ‖·‖ "
-    "of its share of LN(Σ_h α_ij f_h(x_j) + δ_ij x_i), for the chosen layer (all heads together). "
-    "Beside it, each layer's **mixing ratio**: the share of a token's new vector that comes from "
-    "the other tokens rather than from itself (low: the residual dominates). Weights α alone "
-    "overstate how much tokens mix."
-)
-
-
-def block_figure(trace, stack: str, layer: int, net):
-    """Kobayashi et al. 2021's attention-block norms for one layer beside every layer's mixing
-    ratio (one figure, two panels)."""
-    from plotly.subplots import make_subplots
-
-    from viz.common import base_layout, heatmap, stack_tokens, token_labels
-
-    block = analysis.norm_attention_block(trace, stack, net)[0, layer]  # (T, T)
-    ratio = analysis.mixing_ratio(trace, stack, net)[0]  # (L,)
-    q_tok, k_tok = stack_tokens(trace, stack)
-    block = block[: len(q_tok), : len(k_tok)].numpy()
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.68, 0.32],
-        horizontal_spacing=0.14,
-        subplot_titles=(
-            tr("layer {layer}: ‖attention + residual, after LayerNorm‖", layer=layer),
-            tr("mixing ratio per layer"),
-        ),
-    )
-    cells = heatmap(
-        block,
-        token_labels(k_tok),
-        token_labels(q_tok),
-        x_title=tr("key"),
-        y_title=tr("query"),
-        value_name=tr("norm"),
-        zmin=0.0,
-        zmax=float(block.max()) or 1.0,
-    )
-    cells.update(colorbar={"x": 0.6, "len": 0.9, "title": {"text": tr("norm"), "side": "right"}})
-    fig.add_trace(cells, row=1, col=1)
-    fig.add_bar(
-        x=[str(i) for i in range(len(ratio))],
-        y=ratio.numpy(),
-        marker_color=["#1f4e9a" if i == layer else "#9db7dd" for i in range(len(ratio))],
-        hovertemplate=tr("layer %{x}: mixing ratio %{y:.3f}") + "<extra></extra>",
-        row=1,
-        col=2,
-    )
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text=tr("layer"), type="category", row=1, col=2)
-    fig.update_yaxes(range=[0, 1], row=1, col=2)
-    title = tr(
-        "Attention block with residual and LayerNorm — {stack} (Kobayashi et al. 2021)",
-        stack=attention.stack_title(stack),
-    )
-    n = max(len(q_tok), len(k_tok))
-    base_layout(fig, title, height=min(820, max(400, 170 + 14 * n)))
-    return fig
 
 
 RANDOM_NOTE = (
@@ -269,16 +202,8 @@ def makers(view: View) -> dict:
             fig = attention.without_z(fig, data_id, [[*a], [*b], [*a, *b]], hidden=0)
         return note(fig)
 
-    def block_plot():
-        if sel.stack == "cross":  # a decoder query's block also holds its own stream: not drawn
-            return None
-        shown = view.analysis.trace  # the weights α, whatever the head view shows
-        return untrained_note(block_figure(shown, sel.stack, sel.layer, net), random)
-
-    net = view.analysis.model.net
     return {
         "head_plot": head_plot,
-        "block_plot": block_plot,
         "head_data": lambda: switch_data(view, trace, sel),
         "overview_plot": lambda: note(attention.overview_figure(trace, sel.stack, scale=sel.scale)),
         "compare_plot": compare_plot,
@@ -304,7 +229,6 @@ TAB = Tab(
             "measure",
             "units",
         ),
-        "block_plot": ("stack", "layer"),
     },
     in_browser={"head_plot": ("layer", "head")},
     switch_inputs=("layer", "head", "head_data"),
