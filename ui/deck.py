@@ -31,6 +31,7 @@ MAX_SLIDES = 40
 MAX_DECK_CHARS = 200_000  # the JSON the browser sends
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 SLIDES_JS = Path(__file__).parent / "js" / "slides.js"
+PLAYER_JS = Path(__file__).parent / "js" / "deck_player.js"  # steps through the slides
 CSS = Path(__file__).resolve().parents[1] / "assets" / "app.css"
 
 
@@ -139,40 +140,7 @@ html, body {{ margin: 0; height: 100%; font-family: system-ui, "Noto Sans CJK SC
 <span id="count"></span><button id="next" type="button" aria-label="next">▶</button>
 <span>{html.escape(title)}</span><span class="keys">{html.escape(keys)}</span></div>
 <script type="application/json" id="figures">{script_safe(json.dumps(figures))}</script>
-<script>
-(() => {{
-  const figures = JSON.parse(document.getElementById('figures').textContent);
-  const n = figures.length;
-  let at = Math.min(Math.max((parseInt(location.hash.slice(1), 10) || 1) - 1, 0), n - 1);
-  const draw = (i) => {{
-    const fig = figures[i], el = document.getElementById('f' + i);
-    if (!fig || !el) return;
-    const font = Math.max(18, Math.round(window.innerHeight / 54));
-    const height = window.innerHeight - 48 - 40, width = window.innerWidth - 32;
-    const [data, layout] = ta.bigLayout(fig.data, fig.layout, width, height, font);
-    Plotly.react(el, data, layout, {{displaylogo: false, responsive: false}})
-      .then(() => ta.colorbarBeside(el));
-  }};
-  const show = (i) => {{
-    at = Math.min(Math.max(i, 0), n - 1);
-    document.querySelectorAll('.slide').forEach((s, j) => s.classList.toggle('on', j === at));
-    document.getElementById('count').textContent = (at + 1) + ' / ' + n;
-    history.replaceState(null, '', '#' + (at + 1));
-    draw(at);
-  }};
-  document.addEventListener('keydown', (e) => {{
-    const next = ['PageDown', 'ArrowRight', 'ArrowDown', ' '].includes(e.key);
-    const prev = ['PageUp', 'ArrowLeft', 'ArrowUp'].includes(e.key);
-    if (next || prev) {{ e.preventDefault(); show(at + (next ? 1 : -1)); }}
-    if (e.key === 'Home') show(0);
-    if (e.key === 'End') show(n - 1);
-  }});
-  document.getElementById('next').onclick = () => show(at + 1);
-  document.getElementById('prev').onclick = () => show(at - 1);
-  window.addEventListener('resize', () => draw(at));
-  show(at);
-}})();
-</script>
+<script>{script_safe(PLAYER_JS.read_text(encoding="utf-8"))}</script>
 </body></html>
 """
 

@@ -14,6 +14,9 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``present.js``: presentation mode (one figure fills the screen; keys switch head and layer).
 - ``exports.js``: PNG and SVG downloads cropped for a slide.
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
+
+``deck_player.js`` is not loaded into the page: ui/deck.py writes it (with ``slides.js`` and
+Plotly) into the deck's offline file, where it steps through the slides.
 """
 
 from __future__ import annotations
