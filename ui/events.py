@@ -166,19 +166,7 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     run_again = [p["snapshot"].input, p["positions"].input]
     w.on(run_again, views.run, RUN_INPUTS, every, **busy)
     w.on(p.examples.load_input_event.then, views.run, RUN_INPUTS, every, **busy)
-    # Typing or picking another model marks the figures as the previous run's until Run.
-    typing = [p[n].input for n in ("text", "target", "checkpoint", "second", "model")]
-    gr.on(
-        typing,
-        fn=None,
-        js="() => ta.markStale()",
-        outputs=[p["stale"]],
-        cancels=[deep],
-        show_progress="hidden",
-    )
-    # Another model starts with its positional encoding on: a switch left off from another
-    # model's lesson would make the new one look broken (the figures say when it is off).
-    p["model"].input(fn=None, js="() => true", outputs=[p["positions"]])
+    wire_typing(p, deep)
     wire_model_boxes(p)
     wire_deck(w, views)
     wire_training(w, views)
@@ -200,6 +188,22 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     wire_language(p.demo, p["language"])
     # ... and the examples table in the page's language (Gradio's table would show a marker).
     p.demo.load(fn=None, js=relabel_examples("examples", p.example_words))
+
+
+def wire_typing(p: Page, deep) -> None:
+    """Typing or picking another model marks the figures as the previous run's until Run (and
+    cancels a pending deep link); another model starts with its positional encoding on: a
+    switch left off from another model's lesson would make the new one look broken."""
+    typing = [p[n].input for n in ("text", "target", "checkpoint", "second", "model")]
+    gr.on(
+        typing,
+        fn=None,
+        js="() => ta.markStale()",
+        outputs=[p["stale"]],
+        cancels=[deep],
+        show_progress="hidden",
+    )
+    p["model"].input(fn=None, js="() => true", outputs=[p["positions"]])
 
 
 def wire_model_boxes(p: Page) -> None:
@@ -250,10 +254,10 @@ def wire_training(w: Wiring, views: Views) -> None:
     p = w.page
     shown = ["train_status", "train_plot", "train_weights", "train_timer"]
     free = {"turn": False, "trigger_mode": "always_last"}
-    w.on([p["train_start"].click], views.train_start, ["train_task", "train_seconds"], shown)
-    w.on([p["train_timer"].tick], views.train_tick, (), shown, **free)
-    w.on([p["train_stop"].click], views.train_stop, (), ["train_status"], turn=False)
-    w.on([p["train_save"].click], views.train_save, (), ["train_weights"])
+    w.on([p["train_start"].click], views.training.start, ["train_task", "train_seconds"], shown)
+    w.on([p["train_timer"].tick], views.training.tick, (), shown, **free)
+    w.on([p["train_stop"].click], views.training.stop, (), ["train_status"], turn=False)
+    w.on([p["train_save"].click], views.training.save, (), ["train_weights"])
 
 
 def wire_corpus(w: Wiring, views: Views) -> None:

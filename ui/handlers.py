@@ -148,13 +148,65 @@ def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict
     }
 
 
+class Training:
+    """The Train tab's handlers (ui/tabs/train.py) over the server's one line of trainings
+    (serve/training.py): each page starts, watches, stops and saves its own job only."""
+
+    def __init__(self, trainings: Trainings) -> None:
+        self.trainings = trainings
+
+    def start(self, ask: Ask, task, seconds) -> dict:
+        """Start (or queue) this page's training; the timer then redraws it every second."""
+        if not ask.page:
+            raise InputError(Msg("Training needs the page open in a browser."))
+        said = self.trainings.start(ask.page, str(task), as_float(seconds, 30.0))
+        return {
+            "train_status": said,
+            "train_plot": None,
+            "train_weights": gr.update(value=None, visible=False),
+            "train_timer": gr.Timer(active=True),
+        }
+
+    def tick(self, ask: Ask) -> dict:
+        """How this page's training stands: the sentence and the figure; the timer stops when
+        it has ended."""
+        if not ask.page:
+            return {"train_timer": gr.Timer(active=False)}
+        self.trainings.touch(ask.page)
+        progress = self.trainings.progress(ask.page)
+        result = {"train_status": self.trainings.status(ask.page)}
+        if progress is not None:
+            result["train_plot"] = progress_figure(progress)
+        if not self.trainings.working(ask.page):
+            result["train_timer"] = gr.Timer(active=False)
+        return result
+
+    def stop(self, ask: Ask) -> dict:
+        if ask.page:
+            self.trainings.stop(ask.page)
+        return {"train_status": self.trainings.status(ask.page or "")}
+
+    def save(self, ask: Ask) -> dict:
+        """This page's trained weights and card, as two downloads (bounded like every export)."""
+        import tempfile
+        from pathlib import Path
+
+        from serve import exports
+
+        with tempfile.TemporaryDirectory() as folder:
+            weights, card = self.trainings.save(ask.page or "", Path(folder))
+            paths = [exports.EXPORTS.write(f.name, f.read_bytes()) for f in (weights, card)]
+        return {"train_weights": gr.update(value=paths, visible=True)}
+
+
 class Views:
     """The handlers, over one engine and the page's defaults."""
 
     def __init__(self, engine: Engine, default: ViewState, models: set[str]) -> None:
         self.engine, self.default, self.models = engine, default, models
         self.sessions = Sessions()
-        self.trainings = Trainings()  # server-wide: at most TA_MAX_TRAININGS at once
+        self.training = Training(Trainings())  # server-wide: at most TA_MAX_TRAININGS at once
+        self.trainings = self.training.trainings
 
     # ---- drawing ---------------------------------------------------------------------------
     def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
@@ -360,50 +412,6 @@ class Views:
             else:
                 result[name] = getattr(state.sel, name)
         return result
-
-    # ---- live training (ui/tabs/train.py, serve/training.py) --------------------------------
-    def train_start(self, ask: Ask, task, seconds) -> dict:
-        """Start (or queue) this page's training; the timer then redraws it every second."""
-        if not ask.page:
-            raise InputError(Msg("Training needs the page open in a browser."))
-        said = self.trainings.start(ask.page, str(task), as_float(seconds, 30.0))
-        return {
-            "train_status": said,
-            "train_plot": None,
-            "train_weights": gr.update(value=None, visible=False),
-            "train_timer": gr.Timer(active=True),
-        }
-
-    def train_tick(self, ask: Ask) -> dict:
-        """How this page's training stands: the sentence and the figure; the timer stops when
-        it has ended."""
-        if not ask.page:
-            return {"train_timer": gr.Timer(active=False)}
-        self.trainings.touch(ask.page)
-        progress = self.trainings.progress(ask.page)
-        result = {"train_status": self.trainings.status(ask.page)}
-        if progress is not None:
-            result["train_plot"] = progress_figure(progress)
-        if not self.trainings.working(ask.page):
-            result["train_timer"] = gr.Timer(active=False)
-        return result
-
-    def train_stop(self, ask: Ask) -> dict:
-        if ask.page:
-            self.trainings.stop(ask.page)
-        return {"train_status": self.trainings.status(ask.page or "")}
-
-    def train_save(self, ask: Ask) -> dict:
-        """This page's trained weights and card, as two downloads (bounded like every export)."""
-        import tempfile
-        from pathlib import Path
-
-        from serve import exports
-
-        with tempfile.TemporaryDirectory() as folder:
-            weights, card = self.trainings.save(ask.page or "", Path(folder))
-            paths = [exports.EXPORTS.write(f.name, f.read_bytes()) for f in (weights, card)]
-        return {"train_weights": gr.update(value=paths, visible=True)}
 
     def deck_file(self, ask: Ask, deck) -> dict:
         """The lecture deck as one offline HTML file (ui/deck.py)."""

@@ -93,8 +93,8 @@ CORPUS_CAPTION = (
 )
 
 
-def build() -> Built:
-    gr.Markdown(t(STATS_CAPTION), elem_classes="ta-caption")
+def table_controls() -> tuple[Radio, gr.Textbox]:
+    """The head table's conventions switch and the user's own pattern column."""
     with gr.Row():
         convention = Radio(
             [
@@ -114,6 +114,33 @@ def build() -> Built:
             elem_id="pattern",
             scale=1,
         )
+    return convention, pattern
+
+
+def ablation_controls() -> tuple[Radio, gr.Textbox, gr.Button]:
+    """How heads are removed (zero or mean), which heads, and the button that runs it."""
+    mode = Radio(
+        [(t("zero"), "zero"), (t("mean"), "mean")],
+        value="zero",
+        label=t("Ablation"),
+        elem_id="ablation",
+    )
+    with gr.Row():
+        heads_set = gr.Textbox(
+            "",
+            label=t("Heads to remove (layer:head, …); empty = every head of the chosen layer"),
+            placeholder="0:2, 1:5, 3:0",
+            max_lines=1,
+            elem_id="heads-set",
+            scale=3,
+        )
+        ablate = gr.Button(t("Ablate"), size="sm", elem_id="ablate", scale=1)
+    return mode, heads_set, ablate
+
+
+def build() -> Built:
+    gr.Markdown(t(STATS_CAPTION), elem_classes="ta-caption")
+    convention, pattern = table_controls()
     stats = gr.Dataframe(elem_id="head-stats", interactive=False, max_height=420)
     with gr.Row():
         csv = gr.DownloadButton(t("Head statistics (CSV)"), elem_id="stats-csv", size="sm")
@@ -136,22 +163,7 @@ def build() -> Built:
     gr.Markdown(t(BLOCK_CAPTION), elem_classes="ta-caption")
     block_plot = plot("block-plot")
     gr.Markdown(t(ABLATION_CAPTION), elem_classes="ta-caption")
-    mode = Radio(
-        [(t("zero"), "zero"), (t("mean"), "mean")],
-        value="zero",
-        label=t("Ablation"),
-        elem_id="ablation",
-    )
-    with gr.Row():
-        heads_set = gr.Textbox(
-            "",
-            label=t("Heads to remove (layer:head, …); empty = every head of the chosen layer"),
-            placeholder="0:2, 1:5, 3:0",
-            max_lines=1,
-            elem_id="heads-set",
-            scale=3,
-        )
-        ablate = gr.Button(t("Ablate"), size="sm", elem_id="ablate", scale=1)
+    mode, heads_set, ablate = ablation_controls()
     ablation = gr.Dataframe(elem_id="ablation-table", interactive=False)
     gr.Markdown(t(BREAKDOWN_CAPTION), elem_classes="ta-caption")
     with gr.Row():
