@@ -96,7 +96,7 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Views]:
     default = ViewState(DEFAULT_TEXT, default_model, second=DEFAULT_SECOND)
     models = {value for _, value in choices if value != CUSTOM}
     models |= {f"{name}@{step}" for name, card in TRAINED.items() for step in card["snapshots"]}
-    views = Views(engine, default, models)
+    views = Views(engine, default, models, choices)
     # Every visitor's first view is the same: computed once here and sent as the components'
     # initial values, so opening the page waits on nobody's forward pass.
     analysis, first, _ = views.draw(default, {}, force=True)

@@ -30,6 +30,7 @@ from model import (
 )
 from serve.cpu import CpuShare, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
 from serve.lru import LockedLRU
+from serve.training import LIVE_PREFIX
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
@@ -74,6 +75,20 @@ def split_snapshot(model_id: str) -> tuple[str, int | None]:
             )
         return name, int(step)
     return model_id, None
+
+
+def task_of(model_id) -> str:
+    """The model a choice names, without its snapshot or owner: "dates@300" -> "dates", a model
+    trained on a page ("page:induction:<secret>", serve.training) -> "induction"."""
+    model_id = str(model_id)
+    if model_id.startswith(LIVE_PREFIX):
+        return model_id.removeprefix(LIVE_PREFIX).partition(":")[0]
+    return model_id.partition("@")[0]
+
+
+def is_live(model_id) -> bool:
+    """Whether the id names a model trained on a page (the Train tab), not a shipped one."""
+    return str(model_id).startswith(LIVE_PREFIX)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -161,6 +176,9 @@ class Analysis:
     trace: Trace
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # Decoder positions the user supplied (<s> and the typed text); the rest the model wrote
+    # itself (a trained model's greedy continuation or translation). None: the user wrote all.
+    typed: int | None = None
 
 
 def _malloc_trim():
@@ -240,6 +258,9 @@ class Engine:
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
         self.bundled_error: str | None = None
+        # Models trained on a page (serve.training), found by their secret id; the trainings
+        # own them, so they are never kept, counted or dropped here (ui.handlers.Training).
+        self.live: Callable[[str], LoadedModel | None] | None = None
 
     def warm_up(self) -> str | None:
         """Load the bundled BERT now (not on the first visitor's click); the reason if it fails."""
@@ -254,6 +275,16 @@ class Engine:
         Loading (seconds for a big preset, minutes for a hub download) holds only that model's own
         lock, so requests for models already loaded never wait behind it.
         """
+        if is_live(model_id):
+            found = self.live(model_id) if self.live is not None else None
+            if found is None:
+                raise InputError(
+                    Msg(
+                        "The model trained on this page is gone (trained again, or the page was "
+                        "closed a while): train it again on the Train tab."
+                    )
+                )
+            return found
         with self._lock:
             if model_id in self._models:
                 self._models[model_id] = self._models.pop(model_id)  # most recently used last
@@ -477,7 +508,7 @@ class Engine:
             second, more = self.clean(second, "The second sentence")
             texts.append(second)
             notices += more
-        targets = None
+        targets, typed = None, None
         if (
             loaded.trained
             and loaded.net.config.has_decoder
@@ -487,10 +518,10 @@ class Engine:
             continued, note = self.continuation(loaded, text, positions)
             notices.append(note)
             if loaded.net.config.arch == "encoder-decoder":
-                target = continued
+                target, typed = continued, 1  # the decoder reads <s>, then its own output
             else:
                 texts = [text + continued]
-        targets = None
+                typed = min(1 + len(loaded.tokenizer.encode(text)), loaded.net.config.max_len)
         if loaded.net.config.arch == "encoder-decoder":
             if target and target.strip():
                 target, more = self.clean(target, "Target text")
@@ -500,6 +531,8 @@ class Engine:
                 notices.append(Msg("No target text: the decoder reads the source text."))
             targets = [target or text] + ([second] if second is not None else [])
         key = (model_id, tuple(texts), tuple(targets) if targets else None)
+        if typed is not None:  # "ab" + "cab…" and "abc" + "ab…" are one stream, typed apart
+            key += (("typed", typed),)
         if not positions:
             key += ("no positional encoding",)
             notices.append(
@@ -531,7 +564,7 @@ class Engine:
                     kind=type(exc).__name__,
                 )
             )
-        analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start)
+        analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start, typed)
         self.cache.put(analysis)
         release_freed_memory()  # what the forward pass and any evicted trace freed
         return analysis

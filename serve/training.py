@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from model.transformer import Transformer
 from serve.turns import env_count
 from train.progress import Progress
 
+LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 NICE = 10  # a training thread's niceness: visitors' forward passes come first
 ABANDONED = 15.0  # s without a page's asking: the page was closed, its training stops
@@ -54,6 +56,12 @@ class Job:
     net: Transformer | None = None
     error: Exception | None = None  # why it failed, said in the reader's language
     seen: float = field(default_factory=time.monotonic)  # the page last asked (touch)
+    # The trained model's id in the other tabs ("page:<task>:<secret>"): unguessable, and new
+    # for every training, so no trace cached for an earlier model of this page is ever reused.
+    model_id: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.model_id = f"{LIVE_PREFIX}{self.name}:{secrets.token_urlsafe(12)}"
 
 
 def lower_priority() -> None:
@@ -188,6 +196,19 @@ class Trainings:
         """The page's own trained model once its training has ended; None for any other page."""
         job = self._jobs.get(page)
         return job.net if job is not None and job.state in ("done", "stopped") else None
+
+    def model_id(self, page: str) -> str | None:
+        """The id under which the page's trained model opens in the other tabs; None before its
+        training has ended (or for any other page)."""
+        job = self._jobs.get(page)
+        return job.model_id if self.model(page) is not None else None
+
+    def by_id(self, model_id: str) -> Job | None:
+        """The ended job whose trained model has this id (the id is the page's secret)."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+        ended = [job for job in jobs if job.net is not None and job.state in ("done", "stopped")]
+        return next((job for job in ended if job.model_id == model_id), None)
 
     def stop(self, page: str) -> None:
         """Stop the page's training (a waiting one leaves the line); what it learned is kept."""

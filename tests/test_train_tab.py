@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.apphost import CHROMIUM, serve_app
-from tests.test_e2e_browser import shot
+from tests.test_e2e_browser import shot, wait_status
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,6 +50,7 @@ def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_pa
             page.locator("#train-weights a[href$='card.json']").first.click()
         card = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
         assert card["name"] == "roles"
+        use_the_model(page)
 
         other = context.browser.new_page()  # another visitor: nothing of this page's training
         other.goto(f"{url}?tab=train")
@@ -61,6 +62,68 @@ def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_pa
         )
         other.close()
         context.close()
+
+
+def use_the_model(page) -> None:
+    """ "Use this model in every tab": the page's model opens on the Output tab, joins the model
+    list (this page's only), runs again from the Run button, and draws in the other tabs."""
+    page.click("#train-use")
+    wait_status(page, "trained on this page", timeout=30_000)
+    page.wait_for_function(
+        "() => /Who did what/.test(document.querySelector('#prediction')?.innerText || '')",
+        timeout=30_000,
+    )
+    assert page.evaluate("() => ta.tab") == "output"
+    assert page.input_value("#model input") == "roles — trained on this page"
+    assert page.input_value("#text textarea") == "我喜欢你"
+    assert "Trained from scratch" in page.inner_text("#prediction")
+    shot(page, "train_use_output")
+    page.fill("#text textarea", "你喜欢我")
+    page.click("#run")  # the dropdown's value is this page's choice: Gradio accepts it
+    page.wait_for_function(
+        "() => /你/.test(document.querySelector('#steps-table')?.innerText || '')"
+        " && !document.body.classList.contains('ta-stale')",
+        timeout=30_000,
+    )
+    assert "not in the list" not in page.inner_text("#status")
+    page.click("#tab-attention-button")
+    page.wait_for_function(
+        "() => /trained on this page/.test(document.querySelector('#head-plot .gtitle')"
+        "?.textContent || '')",
+        timeout=30_000,
+    )
+
+
+def test_the_output_tab_opens_at_the_lessons_step(page):
+    """The induction model on a text typed twice: the step table is scrolled (inside itself) so
+    that the second copy's first step, marked ▶, is in view and the first copy above it."""
+    from urllib.parse import quote
+
+    with serve_app() as (url, _):
+        text = quote("the cat sat the cat sat")
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(f"{url}?tab=output&model=induction&text={text}")
+        found = page.wait_for_function(
+            """() => {
+              const box = document.querySelector('#steps-table .virtual-table-viewport');
+              const rows = [...(box?.querySelectorAll('.virtual-row') || [])];
+              const at = rows.find((r) => r.textContent.trim().startsWith('▶'));
+              if (!at || box.scrollTop === 0) return null;
+              const head = box.querySelector('thead').getBoundingClientRect();
+              const r = at.getBoundingClientRect(), b = box.getBoundingClientRect();
+              return {step: at.firstElementChild.textContent.trim(), top: r.top - head.bottom,
+                      bottom: b.bottom - r.bottom, first: rows[0].textContent.trim(),
+                      pageY: window.scrollY};
+            }""",
+            timeout=60_000,
+        ).json_value()
+        assert found["step"] == "▶ 13"  # <s> + "the cat sat " (12): step 13 reads the 2nd "t"
+        assert found["top"] >= 0 and found["bottom"] > 0  # in the table's view, below its head
+        assert found["pageY"] == 0  # the table scrolled, not the page
+        note = page.inner_text("#prediction")
+        assert "From step 23 on the model reads its own continuation" in note
+        page.locator("#prediction").scroll_into_view_if_needed()
+        shot(page, "output_opens_at_the_lesson", full_page=False)  # a full page re-lays the table
 
 
 def test_the_logit_lens_shows_each_layer_of_the_induction_model(page):

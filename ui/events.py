@@ -252,12 +252,25 @@ def wire_training(w: Wiring, views: Views) -> None:
     tells the server the page still watches), stop, download. Outside the page's turn: a Run
     never waits for a redraw of the training, nor the training's redraw for a Run."""
     p = w.page
-    shown = ["train_status", "train_plot", "train_weights", "train_timer"]
+    shown = ["train_status", "train_plot", "train_weights", "train_use", "train_timer"]
     free = {"turn": False, "trigger_mode": "always_last"}
     w.on([p["train_start"].click], views.training.start, ["train_task", "train_seconds"], shown)
     w.on([p["train_timer"].tick], views.training.tick, (), shown, **free)
     w.on([p["train_stop"].click], views.training.stop, (), ["train_status"], turn=False)
     w.on([p["train_save"].click], views.training.save, (), ["train_weights"])
+    # "Use this model": the page's model joins its model list and opens on the Output tab, as a
+    # run would (then the browser's visible tab follows, as after a tab click).
+    opened = [*p.outputs, *SELECTION_FIELDS, "link_notes", "stale", "model", "target"]
+    opened += ["checkpoint", "snapshot", "positions", "tabs", "text"]
+    used = w.on(
+        [p["train_use"].click],
+        views.training.use,
+        (),
+        opened,
+        stale=True,
+        show_progress_on=[p["status"]],
+    )
+    used.then(fn=None, js="() => ta.pickTab('output')", outputs=[p["tab_box"]])
 
 
 def wire_corpus(w: Wiring, views: Views) -> None:

@@ -29,14 +29,18 @@ from engine import (
     Analysis,
     Engine,
     InputError,
+    LoadedModel,
     cpu_share,
+    is_live,
     n_params,
     positions_of,
+    task_of,
     well_formed,
 )
 from lang import LOCALE, Msg, tr
 from model import PRESETS, TRAINED
 from serve.training import Trainings
+from ui.i18n import t
 from ui.layout import FINAL, STACK_LABELS
 from ui.render import render, slide_ready
 from ui.state import (
@@ -136,24 +140,64 @@ def positions_teach(name: str) -> bool:
 def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict:
     """Another model was picked: show the boxes it reads (target, checkpoint, snapshots) and the
     positional-encoding switch where it teaches (or while it is off, so it can be turned on)."""
-    name = str(choice).partition("@")[0]
+    name = task_of(choice)  # a model trained on this page: its task's architecture
     arch = PRESETS[name].arch if name in PRESETS else None
     if name in TRAINED:
         arch = TRAINED[name]["config"]["arch"]
     return {
         "target": gr.update(visible=arch == "encoder-decoder"),
         "checkpoint": gr.update(visible=choice == CUSTOM),
-        "snapshot": snapshot_choices(name, step),
+        "snapshot": snapshot_choices("" if is_live(choice) else name, step),
         "positions": gr.update(visible=positions_teach(name) or not positions),
     }
 
 
+# What a model trained on the page reads first in the other tabs, unless the page's last run was
+# on a model of the same task (then its text: the same text, shipped model against this one).
+TRY_TEXT = {"induction": "hello hello", "dates": "2026年11月22日", "roles": "我喜欢你"}
+
+
 class Training:
     """The Train tab's handlers (ui/tabs/train.py) over the server's one line of trainings
-    (serve/training.py): each page starts, watches, stops and saves its own job only."""
+    (serve/training.py): each page starts, watches, stops, saves and uses its own job only."""
 
-    def __init__(self, trainings: Trainings) -> None:
-        self.trainings = trainings
+    def __init__(self, trainings: Trainings, views: Views) -> None:
+        self.trainings, self.views = trainings, views
+        views.engine.live = self.loaded  # the engine finds a page's model by its secret id
+
+    def loaded(self, model_id: str) -> LoadedModel | None:
+        """A page's trained model as the engine serves it (None once it is gone)."""
+        job = self.trainings.by_id(model_id)
+        if job is None:
+            return None
+        label = Msg("{name} (trained on this page, {steps} steps)", name=job.name,
+                    steps=f"{job.net.card['steps']:,}")  # fmt: skip
+        return LoadedModel(model_id, label, job.net, job.net.tokenizer, False, trained=job.name)
+
+    def use(self, ask: Ask) -> dict:
+        """Open the page's trained model in every other tab: it joins the model list (this
+        page's only) and its Output tab opens on the task's text."""
+        model_id = self.trainings.model_id(ask.page or "")
+        if model_id is None:
+            raise InputError(Msg("Train a model first: this page has no trained model yet."))
+        last, task = self.views.latest(ask), task_of(model_id)
+        text = last.text if task_of(last.model) == task else TRY_TEXT[task]
+        state = ViewState(text, model_id, "", last.second, "output", ask.sel)
+        result = self.views.run_state(replace(ask, tab="output"), state)
+        if "link_notes" not in result:  # it did not run: stay, the status line says why
+            return result
+        label = tr("{name} — trained on this page", name=task)
+        choices = [*self.views.choices, (label, model_id)]
+        boxes = model_boxes(model_id)
+        boxes["target"]["value"] = ""
+        boxes["positions"]["value"] = True
+        return {
+            **result,
+            **boxes,
+            "model": gr.update(choices=choices, value=model_id),
+            "text": text,
+            "tabs": gr.Tabs(selected="output"),
+        }
 
     def start(self, ask: Ask, task, seconds) -> dict:
         """Start (or queue) this page's training; the timer then redraws it every second."""
@@ -164,6 +208,7 @@ class Training:
             "train_status": said,
             "train_plot": None,
             "train_weights": gr.update(value=None, visible=False),
+            "train_use": gr.update(visible=False),
             "train_timer": gr.Timer(active=True),
         }
 
@@ -179,6 +224,8 @@ class Training:
             result["train_plot"] = progress_figure(progress)
         if not self.trainings.working(ask.page):
             result["train_timer"] = gr.Timer(active=False)
+            ready = self.trainings.model_id(ask.page) is not None
+            result["train_use"] = gr.update(visible=ready)
         return result
 
     def stop(self, ask: Ask) -> dict:
@@ -202,10 +249,12 @@ class Training:
 class Views:
     """The handlers, over one engine and the page's defaults."""
 
-    def __init__(self, engine: Engine, default: ViewState, models: set[str]) -> None:
+    def __init__(self, engine: Engine, default: ViewState, models: set[str], choices=()) -> None:
         self.engine, self.default, self.models = engine, default, models
+        # The model list as the page shows it ((label, id), labels translated in the browser).
+        self.choices = [(t(label), value) for label, value in choices]
         self.sessions = Sessions()
-        self.training = Training(Trainings())  # server-wide: at most TA_MAX_TRAININGS at once
+        self.training = Training(Trainings(), self)  # server-wide: TA_MAX_TRAININGS at once
         self.trainings = self.training.trainings
 
     # ---- drawing ---------------------------------------------------------------------------
@@ -244,6 +293,9 @@ class Views:
         model = state.model.removeprefix(CUSTOM_PREFIX).rstrip("/").rsplit("/", 1)[-1]
         name, _, step = model.partition("@")
         notes = [tr("training step {step}", step=step)] if step else []
+        if is_live(state.model):  # its secret id stays out of titles and file names
+            name, model = task_of(state.model), f"{task_of(state.model)}-trained-here"
+            notes = [tr("trained on this page")]
         if not state.positions:
             notes.append(tr("positional encoding off"))
         label = " · ".join([name, *notes])
@@ -310,6 +362,12 @@ class Views:
         except InputError as exc:
             return {"status": status_markdown(None, [sentence(exc)], None)}
         model_id = CUSTOM_PREFIX + checkpoint.strip() if model == CUSTOM else model
+        if is_live(model_id) and model_id != self.trainings.model_id(ask.page or ""):
+            said = tr(
+                "The model trained on this page is gone (trained again, or the page was "
+                "closed a while): train it again on the Train tab."
+            )
+            return {"status": status_markdown(None, [said], None)}
         step = str(snapshot)
         if model_id in TRAINED and step in map(str, TRAINED[model_id]["snapshots"][:-1]):
             model_id = f"{model_id}@{step}"  # a step of another model means: final

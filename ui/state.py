@@ -227,6 +227,10 @@ def link_inputs(params: dict[str, str], models, tabs, invalid: list[str]) -> dic
     if "model" in params:
         if params["model"] in models:
             values["model"] = params["model"]
+        elif params["model"].startswith("page:"):  # serve.training.LIVE_PREFIX
+            invalid.append(
+                tr("model= names a model trained on another page; its weights stay that page's")
+            )
         else:
             invalid.append(
                 tr("model={value} is not a model here", value=repr(params["model"][:40]))

@@ -115,12 +115,21 @@ def logit_lens_figure(
 
 
 def figure_for(
-    probs: torch.Tensor, trace, tokenizer, stack: str = "decoder", item: int = 0
+    probs: torch.Tensor,
+    trace,
+    tokenizer,
+    stack: str = "decoder",
+    item: int = 0,
+    typed: int | None = None,
 ) -> go.Figure:
     """The lens ``probs`` [L+1, T, V] (analysis.logit_lens of ``trace``) of one text, drawn with
-    the trace's tokens, padding cut, the next token of the stream as each position's answer."""
+    the trace's tokens, padding cut, the next token of the stream as each position's answer —
+    where the user supplied it: from position ``typed`` on the model wrote the stream itself,
+    and its own token is no answer to rank."""
     tokens = stack_tokens(trace, stack, item)[0]
     ids = trace.tgt_ids if stack == "decoder" and trace.tgt_ids is not None else trace.input_ids
     answers = next_token_answers(ids[item, : len(tokens)].tolist())
+    if typed is not None:
+        answers = [a if t + 1 < typed else None for t, a in enumerate(answers)]
     vocab = tokenizer.convert_ids_to_tokens(list(range(probs.shape[-1])))
     return logit_lens_figure(probs[:, : len(tokens)], tokens, vocab, answers)

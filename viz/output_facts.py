@@ -10,6 +10,7 @@ from __future__ import annotations
 from lang import LOCALE, tr
 
 RIGHT, WRONG = "✓", "✗"
+LESSON = "▶"  # the step the Output tab opens at (its table row and its attention row)
 MIN_COPY = 2  # a repeat shorter than this is chance, not a copy
 
 
@@ -28,10 +29,13 @@ def trained_on(card: dict) -> str:
     )
 
 
-def step_marks(predicted: list[int], stream: list[int]) -> list[str]:
-    """Per step t: ✓ when its top prediction is token t + 1 of the stream, ✗ when not, "" for the
-    last step (nothing follows it to check against)."""
-    marks = [RIGHT if predicted[t] == stream[t + 1] else WRONG for t in range(len(stream) - 1)]
+def step_marks(predicted: list[int], stream: list[int], typed: int | None = None) -> list[str]:
+    """Per step t: ✓ when its top prediction is token t + 1 of the stream, ✗ when not, "" where
+    nothing the user supplied follows it to check against: the last step, and the steps whose
+    next token the model wrote itself (from position ``typed`` on: it would be ✓ by
+    construction)."""
+    known = len(stream) if typed is None else min(typed, len(stream))
+    marks = [RIGHT if predicted[t] == stream[t + 1] else WRONG for t in range(known - 1)]
     return marks + [""] * (len(predicted) - len(marks))
 
 

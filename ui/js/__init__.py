@@ -14,6 +14,7 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``present.js``: presentation mode (one figure fills the screen; keys switch head and layer).
 - ``exports.js``: PNG and SVG downloads cropped for a slide.
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
+- ``lesson.js``: the Output tab's step table opens at the lesson's step (the row marked ▶).
 
 ``deck_player.js`` is not loaded into the page: ui/deck.py writes it (with ``slides.js`` and
 Plotly) into the deck's offline file, where it steps through the slides.
@@ -33,6 +34,7 @@ FILES = (
     "present.js",
     "exports.js",
     "deck.js",
+    "lesson.js",
 )
 HERE = Path(__file__).resolve().parent
 

@@ -7,13 +7,14 @@ import pandas as pd
 import torch
 
 import analysis
+from engine import is_live
 from lang import tr
 from model import TRAINED, predict_roles
 from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
 from viz import attention, logit_lens
 from viz.common import display_token
-from viz.output_facts import copy_note, step_marks, trained_on
+from viz.output_facts import LESSON, copy_note, opening_step, step_marks, trained_on
 
 CAPTION = (
     "**What the model outputs.** A model with an LM head predicts the next token from each "
@@ -50,24 +51,28 @@ def build() -> Built:
     )
 
 
-def steps_table(trace, stack: str, tokenizer, top: int = 3) -> pd.DataFrame:
-    """One row per decoding step: what the step read, what it chose, and how sure it was."""
+def steps_table(trace, stack: str, tokenizer, top: int = 3, typed: int | None = None):
+    """One row per decoding step: what the step read, what it chose, how sure it was, and ✓/✗
+    against the text's next token where the user supplied it (``typed`` positions: beyond them
+    the model's own output follows, said so instead of checked against itself)."""
     tokens = trace.tokens_for(stack)[0][0]  # one text, no padding (the main analysis)
     probs = torch.softmax(trace.logits[0].float(), dim=-1)  # (T, vocab)
     best_p, best = probs.topk(min(top, probs.shape[-1]), dim=-1)  # (T, top)
     ids = trace.tgt_ids if trace.tgt_ids is not None else trace.input_ids  # (1, T)
-    marks = step_marks(best[:, 0].tolist(), ids[0, : len(tokens)].tolist())
+    marks = step_marks(best[:, 0].tolist(), ids[0, : len(tokens)].tolist(), typed)
+    known = len(tokens) if typed is None else typed
+    opening = opening_step(trace.config.arch, tokens[1:])  # the lesson's step: ▶, scrolled to
     rows = []
     for t in range(len(tokens)):
         chosen = tokenizer.convert_ids_to_tokens(best[t].tolist())
-        actual = tokens[t + 1] if t + 1 < len(tokens) else "—"
+        actual = display_token(tokens[t + 1]) if t + 1 < known else "—"  # the text's, only
         rows.append(
             {
-                tr("step"): t,
+                tr("step"): f"{LESSON} {t}" if t == opening else str(t),
                 tr("reads"): display_token(tokens[t]),
                 tr("predicts"): display_token(chosen[0]),
                 "p": round(float(best_p[t, 0]), 3),
-                tr("next in text"): display_token(actual),
+                tr("next in text"): actual,
                 "✓/✗": marks[t],
                 tr("alternatives"): ", ".join(
                     f"{display_token(c)} {float(p):.2f}"
@@ -111,7 +116,7 @@ def role_makers(view: View) -> dict:
         return fig
 
     return {
-        "prediction": lambda: roles_markdown(answer) + note,
+        "prediction": lambda: "  \n".join([roles_markdown(answer) + note, *facts(view, "encoder")]),
         "steps_table": lambda: table,
         "steps_plot": looked,
         "lens_plot": lambda: None,  # a tagger: its classifier reads the last layer only
@@ -144,10 +149,44 @@ def facts(view: View, stack: str) -> list[str]:
     said = []
     if loaded.trained is not None and loaded.model_id == loaded.trained:
         said.append(trained_on(TRAINED[loaded.trained]))  # shipped text: Markdown on purpose
+    elif loaded.trained is not None and is_live(loaded.model_id):
+        said.append(trained_on(loaded.net.card))  # trained on this page (train.fit's card)
     if stack == "decoder" and loaded.trained is not None:
         tokens = trace.tokens_for(stack)[0][0][1:]  # without <s>
         said.append(copy_note(tokens))  # our words and step numbers
+    typed = view.analysis.typed
+    if typed is not None and stack == "cross":
+        said.append(
+            tr(
+                "The decoder reads its own translation, so no step is checked (✓/✗) against "
+                "it: type the right answer as the target text to check every step."
+            )
+        )
+    elif typed is not None and typed < len(trace.tokens_for(stack)[0][0]):
+        said.append(
+            tr(
+                "From step {step} on the model reads its own continuation: nothing you typed "
+                "says what comes next there, so those steps carry no ✓/✗.",
+                step=typed - 1,
+            )
+        )
     return said
+
+
+def outline_row(fig, row: int, rows: int) -> None:
+    """Outline the lesson's step, its attention row, on a decoding map of ``rows`` steps (not on
+    a long text's pooled map, whose rows are no longer single steps)."""
+    cells = fig.data[0]
+    if len(cells.y) != rows or not 0 <= row < rows:
+        return
+    fig.add_shape(
+        type="rect",
+        x0=-0.5,
+        x1=len(cells.x) - 0.5,
+        y0=row - 0.5,
+        y1=row + 0.5,
+        line={"color": "#d62728", "width": 2},
+    )
 
 
 def decoding_makers(view: View) -> dict:
@@ -156,9 +195,11 @@ def decoding_makers(view: View) -> dict:
     cfg = trace.config
     stack = "cross" if cfg.arch == "encoder-decoder" else "decoder"
     layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
+    typed = view.analysis.typed
 
     def steps_plot():
         fig = attention.head_figure(trace, stack, layer, head, scale=sel.scale)
+        outline_row(fig, lesson, len(steps))
         fig.layout.title.text = tr(
             "Decoding step by step — layer {layer}, head {head}: row t is the step that wrote "
             "token t + 1 ({stack})",
@@ -177,11 +218,15 @@ def decoding_makers(view: View) -> dict:
 
     def lens_plot():  # the decoder's stream (the dates model's decoder too), layer by layer
         probs = analysis.logit_lens(net, trace, "decoder")
-        return logit_lens.figure_for(probs, trace, net.tokenizer, stack="decoder")
+        return logit_lens.figure_for(probs, trace, net.tokenizer, "decoder", typed=typed)
 
+    steps = trace.tokens_for(stack)[0][0]  # the decoder's tokens, <s> first: one step each
+    lesson = opening_step(cfg.arch, steps[1:])
+    # the step the table scrolls to (ui/js/lesson.js reads it; the table marks it ▶)
+    marker = f'<span class="ta-lesson ta-lesson-{lesson}"></span>'
     return {
-        "prediction": lambda: " ".join([tr(what), *facts(view, stack)]),
-        "steps_table": lambda: steps_table(trace, stack, net.tokenizer),
+        "prediction": lambda: " ".join([tr(what), *facts(view, stack)]) + marker,
+        "steps_table": lambda: steps_table(trace, stack, net.tokenizer, typed=typed),
         "steps_plot": steps_plot,
         "lens_plot": lens_plot,
     }

@@ -19,7 +19,8 @@ CAPTION = (
     "pick a task, press **Train**, and watch the loss fall, the held-out score rise and one "
     "head's attention on a probe text take shape (the induction head forming, the dates model's "
     "cross-attention lining up with the digits). **Stop** keeps what it learned. The weights are "
-    "this page's alone; download them as safetensors with their card."
+    "this page's alone: download them as safetensors with their card, or press **Use this model "
+    "in every tab** (it joins this page's model list and opens on the Output tab)."
 )
 TASKS = [
     ("roles: who did what to whom (encoder, ~10 s)", "roles"),
@@ -43,6 +44,9 @@ def build() -> Built:
         start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
         stop = gr.Button(t("Stop"), elem_id="train-stop")
         save = gr.Button(t("Download the weights and card"), elem_id="train-save")
+        use = gr.Button(
+            t("Use this model in every tab"), variant="primary", visible=False, elem_id="train-use"
+        )
     status = gr.Markdown(elem_id="train-status")
     figure = plot("train-plot")
     weights = gr.File(
@@ -53,7 +57,12 @@ def build() -> Built:
     )
     timer = gr.Timer(1.0, active=False)
     return Built(
-        outputs={"train_status": status, "train_plot": figure, "train_weights": weights},
+        outputs={
+            "train_status": status,
+            "train_plot": figure,
+            "train_weights": weights,
+            "train_use": use,
+        },
         inputs={
             "train_task": task,
             "train_seconds": seconds,

@@ -1,0 +1,131 @@
+"""A model trained on the Train tab opens in every other tab (issue 21): under a secret id that
+only its page holds, new for every training; the Output tab says what the model read of the text
+and opens at the lesson's step."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from app import DEFAULT_TEXT
+from engine import Engine, is_live, model_choices, task_of
+from model import TRAINED, load_trained
+from serve.exports import model_part
+from serve.training import Trainings
+from tests.test_serve_training import wait_for
+from ui.handlers import RUN_INPUTS, Ask, Views
+from ui.state import ViewState
+from ui.tabs import output
+from viz.output_facts import LESSON, step_marks
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+class ShippedFit:
+    """train.fit's stand-in: the shipped weights under a live run's card, at once."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __call__(self, name, seconds, seed, on_progress, stop):
+        self.release.wait(20)
+        net = load_trained(name)
+        net.card = {**TRAINED[name], "train": {"live": True}, "steps": 321, "wall_time_s": 4.2}
+        return net
+
+
+@pytest.fixture(scope="module")
+def views():
+    default = ViewState(DEFAULT_TEXT, "bert")
+    views = Views(Engine(device="cpu"), default, {"bert", "induction"}, model_choices())
+    views.training.trainings = views.trainings = Trainings(fit=ShippedFit())
+    return views
+
+
+def trained(views: Views, page: str, task: str = "induction") -> str:
+    fit = views.trainings._fit
+    fit.release.clear()
+    views.trainings.start(page, task, 10)
+    assert views.trainings.model_id(page) is None  # not before the training has ended
+    fit.release.set()
+    wait_for(lambda: views.trainings.model_id(page) is not None)
+    return views.trainings.model_id(page)
+
+
+def run(views: Views, page: str, text: str, model: str, tab: str = "output") -> dict:
+    values = dict(zip(RUN_INPUTS, (text, model, "", "", "", "final", True), strict=True))
+    return views.run(Ask(tab=tab, page=page), **values)
+
+
+def test_use_opens_the_pages_model_on_the_output_tab_under_a_secret_id(views):
+    model_id = trained(views, "page-a")
+    assert is_live(model_id) and task_of(model_id) == "induction"
+    assert len(model_id) > len("page:induction:") + 12  # the secret part
+
+    out = views.training.use(Ask(tab="train", page="page-a"))
+    assert out["model"]["value"] == model_id
+    labels = {value: label for label, value in out["model"]["choices"]}
+    assert labels[model_id] == "induction — trained on this page" and "bert" in labels
+    assert out["text"] == "hello hello"  # the last run was BERT's: the task's own text
+    assert out["tabs"].selected == "output" and out["target"]["visible"] is False
+    assert r"induction \(trained on this page, 321 steps\)" in out["status"]  # Markdown
+    assert "Trained from scratch" in out["prediction"] and "4 s" in out["prediction"]
+    steps = out["steps_table"]
+    assert steps.iloc[7, 0] == f"{LESSON} 7"  # "hello hello": step 7 reads the second h
+    # titles and file names never carry the secret
+    plot = out["steps_plot"].plot  # the figure's JSON, its download name in its config
+    assert model_id not in plot and model_id.rsplit(":", 1)[1] not in plot
+    assert "trained on this page" in json.loads(plot)["layout"]["title"]["text"]
+    assert '"filename": "steps_induction-trained-here' in plot
+    assert model_part(model_id) == "induction-trained-here"
+
+    # every other tab draws it, from the page's run
+    drawn = views.tab(Ask(tab="attention", page="page-a"), "attention")
+    assert "head_plot" in drawn and "error" not in drawn["status"].lower()
+
+
+def test_another_page_and_a_link_cannot_open_it(views):
+    model_id = trained(views, "page-b")
+    said = run(views, "page-c", "abcabc", model_id)["status"]
+    assert "trained on this page is gone" in said
+    link = views.deeplink(Ask(page="page-c"), f"?model={model_id}&text=abc")
+    assert "trained on another page" in link["link_notes"]
+    assert link["model"] == "bert"  # the link's view opens with the default model
+    assert "gone" not in run(views, "page-b", "abcabc", model_id)["status"]
+
+
+def test_training_again_retires_the_old_id(views):
+    first = trained(views, "page-d")
+    run(views, "page-d", "abab", first)
+    second = trained(views, "page-d", "roles")
+    assert second != first and task_of(second) == "roles"
+    assert "gone" in run(views, "page-d", "abab", first)["status"]
+    out = views.training.use(Ask(tab="train", page="page-d"))
+    assert out["text"] == "我喜欢你" and "agent" in out["prediction"]
+
+
+def test_use_before_training_says_so(views):
+    with pytest.raises(ValueError, match="Train a model first"):
+        views.training.use(Ask(tab="train", page="page-nothing"))
+
+
+def test_steps_after_the_typed_text_carry_no_mark(views):
+    """The continuation the model wrote itself is no answer to check it against."""
+    assert step_marks([1, 2, 3, 4], [0, 1, 2, 3], typed=2) == ["✓", "", "", ""]
+    engine = views.engine
+    analysis = engine.analyse("hello hello", "induction")
+    assert analysis.typed == 12  # <s> and 11 characters; the rest was written by the model
+    trace = analysis.trace
+    table = output.steps_table(trace, "decoder", analysis.model.net.tokenizer, typed=12)
+    marks = list(table["✓/✗"])
+    assert marks[7:11] == ["✓"] * 4 and set(marks[11:]) == {""}
+    assert set(table["next in text"][11:]) == {"—"}
+    # the same stream typed to another length is another analysis
+    longer = engine.analyse("hello hello hello", "induction")
+    assert longer.key != analysis.key and longer.typed == 18
+    dates = engine.analyse("2026年11月22日", "dates")
+    assert dates.typed == 1  # the decoder reads its own translation
+    table = output.steps_table(dates.trace, "cross", dates.model.net.tokenizer, typed=1)
+    assert set(table["✓/✗"]) == {""} and table.iloc[0, 0] == f"{LESSON} 0"
