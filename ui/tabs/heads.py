@@ -603,9 +603,8 @@ def makers(view: View) -> dict:
         if analysis_.model.model_id == "bert":
             meta.update(hf_max_diff=hf_difference(trace), hf_reference=HF_REFERENCE)
         try:  # docs/exports.md: one folder in Gradio's cache, bounded in bytes
-            path = exports.EXPORTS.write(
-                exports.trace_name(model_id, key), analysis.trace_npz(trace, meta)
-            )
+            data = analysis.trace_npz(trace, meta, measures=True, net=net)  # + every measure
+            path = exports.EXPORTS.write(exports.trace_name(model_id, key), data)
         except exports.TooLarge as exc:  # the sentence in place of the file
             return gr.update(value=None, visible=True, label=message_of(exc))
         return gr.update(value=path, visible=True, label=t("Trace export"))
