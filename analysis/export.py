@@ -25,9 +25,11 @@ from analysis.block import mixing_ratio, norm_attention_block
 from analysis.distances import head_distances, mds_2d
 from analysis.flow import attention_flow
 from analysis.head_stats import head_stats
+from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from analysis.patterns import head_patterns
 from analysis.rollout import rollout
 from analysis.tokens import real_tokens
+from analysis.words import word_attention
 from model.trace import Trace
 
 SKIPPED = ("config", "device", "tokens", "tgt_tokens", "_lazy", "_replay")  # manifest, or below
@@ -95,7 +97,12 @@ def _jsonable(value):
 
 
 def trace_npz(
-    trace: Trace, meta: dict | None = None, half: bool = False, compress: bool = False
+    trace: Trace,
+    meta: dict | None = None,
+    half: bool = False,
+    compress: bool = False,
+    measures: bool = False,
+    net=None,
 ) -> bytes:
     """Every tensor of a trace as an .npz, with a "manifest.json" entry.
 
@@ -105,11 +112,17 @@ def trace_npz(
         half: store float tensors as float16 (half the size; ~3 significant digits).
         compress: deflate the entries (zlib level 1). Floats barely compress (-9 % on a 128-token
             BERT trace) and it costs about 1 s per 13 MB on this CPU, so it is off by default.
+        measures: add the research measures of the first text, every stack, as
+            "measures/<stack>/<name>" (trace_measures; each named with its paper and convention
+            in the manifest's "measures"). ``net`` gives the LayerNorm weights of the attention
+            block (Kobayashi et al. 2021) when the trace no longer reaches its model.
     Returns:
         The .npz bytes; ``numpy.load(io.BytesIO(data))["attentions/encoder"]`` reads a tensor and
         ``json.loads(numpy.load(...)["manifest.json"])`` the manifest.
     """
     tensors = _tensors(trace)
+    arrays, described, notes = trace_measures(trace, net=net) if measures else ({}, {}, {})
+    tensors.update({name: torch.tensor(array) for name, array in arrays.items()})
     buffer = io.BytesIO()
     entries = {}
     method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
@@ -131,6 +144,7 @@ def trace_npz(
             "tokens": trace.tokens,
             "tgt_tokens": trace.tgt_tokens,
             "tensors": entries,
+            **({"measures": described, "measures_notes": notes} if measures else {}),
             **{  # the trace's plain settings: positions on/off, ablation mode, ...
                 f.name: getattr(trace, f.name)
                 for f in fields(trace)
@@ -141,7 +155,8 @@ def trace_npz(
             "[B, L+1, T, d_model]; masks: bool [B, T_q, T_k], True = may attend; 0-based.",
         }
         extra = _jsonable(meta or {})
-        extra.pop("tensors", None)  # the entry list describes the file; the caller cannot change it
+        for key in ("tensors", "measures", "measures_notes"):  # they describe the file: the
+            extra.pop(key, None)  # caller cannot change them
         manifest.update(extra)
         zf.writestr("manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
     return buffer.getvalue()
@@ -185,6 +200,12 @@ CONVENTIONS = {
         "Kobayashi et al. 2021, Incorporating Residual and Normalization Layers",
         "AttnResLn-N mixing ratio |mix| / (|mix| + |keep|), mean over real tokens; [L]",
     ),
+    "word_attention": (
+        "Clark et al. 2019, What does BERT look at? (bpe_utils.get_word_word_attention)",
+        "attention to a word = sum over its pieces, from a word = mean of its pieces' rows; "
+        "special tokens are words of their own; over the item's real tokens; [L, H, W, W], the "
+        "words in the manifest",
+    ),
     "norm": (
         "Kobayashi et al. 2020, Attention is not only a weight",
         "sum_j |alpha_ij f_h(x_j)| per head, mean over real queries; norm_share = its share "
@@ -222,42 +243,100 @@ def _measures_manifest(names) -> dict:
     return {n: {"paper": CONVENTIONS[n][0], "convention": CONVENTIONS[n][1]} for n in names}
 
 
+FLOW_MAX_TOKENS = 64  # attention_flow: T max-flows; left out of an export above this many tokens
+
+
+def measure_arrays(
+    trace: Trace,
+    stack: str = "encoder",
+    item: int = 0,
+    flow_max_tokens: int = FLOW_MAX_TOKENS,
+    net=None,
+) -> tuple[dict[str, np.ndarray], dict]:
+    """Issue 22's measures of one item and stack: (arrays by name, notes for the manifest).
+
+    Arrays: "head_table/<column>" [L, H] (head_table), "head_distances", "mds_2d", and for
+    self-attention stacks "rollout", "attention_flow" (left out above ``flow_max_tokens`` real
+    tokens: seconds per row), "word_attention" and, for a model the trace can still reach (or
+    ``net``), "norm_attention_block" and "mixing_ratio". Positions are the item's own (padding
+    included, its rows 0); word_attention is over its real tokens. Notes: what was left out and
+    why, the words of word_attention.
+    """
+    table = head_table(trace, stack, item)
+    shape = (trace.config.n_layers, trace.config.n_heads)
+    arrays = {f"head_table/{c}": table[c].to_numpy().reshape(shape) for c in table.columns[2:]}
+    distances = head_distances(trace, stack, item)
+    arrays["head_distances"] = distances.numpy()
+    arrays["mds_2d"] = mds_2d(distances).numpy()
+    notes: dict = {}
+    if stack == "cross":
+        return arrays, notes
+    arrays["rollout"] = rollout(trace, stack)[item].cpu().float().numpy()
+    n = int(real_tokens(trace, stack)[0][item].sum())
+    if n <= flow_max_tokens:
+        arrays["attention_flow"] = attention_flow(trace, stack, item).float().numpy()
+    else:
+        notes["attention_flow"] = (
+            f"left out: {n} tokens, computed for up to {flow_max_tokens} (one max-flow a token)"
+        )
+    tokens = trace.tokens_for(stack)[0][item][:n]
+    words, by_word = word_attention(trace.attentions[stack][item : item + 1, ..., :n, :n], tokens)
+    arrays["word_attention"] = by_word[0].cpu().float().numpy()  # (L, H, W, W)
+    notes["words"] = words
+    if net is not None or trace._replay is not None:
+        arrays["norm_attention_block"] = norm_attention_block(trace, stack, net)[item].numpy()
+        arrays["mixing_ratio"] = mixing_ratio(trace, stack, net)[item].numpy()
+    else:
+        notes["norm_attention_block"] = "left out: the trace no longer reaches its model"
+    return arrays, notes
+
+
+def _measured(names) -> list[str]:
+    """The CONVENTIONS entries that describe these array names (head_table/* -> two entries)."""
+    found = [n for n in names if "/" not in n]
+    if any(n.startswith("head_table/") for n in names):
+        found = ["head_stats", "head_patterns", *found]
+    return found
+
+
+def trace_measures(
+    trace: Trace, item: int = 0, flow_max_tokens: int = FLOW_MAX_TOKENS, net=None
+) -> tuple[dict[str, np.ndarray], dict, dict]:
+    """Every stack's measures of one item for trace_npz: ({"measures/<stack>/<name>": array},
+    {entry name: {"paper", "convention"}}, {stack: notes})."""
+    arrays, described, notes = {}, {}, {}
+    for stack in trace.stacks:
+        found, notes[stack] = measure_arrays(trace, stack, item, flow_max_tokens, net)
+        for name, array in found.items():
+            arrays[f"measures/{stack}/{name}"] = array
+            key = name.split("/")[0]
+            if key == "head_table":  # a column of head_stats or of head_patterns
+                key = "head_patterns" if name[11:] in PATTERN_COLUMNS else "head_stats"
+            described[f"measures/{stack}/{name}"] = _measures_manifest([key])[key]
+    for stack in notes:
+        notes[stack]["item"] = item
+    return arrays, described, notes
+
+
 def measures_npz(
     trace: Trace,
     stack: str = "encoder",
     item: int = 0,
     meta: dict | None = None,
-    flow_max_tokens: int = 64,
+    flow_max_tokens: int = FLOW_MAX_TOKENS,
+    net=None,
 ) -> bytes:
-    """Issue 22's measures of one item as an .npz with a manifest naming each one's paper.
-
-    Entries: "head_table/<column>" [L, H] (head_table), "rollout", "attention_flow" (left out
-    above ``flow_max_tokens`` real tokens: seconds per row), "head_distances", "mds_2d", and for
-    self-attention stacks of a model the trace can still reach, "norm_attention_block" and
-    "mixing_ratio". Positions are the item's own (padding included, its rows 0).
-    """
-    table = head_table(trace, stack, item)
-    arrays = {f"head_table/{c}": table[c].to_numpy() for c in table.columns[2:]}
-    shape = (trace.config.n_layers, trace.config.n_heads)
-    arrays = {k: v.reshape(shape) for k, v in arrays.items()}  # (L, H) each
-    distances = head_distances(trace, stack, item)
-    arrays["head_distances"] = distances.numpy()
-    arrays["mds_2d"] = mds_2d(distances).numpy()
-    if stack != "cross":
-        arrays["rollout"] = rollout(trace, stack)[item].cpu().float().numpy()
-        if int(real_tokens(trace, stack)[0][item].sum()) <= flow_max_tokens:
-            arrays["attention_flow"] = attention_flow(trace, stack, item).float().numpy()
-        if trace._replay is not None:
-            arrays["norm_attention_block"] = norm_attention_block(trace, stack)[item].numpy()
-            arrays["mixing_ratio"] = mixing_ratio(trace, stack)[item].numpy()
-    names = ["head_stats", "head_patterns", *[k for k in arrays if "/" not in k]]
+    """Issue 22's measures of one item as an .npz with a manifest naming each one's paper
+    (measure_arrays: its entries, and what is left out when)."""
+    arrays, notes = measure_arrays(trace, stack, item, flow_max_tokens, net)
     manifest = {
         "format": "Transformer Anatomy measures, one .npy per array",
         "model": trace.config.name,
         "stack": stack,
         "item": item,
         "tokens": trace.tokens_for(stack)[0][item],
-        "measures": _measures_manifest(dict.fromkeys(names)),
+        "measures": _measures_manifest(dict.fromkeys(_measured(arrays))),
+        "notes": notes,
         "layout": "0-based layers and heads; head index in head_distances = layer*H + head",
     }
     extra = _jsonable(meta or {})

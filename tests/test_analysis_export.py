@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import analysis
+import analysis.export
 from model import PRESETS, Transformer
 from tests.conftest import LONG_TEXT
 
@@ -112,3 +113,27 @@ def test_every_architecture_exports(preset):
     for stack in tr.stacks:
         assert f"attentions/{stack}" in npz.files
     assert "logits" in npz.files
+
+
+def test_trace_npz_adds_every_stacks_measures_and_says_what_it_left_out():
+    net = Transformer(PRESETS["seed000-tiny"])
+    ids = net.tokenizer(["the cat sat on the mat"])["input_ids"]
+    tr = net.trace(ids, tgt_ids=ids)
+    plain = np.load(io.BytesIO(analysis.trace_npz(tr, {})))
+    assert not [n for n in plain.files if n.startswith("measures/")]
+    assert "measures" not in json.loads(plain["manifest.json"])
+    data = analysis.trace_npz(tr, {"measures": "nope"}, measures=True, net=net)
+    npz = np.load(io.BytesIO(data), allow_pickle=False)
+    manifest = json.loads(npz["manifest.json"])
+    for stack in ("encoder", "decoder"):
+        for name in ("mixing_ratio", "norm_attention_block", "attention_flow", "word_attention"):
+            assert f"measures/{stack}/{name}" in npz.files
+    cross = {n for n in npz.files if n.startswith("measures/cross/")}
+    assert "measures/cross/head_distances" in cross and "measures/cross/rollout" not in cross
+    ratio = analysis.mixing_ratio(tr, "decoder", net)[0].numpy()
+    assert np.array_equal(npz["measures/decoder/mixing_ratio"], ratio)
+    assert isinstance(manifest["measures"], dict)  # meta cannot replace it
+    assert set(manifest["measures"]) == {n for n in npz.files if n.startswith("measures/")}
+    # a flow limit below the text's length: the flow is left out and the notes say so
+    arrays, notes = analysis.export.measure_arrays(tr, "encoder", flow_max_tokens=2, net=net)
+    assert "attention_flow" not in arrays and "up to 2" in notes["attention_flow"]

@@ -13,8 +13,10 @@ import threading
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import analysis
 import app
@@ -287,3 +289,47 @@ def test_fifty_exports_through_the_app_leave_no_copy_in_gradios_cache(tmp_path, 
     assert not Path(returned[0]["path"]).exists() and Path(returned[-1]["path"]).exists()
     assert newest.status_code == 200
     assert newest.content == Path(returned[-1]["path"]).read_bytes()  # served from there
+
+
+def test_the_pages_trace_export_holds_every_research_measure_named_with_its_paper(heads_export):
+    """The Heads tab's "Export the whole trace": beside the trace, every measure of the text as
+    the analysis functions compute it, each named in the manifest with its paper and convention."""
+    drawn, update = heads_export("the cat sat on the mat, the cat sat.", only="trace_npz")
+    npz = np.load(update["value"], allow_pickle=False)
+    manifest = json.loads(npz["manifest.json"])
+    trace, net = drawn.trace, drawn.model.net
+    n_layers, n_heads, t = 6, 12, len(trace.tokens[0])
+
+    def got(name: str) -> torch.Tensor:
+        return torch.from_numpy(npz[f"measures/encoder/{name}"]).float()
+
+    def near(name: str, expected, shape, atol=1e-6) -> None:
+        assert tuple(npz[f"measures/encoder/{name}"].shape) == shape, name
+        if isinstance(expected, torch.Tensor):
+            expected = expected.numpy()
+        expected = torch.from_numpy(np.array(expected, dtype=np.float32))
+        torch.testing.assert_close(got(name), expected, atol=atol, rtol=0)
+
+    table = analysis.head_table(trace, "encoder")
+    for column in ("previous_token", "duplicate_token", "induction", "prefix_matching", "entropy"):
+        near(f"head_table/{column}", table[column].to_numpy().reshape(6, 12), (n_layers, n_heads))
+    near("head_distances", analysis.head_distances(trace, "encoder"), (72, 72))
+    near("rollout", analysis.rollout(trace, "encoder")[0], (n_layers, t, t))
+    near("attention_flow", analysis.attention_flow(trace, "encoder"), (t, t))
+    block = analysis.norm_attention_block(trace, "encoder", net)[0]
+    near("norm_attention_block", block, (n_layers, t, t), atol=1e-5)
+    near("mixing_ratio", analysis.mixing_ratio(trace, "encoder", net)[0], (n_layers,))
+    words, by_word = analysis.word_attention(trace.attentions["encoder"], trace.tokens[0])
+    near("word_attention", by_word[0], (n_layers, n_heads, len(words), len(words)))
+    assert manifest["measures_notes"]["encoder"]["words"] == words
+    assert torch.equal(torch.from_numpy(npz["attentions/encoder"]), trace.attentions["encoder"])
+    measured = {n for n in npz.files if n.startswith("measures/")}
+    assert set(manifest["measures"]) == measured  # every measure named, nothing else
+    assert measured <= set(manifest["tensors"])  # and listed with its shape and dtype
+    papers = {name: entry["paper"] for name, entry in manifest["measures"].items()}
+    assert papers["measures/encoder/mixing_ratio"].startswith("Kobayashi et al. 2021")
+    assert papers["measures/encoder/attention_flow"].startswith("Abnar & Zuidema 2020")
+    assert papers["measures/encoder/head_table/induction"].startswith("TransformerLens")
+    assert papers["measures/encoder/head_table/entropy"].startswith("Clark et al. 2019")
+    assert papers["measures/encoder/word_attention"].startswith("Clark et al. 2019")
+    assert all(entry["convention"] for entry in manifest["measures"].values())

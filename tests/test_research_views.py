@@ -16,8 +16,10 @@ from lang import speaking
 from tests.apphost import CHROMIUM, serve_app
 from ui.render import render
 from ui.state import Selection
+from ui.tabs import BY_ID
 
 TEXT = "the cat sat on the mat, the cat sat."
+SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -102,15 +104,72 @@ def test_a_click_on_the_distance_map_opens_that_head_and_the_columns_show(page):
         assert (layer, head) != (5, 11)  # a change the page had to make
 
 
-def test_the_attention_block_view_is_kobayashi_2021s_norms_and_mixing_ratio(bert_analysis):
+def test_the_attention_block_is_on_the_attention_tab_for_every_layer(bert_analysis):
+    """Kobayashi et al. 2021's block: one tile a layer, each the analysis function's norms and
+    titled with its mixing ratio; no layer, head, measure or units switch redraws it."""
     trace, net = bert_analysis.trace, bert_analysis.model.net
-    out = render("heads", bert_analysis, Selection(layer=2), only={"block_plot"})
-    cells, bars = out["block_plot"].data
-    expected = analysis.norm_attention_block(trace, "encoder", net)[0, 2]
-    assert abs(torch.as_tensor(cells.z, dtype=torch.float32) - expected).max() < 1e-5
-    ratio = analysis.mixing_ratio(trace, "encoder", net)[0]
-    assert abs(torch.as_tensor(bars.y, dtype=torch.float32) - ratio).max() < 1e-6
+    out = render("attention", bert_analysis, Selection(layer=2, measure="norms", units="words"))
+    fig = out["block_plot"]
+    expected = analysis.norm_attention_block(trace, "encoder", net)[0]  # (L, T, T)
+    ratio = analysis.mixing_ratio(trace, "encoder", net)[0]  # (L,)
+    assert [cells.name for cells in fig.data] == [f"L{layer}" for layer in range(6)]
+    for layer, cells in enumerate(fig.data):
+        assert abs(torch.as_tensor(cells.z, dtype=torch.float32) - expected[layer]).max() < 1e-5
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [f"layer {la} · mixing ratio {float(ratio[la]):.2f}" for la in range(6)]
     assert float(ratio.min()) > 0 and float(ratio.max()) < 1
+    assert "Kobayashi et al. 2021" in fig.layout.title.text
+    assert fig.layout.coloraxis.cmax == pytest.approx(float(expected.max()))  # one scale
+    tab = BY_ID["attention"]
+    for name in ("layer", "head", "measure", "units"):
+        assert "block_plot" not in tab.redrawn_by(name), name
+    assert not tab.server_redraws("layer") and not tab.server_redraws("head")
+    assert "block_plot" not in BY_ID["heads"].outputs  # in one place
+    # each layer on its own scale: the same numbers, each tile 0 → its own max
+    fig = render("attention", bert_analysis, Selection(scale="head"), only={"block_plot"})
+    fig = fig["block_plot"]
+    assert [c.zmax for c in fig.data] == pytest.approx([float(m.max()) for m in expected])
+    assert not fig.layout.coloraxis.cmax
+
+
+def test_past_its_token_limit_the_block_figure_draws_the_mixing_ratios_and_says_so():
+    from viz.block import BLOCK_TOKENS
+
+    long = " ".join(["word"] * (BLOCK_TOKENS + 10))
+    drawn = Engine(device="cpu").analyse(long, BUNDLED, "")
+    fig = render("attention", drawn, Selection(), only={"block_plot"})["block_plot"]
+    (bars,) = fig.data
+    ratio = analysis.mixing_ratio(drawn.trace, "encoder", drawn.model.net)[0]
+    assert abs(torch.as_tensor(bars.y, dtype=torch.float32) - ratio).max() < 1e-6
+    assert f"up to {BLOCK_TOKENS} tokens" in fig.layout.title.text
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_a_click_on_a_layer_of_the_block_figure_opens_that_layer(page):
+    with serve_app() as (url, _):
+        page.goto(f"{url}?tab=attention&layer=0&head=3")
+        gd = "document.querySelector('#block-plot .js-plotly-plot')"
+        page.wait_for_function(f"() => {gd}?.data?.length === 6", timeout=30_000)
+        page.locator("#block-plot").scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.locator("#block-plot").screenshot(path=str(SHOTS / "attention_block.png"))
+        x, y = page.evaluate(
+            f"""() => {{
+              const gd = {gd}, box = gd.getBoundingClientRect(), full = gd._fullLayout;
+              const xa = full.xaxis5, ya = full.yaxis5;  // layer 4: second row, second tile
+              return [box.left + xa._offset + xa._length / 2,
+                      box.top + ya._offset + ya._length / 2];
+            }}"""
+        )
+        page.mouse.click(x, y)
+        page.wait_for_function(
+            "() => document.querySelector('#layer input[type=number]').value === '4'"
+            " && (document.querySelector('#head-plot .js-plotly-plot')?.layout?.title?.text || '')"
+            ".startsWith('Layer 4, head 3')",
+            timeout=20_000,
+        )
 
 
 def test_the_words_switch_is_clark_et_als_word_attention(bert_analysis):

@@ -114,5 +114,18 @@
       props.value = `${+cell[0]},${+cell[1]},${Date.now()}`;
     });
   });
+  /* ... and a layer of the Attention tab's block figure (each tile's trace is named "L<layer>"):
+     that layer, with the head the page shows now. */
+  ta.drawHooks.push((gd) => {
+    if (gd.taPick || !gd.on || !gd.closest('#block-plot')) return;
+    gd.taPick = true;
+    gd.on('plotly_click', (ev) => {
+      const p = ev && ev.points && ev.points[0], props = ta._pickers?.block;
+      const layer = p && /^L(\d+)$/.exec(String(p.data?.name ?? ''));
+      const head = document.querySelector('#head input[type=number]')?.value ?? '0';
+      if (!props || !layer) return;
+      props.value = `${layer[1]},${+head || 0},${Date.now()}`;
+    });
+  });
 
 })();

@@ -14,9 +14,10 @@ from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
 from ui.state import run_id
-from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
+from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
 from viz import attention
 from viz.attention import CAPTIONS
+from viz.block import BLOCK_TOKENS, block_figure
 from viz.common import stack_tokens
 
 # The head switch's two sides: here, the data every head is drawn from (switch_data) and the
@@ -53,6 +54,9 @@ def build() -> Built:
     head_plot = plot("head-plot")
     gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
     overview_plot = plot("overview-plot")
+    gr.Markdown(t(BLOCK_CAPTION.format(limit=BLOCK_TOKENS)), elem_classes="ta-caption")
+    block_plot = plot("block-plot")
+    block_picker = tile_picker("block-pick", "block")  # a tile's layer, the shown head
     gr.Markdown(t(CAPTIONS["compare"]), elem_classes="ta-caption")
     with gr.Row():
         controls = {
@@ -62,22 +66,35 @@ def build() -> Built:
             "head_b": Slider(0, 11, value=1, step=1, label=t("B: head"), elem_id="head-b"),
         }
     compare_plot = plot("compare-plot")
-    picker = gr.HTML(
-        "", js_on_load="ta.tilePicker(props)", elem_id="overview-pick", elem_classes="ta-hidden"
-    )
+    picker = tile_picker("overview-pick", "overview")
     head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for ta.switchHead
     head_data.change(fn=None, js="(data) => ta.keepData(data)", inputs=[head_data])
     outputs = {
         "head_plot": head_plot,
         "head_data": head_data,
         "overview_plot": overview_plot,
+        "block_plot": block_plot,
         "compare_plot": compare_plot,
     }
     return Built(
         outputs=outputs,
         controls={**controls, "scale": scale, "measure": measure, "units": units},
-        picks=[picker],
+        picks=[picker, block_picker],
     )
+
+
+BLOCK_CAPTION = (
+    "**Attention with the residual and the LayerNorm, every layer** (Kobayashi et al. 2021, "
+    "*Incorporating Residual and Normalization Layers into Analysis of Masked Language Models*): "
+    "how much key j contributes to token i after the whole attention block, all heads together "
+    "— ‖Σ_h α_ij f_h(x_j) + δ_ij x_i‖ through the LayerNorm that follows, i.e. the norm of key "
+    "j's share of LN(Σ_j α_ij f(x_j) + x_i) (b_O and LN's β left out, as in their code). Each "
+    "tile's title gives the layer's **mixing ratio**: mean over the tokens of ‖mix_i‖ / (‖mix_i‖ "
+    "+ ‖keep_i‖), where keep_i is what token i keeps from itself (its own attention and the "
+    "residual) and mix_i what comes from the other tokens — low: the residual dominates, and "
+    "the weights α alone overstate how much tokens mix. Over tokens, for texts of up to {limit} "
+    "tokens (longer: the mixing ratios alone); click a tile to open that layer."
+)
 
 
 RANDOM_NOTE = (
@@ -206,8 +223,19 @@ def makers(view: View) -> dict:
         "head_plot": head_plot,
         "head_data": lambda: switch_data(view, trace, sel),
         "overview_plot": lambda: note(attention.overview_figure(trace, sel.stack, scale=sel.scale)),
+        "block_plot": lambda: block_view(view),
         "compare_plot": compare_plot,
     }
+
+
+def block_view(view: View):
+    """Kobayashi et al. 2021's block for every layer, from the trace itself (not the norms or
+    words the other views may show); a decoder's cross block is not drawn."""
+    sel = view.sel
+    if sel.stack == "cross":
+        return None
+    fig = block_figure(view.analysis.trace, sel.stack, view.analysis.model.net, scale=sel.scale)
+    return untrained_note(fig, view.analysis.model.random_weights)
 
 
 TAB = Tab(
@@ -219,6 +247,8 @@ TAB = Tab(
         "head_plot": ("stack", "layer", "head", "scale", "measure", "units"),
         "head_data": ("stack", "scale", "measure", "units"),
         "overview_plot": ("stack", "scale", "measure", "units"),
+        # every layer at once, over tokens: no layer, head, measure or units redraws it
+        "block_plot": ("stack", "scale"),
         "compare_plot": (
             "stack",
             "layer_a",

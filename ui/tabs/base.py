@@ -24,6 +24,18 @@ def plot(elem_id: str) -> gr.Plot:
     return component
 
 
+def tile_picker(elem_id: str, figure: str) -> gr.HTML:
+    """A hidden box that picks a head: gr.Plot has no click event, so a clicked tile or point of
+    ``figure`` writes its "layer,head,time" here (ta.tilePicker, ui/js/figures.js) and the box's
+    change selects that head (its id goes into ``Built.picks``)."""
+    return gr.HTML(
+        "",
+        js_on_load=f"ta.tilePicker(props, {json.dumps(figure)})",
+        elem_id=elem_id,
+        elem_classes="ta-hidden",
+    )
+
+
 class Slider(gr.Slider):
     """A layer/head slider that accepts any number (the selection clamps it to the model).
 

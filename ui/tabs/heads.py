@@ -21,7 +21,7 @@ from analysis.corpus import MAX_SENTENCES
 from lang import message_of, tr
 from serve import exports
 from ui.i18n import t
-from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
+from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
 from viz.attention import stack_title
 from viz.common import (
     base_layout,
@@ -148,20 +148,11 @@ def build() -> Built:
     npz = gr.File(label=t("Trace export"), elem_id="trace-npz", visible=False)
     gr.Markdown(t(DISTANCE_CAPTION), elem_classes="ta-caption")
     distance_plot = plot("distance-plot")
-    # gr.Plot has no click event: a clicked head's "layer,head,time" goes into this hidden
-    # HTML (ta.tilePicker, ui/js/figures.js), whose change picks the head.
-    picker = gr.HTML(
-        "",
-        js_on_load="ta.tilePicker(props, 'distance')",
-        elem_id="distance-pick",
-        elem_classes="ta-hidden",
-    )
+    picker = tile_picker("distance-pick", "distance")  # a clicked head opens it
     gr.Markdown(t(ROLLOUT_CAPTION), elem_classes="ta-caption")
     rollout_plot = plot("rollout-plot")
     gr.Markdown(t(FLOW_CAPTION.format(limit=FLOW_TOKENS)), elem_classes="ta-caption")
     flow_plot = plot("flow-plot")
-    gr.Markdown(t(BLOCK_CAPTION), elem_classes="ta-caption")
-    block_plot = plot("block-plot")
     gr.Markdown(t(ABLATION_CAPTION), elem_classes="ta-caption")
     mode, heads_set, ablate = ablation_controls()
     ablation = gr.Dataframe(elem_id="ablation-table", interactive=False)
@@ -179,7 +170,6 @@ def build() -> Built:
             "distance_plot": distance_plot,
             "rollout_plot": rollout_plot,
             "flow_plot": flow_plot,
-            "block_plot": block_plot,
             "ablation_table": ablation,
             "breakdown": breakdown,
             **corpus.outputs,
@@ -425,68 +415,6 @@ def pattern_of(trace, stack: str, pattern: str):
         ) from None
 
 
-BLOCK_CAPTION = (
-    "**Attention with the residual and the LayerNorm** (Kobayashi et al. 2021): how much each "
-    "key j contributes to token i after the whole attention block — every head's α_ij f_h(x_j), "
-    "plus x_i itself through the residual, through the LayerNorm that follows — as the norm ‖·‖ "
-    "of its share of LN(Σ_h α_ij f_h(x_j) + δ_ij x_i), for the chosen layer (all heads together). "
-    "Beside it, each layer's **mixing ratio**: the share of a token's new vector that comes from "
-    "the other tokens rather than from itself (low: the residual dominates). Weights α alone "
-    "overstate how much tokens mix."
-)
-
-
-def block_figure(trace, stack: str, layer: int, net):
-    """Kobayashi et al. 2021's attention-block norms for one layer beside every layer's mixing
-    ratio (one figure, two panels)."""
-    from plotly.subplots import make_subplots
-
-    block = analysis.norm_attention_block(trace, stack, net)[0, layer]  # (T, T)
-    ratio = analysis.mixing_ratio(trace, stack, net)[0]  # (L,)
-    q_tok, k_tok = stack_tokens(trace, stack)
-    block = block[: len(q_tok), : len(k_tok)].numpy()
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.68, 0.32],
-        horizontal_spacing=0.14,
-        subplot_titles=(
-            tr("layer {layer}: ‖attention + residual, after LayerNorm‖", layer=layer),
-            tr("mixing ratio per layer"),
-        ),
-    )
-    cells = heatmap(
-        block,
-        token_labels(k_tok),
-        token_labels(q_tok),
-        x_title=tr("key"),
-        y_title=tr("query"),
-        value_name=tr("norm"),
-        zmin=0.0,
-        zmax=float(block.max()) or 1.0,
-    )
-    cells.update(colorbar={"x": 0.6, "len": 0.9, "title": {"text": tr("norm"), "side": "right"}})
-    fig.add_trace(cells, row=1, col=1)
-    fig.add_bar(
-        x=[str(i) for i in range(len(ratio))],
-        y=ratio.numpy(),
-        marker_color=["#1f4e9a" if i == layer else "#9db7dd" for i in range(len(ratio))],
-        hovertemplate=tr("layer %{x}: mixing ratio %{y:.3f}") + "<extra></extra>",
-        row=1,
-        col=2,
-    )
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text=tr("layer"), type="category", row=1, col=2)
-    fig.update_yaxes(range=[0, 1], row=1, col=2)
-    title = tr(
-        "Attention block with residual and LayerNorm — {stack} (Kobayashi et al. 2021)",
-        stack=stack_title(stack),
-    )
-    n = max(len(q_tok), len(k_tok))
-    base_layout(fig, title, height=min(820, max(400, 170 + 14 * n)))
-    return fig
-
-
 HF_REFERENCE = "transformers.BertModel(attn_implementation='eager') on the same weights and ids"
 
 
@@ -675,9 +603,8 @@ def makers(view: View) -> dict:
         if analysis_.model.model_id == "bert":
             meta.update(hf_max_diff=hf_difference(trace), hf_reference=HF_REFERENCE)
         try:  # docs/exports.md: one folder in Gradio's cache, bounded in bytes
-            path = exports.EXPORTS.write(
-                exports.trace_name(model_id, key), analysis.trace_npz(trace, meta)
-            )
+            data = analysis.trace_npz(trace, meta, measures=True, net=net)  # + every measure
+            path = exports.EXPORTS.write(exports.trace_name(model_id, key), data)
         except exports.TooLarge as exc:  # the sentence in place of the file
             return gr.update(value=None, visible=True, label=message_of(exc))
         return gr.update(value=path, visible=True, label=t("Trace export"))
@@ -702,8 +629,6 @@ def makers(view: View) -> dict:
         "trace_npz": npz,
         "rollout_plot": rollout,
         "distance_plot": lambda: distance_figure(trace, stack),
-        # the weights α of the attention block (a decoder's cross block is not drawn)
-        "block_plot": lambda: None if stack == "cross" else block_figure(trace, stack, layer, net),
         "flow_plot": lambda: (
             None if stack == "cross" else flow_figure(trace, stack, layer, sel.query)
         ),
@@ -728,7 +653,6 @@ TAB = Tab(
         "stats_csv": ("stack", "convention", "pattern"),
         "distance_plot": ("stack",),
         "flow_plot": ("stack", "layer", "query"),
-        "block_plot": ("stack", "layer"),
         "trace_npz": ("export",),  # only when its button is clicked (110 MB at 512 tokens)
         "rollout_plot": ("stack", "layer"),
         # One forward pass per head: on demand (1.6 s for a layer at 512 tokens, quiet CPU).

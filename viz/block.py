@@ -1,0 +1,131 @@
+"""The attention block with the residual and the LayerNorm (Kobayashi et al. 2021) for every layer
+at once: one small heatmap a layer, each titled with its layer and mixing ratio.
+
+Drawn on the Attention tab beside the weights α and the norms ‖α·f(x)‖. It reads every layer, so
+a layer or head switch never redraws it (the tab's head switch stays in the browser); only the
+stack and the colour scale change it. The numbers are analysis.norm_attention_block and
+analysis.mixing_ratio.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+import analysis
+from lang import tr
+from viz.attention import axis_titles, stack_title
+from viz.common import ATTENTION_SCALE, base_layout, heatmap, stack_tokens, token_labels
+
+BLOCK_TOKENS = 128  # the figure's limit: L·T² cells (6 × 128² ≈ 98k cells, ~0.4 MB) at most
+LABELLED_TOKENS = 24  # token labels on the axes up to this many tokens (else positions by hover)
+TILE_PX = 290  # a tile's height; three tiles fill a row of the page's width
+
+
+def columns(n_layers: int) -> int:
+    """Tiles a row: three up to 12 layers (2 × 3 for six), four beyond."""
+    return min(n_layers, 3 if n_layers <= 12 else 4)
+
+
+def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
+    """Every layer's ‖LN-share of Σ_h α_ij f_h(x_j) + δ_ij x_i‖ as a grid of heatmaps.
+
+    scale "head" colours each layer 0 → its own largest norm; "auto" and "fixed" colour every
+    layer on one scale, 0 → the largest norm of any layer (one colour bar). Above BLOCK_TOKENS
+    tokens only the mixing ratios are drawn, and the title says why.
+    """
+    q_tok, k_tok = stack_tokens(trace, stack)
+    ratio = analysis.mixing_ratio(trace, stack, net)[0].numpy()  # (L,)
+    if max(len(q_tok), len(k_tok)) > BLOCK_TOKENS:
+        return ratio_figure(stack, ratio, len(k_tok))
+    block = analysis.norm_attention_block(trace, stack, net)[0]  # (L, T, T)
+    block = block[:, : len(q_tok), : len(k_tok)].numpy()
+    n_layers = block.shape[0]
+    cols = columns(n_layers)
+    rows = math.ceil(n_layers / cols)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        shared_xaxes=True,
+        shared_yaxes=True,
+        horizontal_spacing=0.03,
+        vertical_spacing=0.28 / rows,
+        subplot_titles=[
+            tr("layer {layer} · mixing ratio {ratio:.2f}", layer=layer, ratio=float(ratio[layer]))
+            for layer in range(n_layers)
+        ],
+    )
+    shared = scale != "head"
+    top = float(block.max()) or 1.0
+    y_title, x_title = axis_titles(stack)
+    labelled = max(len(q_tok), len(k_tok)) <= LABELLED_TOKENS
+    x_labels, y_labels = token_labels(k_tok), token_labels(q_tok)
+    for layer in range(n_layers):
+        cells = heatmap(
+            block[layer],
+            x_labels,
+            y_labels,
+            x_title=x_title,
+            y_title=y_title,
+            value_name=tr("norm"),
+            zmin=0.0,
+            zmax=top if shared else float(block[layer].max()) or 1.0,
+            showscale=shared and layer == 0,
+        )
+        cells.update(name=f"L{layer}")  # a click on the tile opens this layer (ui/js/figures.js)
+        if shared:
+            cells.update(coloraxis="coloraxis")
+        fig.add_trace(cells, row=layer // cols + 1, col=layer % cols + 1)
+    if shared:
+        fig.update_layout(
+            coloraxis={
+                "colorscale": ATTENTION_SCALE,
+                "cmin": 0.0,
+                "cmax": top,
+                "colorbar": {"title": {"text": tr("norm"), "side": "right"}, "thickness": 12},
+            }
+        )
+        note = tr("one colour scale for every layer: 0 → {top:.2f}", top=top)
+    else:
+        note = tr("each layer coloured 0 → its own largest norm (hover for the number)")
+    title = tr(
+        "Attention block with residual and LayerNorm, every layer — {stack} "
+        "(Kobayashi et al. 2021)<br><sup>{note} · click a layer to open it</sup>",
+        stack=stack_title(stack),
+        note=note,
+    )
+    base_layout(fig, title, height=int(rows * TILE_PX + 110))
+    fig.update_layout(margin={"l": 10, "r": 10, "t": 96, "b": 10})
+    fig.update_xaxes(type="category", showgrid=False, showticklabels=labelled, tickangle=-60)
+    fig.update_yaxes(type="category", showgrid=False, showticklabels=False, autorange="reversed")
+    fig.update_yaxes(showticklabels=labelled, col=1)  # the query labels once a row, at the left
+    for annotation in fig.layout.annotations:  # the subplot titles: smaller than the figure's
+        annotation.font = {"size": 12}
+    return fig
+
+
+def ratio_figure(stack: str, ratio: np.ndarray, n_tokens: int) -> go.Figure:
+    """Past BLOCK_TOKENS tokens: every layer's mixing ratio alone, the limit said in the title."""
+    fig = go.Figure(
+        go.Bar(
+            x=[str(layer) for layer in range(len(ratio))],
+            y=ratio,
+            marker_color="#1f4e9a",
+            hovertemplate=tr("layer %{x}: mixing ratio %{y:.3f}") + "<extra></extra>",
+        )
+    )
+    title = tr(
+        "Mixing ratio per layer — {stack} (Kobayashi et al. 2021)<br><sup>{n} tokens: the "
+        "block's norms are drawn for texts of up to {limit} tokens</sup>",
+        stack=stack_title(stack),
+        n=n_tokens,
+        limit=BLOCK_TOKENS,
+    )
+    base_layout(fig, title, height=360)
+    fig.update_layout(margin={"l": 10, "r": 10, "t": 80, "b": 10})
+    fig.update_xaxes(title_text=tr("layer"), type="category")
+    fig.update_yaxes(title_text=tr("mixing ratio"), range=[0, 1])
+    return fig
