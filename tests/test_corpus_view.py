@@ -258,6 +258,7 @@ def test_opening_a_linked_corpus_measures_it_and_the_status_link_keeps_it_on_tha
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
 def test_a_linked_corpus_in_chinese_its_rows_and_its_map_open_heads(page):
     from tests.test_e2e_browser import shot
+    from tests.test_research_views import farthest_point
 
     link = "?text=hello%20world&model=seed004-encoder&corpus=zh&lang=zh-CN&layer=1&head=3"
     with serve_app() as (url, _):
@@ -292,23 +293,6 @@ def test_a_linked_corpus_in_chinese_its_rows_and_its_map_open_heads(page):
         page.locator("#corpus-table [role=row]").nth(3).locator(":scope > *").nth(2).click()
         shown(0, 2)
         # A point of the corpus's map: the head farthest from the others, not the one shown.
-        page.locator("#corpus-distance-plot").scroll_into_view_if_needed()
-        x, y, layer, head = page.evaluate(
-            """() => {
-              const gd = document.querySelector('#corpus-distance-plot .js-plotly-plot');
-              const boxes = [...gd.querySelectorAll('.scatterlayer .point')]
-                .map((p) => p.getBoundingClientRect());
-              const at = boxes.map((r) => [r.left + r.width / 2, r.top + r.height / 2]);
-              let best = -1, room = -1;
-              at.forEach(([x, y], i) => {
-                const [l, h] = gd.data[0].customdata[i];
-                if (l === 0 && h === 2) return;
-                const near = Math.min(...at.filter((_, j) => j !== i)
-                  .map(([u, v]) => Math.hypot(u - x, v - y)));
-                if (near > room) { room = near; best = i; }
-              });
-              return [...at[best], ...gd.data[0].customdata[best]];
-            }"""
-        )
+        x, y, layer, head = farthest_point(page, "corpus-distance-plot", but=(0, 2))
         page.mouse.click(x, y)
         shown(layer, head)
