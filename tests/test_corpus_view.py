@@ -296,3 +296,12 @@ def test_a_linked_corpus_in_chinese_its_rows_and_its_map_open_heads(page):
         x, y, layer, head = farthest_point(page, "corpus-distance-plot", but=(0, 2))
         page.mouse.click(x, y)
         shown(layer, head)
+        # The English sample by hand: the status line's link and the address then name it.
+        page.locator("#corpus-sample label").nth(1).click()
+        page.click("#corpus-run")
+        page.wait_for_function(
+            "() => /202/.test(document.querySelector('#corpus-said')?.innerText || '')",
+            timeout=90_000,
+        )
+        page.wait_for_function("() => /corpus=en/.test(location.search)", timeout=10_000)
+        assert "corpus=en" in page.locator("#status a").first.get_attribute("href")

@@ -392,6 +392,7 @@ class Views:
         """Open the view a link describes; change nothing when the address holds none."""
         if not isinstance(query, str) or not query.strip("?"):
             return {}
+        self.sessions.of(ask.page).linked_corpus = ""  # an older link's, never measured now
         state, invalid = parse_link(query, self.models, TAB_IDS, self.default)
         state = replace(state, text=well_formed(state.text)[:MAX_CHARS])
         result = self.run_state(
