@@ -1,8 +1,9 @@
 """The view state a page shows, and its deep-link form (one parser, one writer).
 
 A deep link carries everything needed to reopen the same view: text, model, target, the Masks
-view's second sentence, the tab, the stack, layer and head, the A/B heads, the dimensions and the
-bertviz view. Parameters that are not valid are named in the status line, never dropped silently.
+view's second sentence, the tab, the stack, layer and head, the A/B heads, the dimensions, the
+bertviz view and the shipped corpus the Heads tab measured (``corpus=en``). Parameters that are
+not valid are named in the status line, never dropped silently.
 """
 
 from __future__ import annotations
