@@ -4,6 +4,7 @@ mode, and in Debian Chromium five pasted sentences give the table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -156,3 +157,151 @@ def test_five_pasted_sentences_give_the_table_in_the_browser(page, tmp_path):
             ".test(document.querySelector('#corpus-said')?.innerText || '')",
             timeout=60_000,
         )
+
+
+def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
+    from tests.test_server_language import english_words, figure_texts
+
+    with speaking("zh-CN"):
+        out = views.corpus_run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
+    headers = list(out["corpus_table"].columns)
+    assert headers[:4] == ["层", "头", "熵（均值）", "熵（标准差）"]
+    assert "范数占比（均值）" in headers and "归纳模式（标准差）" in headers
+    texts = [*headers, *figure_texts(out["corpus_distance_plot"])]
+    assert [w for text in texts for w in english_words(text, set())] == []
+    csv = pd.read_csv(out["corpus_csv"])
+    assert {"layer", "head", "entropy_mean", "entropy_std", "norm_share_mean"} <= set(csv)
+    english = views.corpus_run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
+    assert list(english["corpus_table"].columns[:4]) == [
+        "layer",
+        "head",
+        "entropy_mean",
+        "entropy_std",
+    ]
+
+
+def test_a_corpus_row_and_a_point_of_its_map_open_that_head(views):
+    from analysis import mds_2d
+
+    out = views.corpus_run(Ask(page="corpus-pick", tab="heads"), "\n".join(FIVE), "none", None)
+    table, fig = out["corpus_table"], out["corpus_distance_plot"]
+    assert "over 5 sentences" in fig.layout.title.text
+    points = fig.data[0]
+    assert [list(c) for c in points.customdata] == [[la, h] for la in range(6) for h in range(12)]
+    # the map of the corpus's mean distances (the one-text map's drawing, other distances)
+    net, tok = views.engine.model("bert").net, views.engine.model("bert").tokenizer
+    expected = mds_2d(corpus_stats(net, tok, FIVE, max_tokens=32).distances).numpy()
+    np.testing.assert_allclose(points.x, expected[:, 0], atol=1e-5)
+    # a row as the page sends it (layer, head, then the values): that head everywhere
+    row = table.iloc[40].tolist()
+    picked = views.row_pick(
+        Ask(page="corpus-pick", tab="heads"), [int(row[0]), int(row[1]), *row[2:]]
+    )
+    assert (picked["layer"], picked["head"]) == (3, 4)
+    assert "Layer 3, head 4" in picked["breakdown"]
+    # a point of the map: its "layer,head,time" (ta.tilePicker), as the one-text map's
+    picked = views.pick(Ask(page="corpus-pick", tab="heads"), "5,11,1700000000000")
+    assert (picked["layer"], picked["head"]) == (5, 11)
+
+
+def test_a_link_names_a_shipped_corpus_and_the_status_link_carries_it():
+    from ui.state import parse_link, share_link
+    from ui.tabs import TAB_IDS
+
+    default = ViewState("time flies like an arrow", "bert")
+    state, invalid = parse_link("?corpus=zh", {"bert"}, TAB_IDS, default)
+    assert (state.corpus, state.tab, invalid) == ("zh", "heads", [])  # the Heads tab by default
+    state, _ = parse_link("?corpus=en&tab=attention", {"bert"}, TAB_IDS, default)
+    assert (state.corpus, state.tab) == ("en", "attention")  # ... or the tab the link names
+    state, invalid = parse_link("?corpus=../../etc/passwd", {"bert"}, TAB_IDS, default)
+    assert (state.corpus, state.tab) == ("", "tokens")
+    assert invalid == ["corpus='../../etc/passwd' is not en or zh (a shipped sample)"]
+    with speaking("zh-CN"):
+        said = parse_link("?corpus=fr", {"bert"}, TAB_IDS, default)[1][0]
+    assert said == "corpus='fr' 不是 en 或 zh（自带的样例）"
+    assert "corpus=zh" in share_link(replace(default, corpus="zh"))
+    assert "corpus" not in share_link(default)
+
+
+def test_opening_a_linked_corpus_measures_it_and_the_status_link_keeps_it_on_that_model():
+    views = Views(
+        Engine(device="cpu"),
+        ViewState("time flies like an arrow", "bert"),
+        {"bert", "seed004-encoder"},
+    )
+    ask = Ask(page="corpus-link")
+    assert views.link_corpus(ask) == {}  # no link named one: nothing
+    opened = views.deeplink(ask, "?text=hello%20world&model=seed004-encoder&corpus=zh")
+    assert opened["tabs"].selected == "heads" and "corpus=" not in opened["status"]
+    out = views.link_corpus(replace(ask, tab="heads"))
+    assert out["corpus_sample"] == "zh"
+    assert out["corpus_table"].shape[0] == 2 * 4  # seed004-encoder: 2 layers × 4 heads
+    assert "201 sentences (the Chinese sample)" in out["corpus_said"]
+    assert "over 201 sentences" in out["corpus_distance_plot"].layout.title.text
+    assert "corpus=zh" in out["status"] and "model=seed004-encoder" in out["status"]
+    assert views.link_corpus(replace(ask, tab="heads")) == {}  # once per link
+    # Another layer on the same model: still in the link; another model: not any more.
+    heads = replace(ask, tab="heads", sel=Selection(layer=1))
+    assert "corpus=zh" in views.selection(heads, "layer")["status"]
+    rerun = views.run(heads, "hello world", "bert", "", "", "", "final", True)
+    assert "corpus=" not in rerun["status"]
+    # A pasted corpus is never put into a link.
+    pasted = views.corpus_run(heads, "\n".join(FIVE), "none", None)
+    assert "corpus=" not in pasted["status"]
+    # An unknown sample in a link: named under the status line, nothing measured.
+    bad = views.deeplink(ask, "?text=hello&corpus=fr")
+    assert "corpus='fr' is not en or zh" in bad["link_notes"]
+    assert views.link_corpus(replace(ask, tab="heads")) == {}
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_a_linked_corpus_in_chinese_its_rows_and_its_map_open_heads(page):
+    from tests.test_e2e_browser import shot
+    from tests.test_research_views import farthest_point
+
+    link = "?text=hello%20world&model=seed004-encoder&corpus=zh&lang=zh-CN&layer=1&head=3"
+    with serve_app() as (url, _):
+        page.set_viewport_size({"width": 1280, "height": 1300})
+        page.goto(url + link)
+        # The link opens the Heads tab, then measures the Chinese sample (2 layers × 4 heads).
+        count = "() => +document.querySelector('#corpus-table [role=grid]')"
+        count += "?.getAttribute('aria-rowcount')"
+        page.wait_for_function(f"() => ({count})() === 9", timeout=90_000)
+        page.wait_for_selector("#corpus-distance-plot .scatterlayer .point", timeout=30_000)
+        assert page.locator("#tab-heads").is_visible()
+        header = page.locator("#corpus-table [role=row]").first.inner_text()
+        assert "熵（均值）" in header and "熵（标准差）" in header and "entropy" not in header
+        assert "201" in page.locator("#corpus-said").inner_text()
+        plot = "document.querySelector('#corpus-distance-plot .js-plotly-plot')"
+        title = page.evaluate(f"() => {plot}.layout.title.text")
+        assert "201 句上平均" in title
+        assert page.evaluate("() => document.querySelector('#corpus-sample input:checked')?.value")
+        assert "corpus=zh" in page.locator("#status a").first.get_attribute("href")
+        page.evaluate("() => document.querySelector('#corpus-said').scrollIntoView()")
+        shot(page, "heads_corpus_zh-CN", full_page=False)
+
+        def shown(layer: int, head: int) -> None:
+            page.wait_for_function(
+                f"() => document.querySelector('#layer input[type=number]').value === '{layer}'"
+                f" && document.querySelector('#head input[type=number]').value === '{head}'",
+                timeout=30_000,
+            )
+
+        shown(1, 3)
+        # A row of the corpus table (layer 0, head 2) opens that head.
+        page.locator("#corpus-table [role=row]").nth(3).locator(":scope > *").nth(2).click()
+        shown(0, 2)
+        # A point of the corpus's map: the head farthest from the others, not the one shown.
+        x, y, layer, head = farthest_point(page, "corpus-distance-plot", but=(0, 2))
+        page.mouse.click(x, y)
+        shown(layer, head)
+        # The English sample by hand: the status line's link and the address then name it.
+        page.locator("#corpus-sample label").nth(1).click()
+        page.click("#corpus-run")
+        page.wait_for_function(
+            "() => /202/.test(document.querySelector('#corpus-said')?.innerText || '')",
+            timeout=90_000,
+        )
+        page.wait_for_function("() => /corpus=en/.test(location.search)", timeout=10_000)
+        assert "corpus=en" in page.locator("#status a").first.get_attribute("href")

@@ -22,6 +22,7 @@ CHOICES = {
     "measure": state.MEASURES,
     "ablation": state.ABLATIONS,
     "pe": ("on", "off"),
+    "corpus": state.CORPORA,
 }
 
 

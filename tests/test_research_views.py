@@ -68,6 +68,30 @@ def test_the_distance_map_and_the_flow_row_are_the_analysis_functions(bert_analy
     assert [list(c) for c in points.customdata[:2]] == [[0, 0], [0, 1]]
 
 
+def farthest_point(page, elem_id: str, but: tuple[int, int] | None = None) -> list:
+    """[x, y, layer, head] of the head map's point farthest from the others (a click there hits
+    no other point or label), scrolled into view; never the head ``but``."""
+    page.locator(f"#{elem_id}").scroll_into_view_if_needed()
+    return page.evaluate(
+        """([id, but]) => {
+          const gd = document.querySelector(`#${id} .js-plotly-plot`);
+          const boxes = [...gd.querySelectorAll('.scatterlayer .point')]
+            .map((p) => p.getBoundingClientRect());
+          const at = boxes.map((r) => [r.left + r.width / 2, r.top + r.height / 2]);
+          let best = -1, room = -1;
+          at.forEach(([x, y], i) => {
+            const [l, h] = gd.data[0].customdata[i];
+            if (but && l === but[0] && h === but[1]) return;
+            const near = Math.min(...at.filter((_, j) => j !== i)
+              .map(([u, v]) => Math.hypot(u - x, v - y)));
+            if (near > room) { room = near; best = i; }
+          });
+          return [...at[best], ...gd.data[0].customdata[best]];
+        }""",
+        [elem_id, list(but) if but else None],
+    )
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
 def test_a_click_on_the_distance_map_opens_that_head_and_the_columns_show(page):
@@ -78,23 +102,7 @@ def test_a_click_on_the_distance_map_opens_that_head_and_the_columns_show(page):
             "() => [...document.querySelectorAll('#head-stats thead th')].map(t => t.innerText)"
         )
         assert {"induction", "prefix_matching", "custom"} <= {h.strip() for h in heads}
-        page.locator("#distance-plot").scroll_into_view_if_needed()
-        # The head farthest from the others (a click there hits no other point or label).
-        x, y, layer, head = page.evaluate(
-            """() => {
-              const gd = document.querySelector('#distance-plot .js-plotly-plot');
-              const boxes = [...gd.querySelectorAll('.scatterlayer .point')]
-                .map((p) => p.getBoundingClientRect());
-              const at = boxes.map((r) => [r.left + r.width / 2, r.top + r.height / 2]);
-              let best = 0, room = -1;
-              at.forEach(([x, y], i) => {
-                const near = Math.min(...at.filter((_, j) => j !== i)
-                  .map(([u, v]) => Math.hypot(u - x, v - y)));
-                if (near > room) { room = near; best = i; }
-              });
-              return [...at[best], ...gd.data[0].customdata[best]];
-            }"""
-        )
+        x, y, layer, head = farthest_point(page, "distance-plot")
         page.mouse.click(x, y)
         page.wait_for_function(
             f"() => document.querySelector('#layer input[type=number]').value === '{layer}'"

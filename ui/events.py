@@ -29,7 +29,7 @@ from serve.turns import PageBusy, Pages, client_address
 from ui.handlers import RUN_INPUTS, Ask, Views, model_boxes, said
 from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
-from ui.state import SELECTION_FIELDS, Client, Selection
+from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
 from ui.status import status_markdown
 from ui.tabs import TAB_IDS, TABS
 
@@ -148,7 +148,9 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     # opened in the queue like a run (not in the page's turn: every user action cancels a pending
     # one, and one that finishes after the user's own Run changes nothing).
     p.demo.load(
-        fn=None, js=f"() => ta.openLink({json.dumps(TAB_IDS)})", outputs=[p["text"], p["status"]]
+        fn=None,
+        js=f"() => ta.openLink({json.dumps(TAB_IDS)}, {json.dumps(CORPORA)})",
+        outputs=[p["text"], p["status"]],
     )
     deep = w.on(
         [p["deeplink"].click],
@@ -170,7 +172,7 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     wire_model_boxes(p)
     wire_deck(w, views)
     wire_training(w, views)
-    wire_corpus(w, views)
+    wire_corpus(w, views, deep)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -273,20 +275,18 @@ def wire_training(w: Wiring, views: Views) -> None:
     used.then(fn=None, js="() => ta.pickTab('output')", outputs=[p["tab_box"]])
 
 
-def wire_corpus(w: Wiring, views: Views) -> None:
+def wire_corpus(w: Wiring, views: Views, deep) -> None:
     """The Heads tab's corpus (ui/tabs/heads.py build_corpus): measured for the page's last run
-    model, in the page's turn like a run; the table shows Gradio's progress while it works."""
+    model, in the page's turn like a run; the table shows Gradio's progress while it works. A
+    deep link's corpus (``corpus=en``) is measured once the link's view is open."""
     p = w.page
     inputs = ["corpus_text", "corpus_sample", "corpus_upload"]
-    outputs = ["corpus_said", "corpus_table", "corpus_csv", "corpus_npz"]
-    w.on(
-        [p["corpus_run"].click],
-        views.corpus_run,
-        inputs,
-        outputs,
-        show_progress="full",
-        show_progress_on=[p["corpus_table"]],
-    )
+    outputs = ["corpus_said", "corpus_table", "corpus_csv", "corpus_npz", "corpus_distance_plot"]
+    progress = {"show_progress": "full", "show_progress_on": [p["corpus_table"]]}
+    ran = w.on([p["corpus_run"].click], views.corpus_run, inputs, outputs, **progress)
+    linked = w.on(deep.then, views.link_corpus, (), [*outputs, "corpus_sample"], **progress)
+    for event in (ran, linked):  # the address follows the status line's link (corpus=en)
+        event.then(fn=None, js="() => ta.followLink()")
 
 
 def wire_deck(w: Wiring, views: Views) -> None:

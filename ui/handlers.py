@@ -45,6 +45,7 @@ from ui.layout import FINAL, STACK_LABELS
 from ui.render import render, slide_ready
 from ui.state import (
     API,
+    CORPORA,
     SELECTION_FIELDS,
     Client,
     Selection,
@@ -77,6 +78,8 @@ class Ask:
 class Session:
     run: ViewState | None = None
     seen: dict = field(default_factory=dict)  # tab -> the signature of what it shows
+    corpus: tuple[str, str] | None = None  # (model, sample): the shipped corpus last measured
+    linked_corpus: str = ""  # the sample a deep link names, measured once its view is open
 
 
 class Sessions:
@@ -310,8 +313,12 @@ class Views:
             for out, value in values.items()
         }
 
-    def status_of(self, analysis: Analysis, state: ViewState, notices=()) -> str:
-        link = share_link(replace(state, sel=state.sel.clamp(analysis)))
+    def status_of(self, analysis: Analysis, state: ViewState, notices=(), page=None) -> str:
+        """The status line; its link names the shipped corpus the page measured last, while the
+        view's model is the one it was measured with (a pasted corpus never goes into a link)."""
+        measured = self.sessions.of(page).corpus if page else None
+        corpus = measured[1] if measured and measured[0] == state.model else ""
+        link = share_link(replace(state, sel=state.sel.clamp(analysis), corpus=corpus))
         if LOCALE.get() != "en":  # a shared link opens in the language it was made in
             link += "&lang=" + LOCALE.get()
         return status_markdown(analysis, [*notices, *analysis.notices], link)
@@ -346,7 +353,8 @@ class Views:
         except Exception as exc:
             return None, {**fixed, "status": status_markdown(None, [sentence(exc)], None)}
         session.seen = seen
-        return analysis, {**fixed, "status": self.status_of(analysis, state), **values}
+        status = self.status_of(analysis, state, page=ask.page)
+        return analysis, {**fixed, "status": status, **values}
 
     # ---- the events ------------------------------------------------------------------------
     def run(self, ask: Ask, text, model, checkpoint, target, second, snapshot, positions) -> dict:
@@ -389,7 +397,7 @@ class Views:
             return {}
         session.run, session.seen = state, seen
         return {
-            "status": self.status_of(analysis, state, notices),
+            "status": self.status_of(analysis, state, notices, ask.page),
             "link_notes": "",
             "stale": gr.update(visible=False),
             **self.selector_updates(analysis, state.sel),
@@ -442,6 +450,7 @@ class Views:
         """Open the view a link describes; change nothing when the address holds none."""
         if not isinstance(query, str) or not query.strip("?"):
             return {}
+        self.sessions.of(ask.page).linked_corpus = ""  # an older link's, never measured now
         state, invalid = parse_link(query, self.models, TAB_IDS, self.default)
         state = replace(state, text=well_formed(state.text)[:MAX_CHARS])
         result = self.run_state(
@@ -449,6 +458,8 @@ class Views:
         )
         if not result:
             return {}
+        # The link's corpus is measured next (Views.link_corpus), once this view shows.
+        self.sessions.of(ask.page).linked_corpus = state.corpus
         result["link_notes"] = "  \n".join(
             tr("⚠️ Link parameter ignored: {reason}.", reason=md_literal(reason))
             for reason in invalid
@@ -480,13 +491,16 @@ class Views:
     # ---- the corpus (ui/tabs/heads.py's last section, analysis/corpus.py) -------------------
     def corpus_run(self, ask: Ask, corpus_text, sample, upload) -> dict:
         """Head measures averaged over a corpus (pasted, uploaded or a shipped sample) for the
-        page's last run model: the table of means and stds per head, its CSV and one sentence."""
+        page's last run model: the table of means and stds per head, its CSV and NPZ, the map of
+        its mean head distances and one sentence; the status line's link then names a shipped
+        sample (``corpus=en``)."""
         from ui.tabs.heads import corpus_outputs
 
         start = time.perf_counter()
         text, source = self.corpus_source(corpus_text, sample, upload)
         sentences = corpus_sentences(text)
         state = self.latest(ask)
+        shipped = sample if sample in CORPORA and source == CORPUS_SAMPLES[sample] else ""
         loaded = self.engine.model(state.model)
         net = loaded.net
         stack, note = corpus_stack(net.config.arch, ask.sel.stack)
@@ -525,7 +539,25 @@ class Views:
         if note:
             said += "  \n⚠️ " + tr(note)
         digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
-        return corpus_outputs(result, loaded.model_id, said, digest)
+        outputs = corpus_outputs(result, loaded.model_id, said, digest, net.config)
+        self.sessions.of(ask.page).corpus = (state.model, shipped) if shipped else None
+        try:  # the status line again, its link naming the sample (the run is in the cache)
+            analysis = self.engine.analyse(
+                state.text, state.model, state.target, positions=state.positions
+            )
+            outputs["status"] = self.status_of(analysis, state, page=ask.page)
+        except Exception:  # the page shows no run this link could describe: left as it is
+            pass
+        return outputs
+
+    def link_corpus(self, ask: Ask) -> dict:
+        """After a deep link's view opened: measure the shipped corpus the link names (nothing
+        when it names none), and show it picked in the corpus section."""
+        session = self.sessions.of(ask.page)
+        sample, session.linked_corpus = session.linked_corpus, ""
+        if sample not in CORPORA:
+            return {}
+        return {**self.corpus_run(ask, "", sample, None), "corpus_sample": sample}
 
     def corpus_source(self, corpus_text, sample, upload) -> tuple[str, str]:
         """The corpus's text and where it came from: an upload, else a sample, else the box."""
@@ -547,7 +579,8 @@ class Views:
 CORPUS_TOKENS = 32  # each sentence cut at this many tokens (special tokens included)
 CORPUS_BATCH = 50
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "assets" / "corpus"
-CORPUS_SAMPLES = {"en": "the English sample", "zh": "the Chinese sample"}  # assets/corpus/<id>.txt
+# The shipped samples, assets/corpus/<id>.txt (ui.state.CORPORA: the ones a link may name).
+CORPUS_SAMPLES = dict(zip(CORPORA, ("the English sample", "the Chinese sample"), strict=True))
 # Read at most this much of a pasted or uploaded corpus: every line at its longest, and a margin.
 CORPUS_CHARS = corpus.MAX_SENTENCES * (corpus.MAX_CHARS + 2)
 

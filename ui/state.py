@@ -1,8 +1,9 @@
 """The view state a page shows, and its deep-link form (one parser, one writer).
 
 A deep link carries everything needed to reopen the same view: text, model, target, the Masks
-view's second sentence, the tab, the stack, layer and head, the A/B heads, the dimensions and the
-bertviz view. Parameters that are not valid are named in the status line, never dropped silently.
+view's second sentence, the tab, the stack, layer and head, the A/B heads, the dimensions, the
+bertviz view and the shipped corpus the Heads tab measured (``corpus=en``). Parameters that are
+not valid are named in the status line, never dropped silently.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ MEASURES = ("weights", "norms")  # attention maps: α, or ‖α f(x)‖ (Kobayas
 ABLATIONS = ("zero", "mean")
 CONVENTIONS = ("ours", "clark")  # head statistics: ours, or Clark et al.'s notebook (analysis)
 UNITS = ("tokens", "words")  # attention views over tokens, or words (Clark et al.'s convention)
+CORPORA = ("en", "zh")  # the shipped sample corpora a link may name (assets/corpus/<id>.txt)
 DEFAULT_DIMS = "0, 1, 2, 3"
 LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
 
@@ -96,6 +98,7 @@ LINK_PARAMETERS = (
     "deck",
     "slide",
     "lang",
+    "corpus",
 )
 LINK_PARAMETERS += SELECTION_FIELDS
 
@@ -134,6 +137,7 @@ class ViewState:
     tab: str = "tokens"
     sel: Selection = Selection()
     positions: bool = True  # False: the same weights without the positional-encoding term
+    corpus: str = ""  # a shipped sample corpus (CORPORA) the Heads tab measured for this model
 
 
 def share_link(state: ViewState) -> str:
@@ -145,6 +149,8 @@ def share_link(state: ViewState) -> str:
         query["second"] = state.second[:LINK_TEXT_CHARS]
     if not state.positions:
         query["pe"] = "off"
+    if state.corpus in CORPORA:
+        query["corpus"] = state.corpus
     defaults = Selection()
     for name in SELECTION_FIELDS:
         value = getattr(state.sel, name)
@@ -251,6 +257,19 @@ def link_inputs(params: dict[str, str], models, tabs, invalid: list[str]) -> dic
             values["positions"] = params["pe"] == "on"
         else:
             invalid.append(tr("pe={value} is not on or off", value=repr(params["pe"][:20])))
+    if "corpus" in params:
+        if params["corpus"] in CORPORA:
+            values["corpus"] = params["corpus"]
+            if "heads" in tabs:  # the corpus is measured there (ta.openLink agrees)
+                values.setdefault("tab", "heads")
+        else:
+            invalid.append(
+                tr(
+                    "corpus={value} is not {samples} (a shipped sample)",
+                    value=repr(params["corpus"][:20]),
+                    samples=tr(" or ").join(CORPORA),
+                )
+            )
     return values
 
 

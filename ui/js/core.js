@@ -86,10 +86,12 @@
   const OPENING = {en: '⏳ Opening the linked view…', 'zh-CN': '⏳ 正在打开链接中的视图…'};
   /* As the page opens: presentation mode, the tab a link names, and — when the address holds
      a view — its text at once and the server asked to open the rest (#deeplink-go). */
-  ta.openLink = (tabs) => {
+  ta.openLink = (tabs, corpora = []) => {
     const q = new URLSearchParams(location.search);
     ta.tabs = tabs || ta.tabs || ['tokens'];
-    ta.tab = ta.tabs.includes(q.get('tab')) ? q.get('tab') : 'tokens';
+    /* the tab a link names, else Heads for a shipped corpus (ui.state.link_inputs agrees) */
+    const corpus = corpora.includes(q.get('corpus')) && ta.tabs.includes('heads');
+    ta.tab = ta.tabs.includes(q.get('tab')) ? q.get('tab') : corpus ? 'heads' : 'tokens';
     if (q.get('present') === '1') ta.startPresent?.(q.get('fig'));
     ta.watchLink();
     ta.ready = true;  /* the page's load script has run */

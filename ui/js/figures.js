@@ -103,12 +103,15 @@
       if (l && h) props.value = `${l[1]},${h[1]},${Date.now()}`;
     });
   });
-  /* ... and a head of the Heads tab's distance map (its points carry [layer, head]). */
+  /* ... and a head of the Heads tab's distance maps, one text's and the corpus's (their points
+     carry [layer, head]; each map has its own picker, named after it). */
+  const MAPS = {'distance-plot': 'distance', 'corpus-distance-plot': 'corpus-distance'};
   ta.drawHooks.push((gd) => {
-    if (gd.taPick || !gd.on || !gd.closest('#distance-plot')) return;
+    const map = gd.on && !gd.taPick && gd.closest('#distance-plot, #corpus-distance-plot');
+    if (!map) return;
     gd.taPick = true;
     gd.on('plotly_click', (ev) => {
-      const p = ev && ev.points && ev.points[0], props = ta._pickers?.distance;
+      const p = ev && ev.points && ev.points[0], props = ta._pickers?.[MAPS[map.id]];
       const cell = p && p.customdata;
       if (!props || !cell || cell.length < 2) return;
       props.value = `${+cell[0]},${+cell[1]},${Date.now()}`;

@@ -87,9 +87,11 @@ CORPUS_CAPTION = (
     "sentences, one a line, upload a .txt or pick a shipped sample, and press **Run corpus**. "
     "Every sentence runs through the model of the last run (cut at 32 tokens); each measure of "
     "the table above and the norms (Kobayashi et al. 2020) are taken per sentence, then "
-    "summarised per head: **_mean** and **_std** over the sentences. The NPZ also holds the mean "
-    "Jensen–Shannon distance between every two heads. A corpus is measured once per model; "
-    "asking again answers from the cache."
+    "summarised per head: **_mean** and **_std** over the sentences; click a row to open that "
+    "head. Below the table, the heads' map by how alike they attend, from the Jensen–Shannon "
+    "distances averaged over the sentences (also in the NPZ); click a head to open it. A corpus "
+    "is measured once per model; asking again answers from the cache. A link may name a "
+    "shipped sample (corpus=en or zh): opening it measures that sample."
 )
 
 
@@ -183,8 +185,8 @@ def build() -> Built:
             "convention": convention,
             "pattern": pattern,
         },
-        picks=[picker],
-        row_picks=[stats],
+        picks=[picker, *corpus.picks],
+        row_picks=[stats, *corpus.row_picks],
         actions={"export": export, "ablate": ablate},
     )
 
@@ -228,12 +230,14 @@ def build_corpus() -> Built:
         npz = gr.DownloadButton(
             t("Corpus measures with the head distances (NPZ)"), elem_id="corpus-npz", size="sm"
         )
+    distance_plot = plot("corpus-distance-plot")
     return Built(
         outputs={
             "corpus_said": said,
             "corpus_table": table,
             "corpus_csv": csv,
             "corpus_npz": npz,
+            "corpus_distance_plot": distance_plot,
         },
         inputs={
             "corpus_text": text,
@@ -241,6 +245,9 @@ def build_corpus() -> Built:
             "corpus_upload": upload,
             "corpus_run": run,
         },
+        # a clicked head of the corpus's map opens it
+        picks=[tile_picker("corpus-distance-pick", "corpus-distance")],
+        row_picks=[table],  # a clicked row opens its head, as the one-text table's does
     )
 
 
@@ -278,9 +285,10 @@ class CorpusFile(gr.File):
             return None
 
 
-def corpus_outputs(result, model_id: str, said: str, digest: str) -> dict:
-    """The corpus's table (layer, head, then mean and std of every measure), its CSV, the
-    sentence saying what was computed."""
+def corpus_outputs(result, model_id: str, said: str, digest: str, config) -> dict:
+    """The corpus's table (layer, head, then mean and std of every measure; its headers in the
+    request's language), its CSV and NPZ (English names), the map of its mean head distances,
+    the sentence saying what was computed. ``config``: the model's (layers and heads)."""
     meta = {"model": model_id, "stack": result.options.get("stack"), "corpus sha256": digest}
     meta["max_tokens"] = result.options.get("max_tokens")
     meta["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -290,8 +298,28 @@ def corpus_outputs(result, model_id: str, said: str, digest: str) -> dict:
     )
     csv = exports.EXPORTS.write(f"{name}.csv", analysis.export.corpus_csv(result, meta))
     npz = exports.EXPORTS.write(f"{name}.npz", analysis.export.corpus_npz(result, meta))
-    table = result.stats.round(3).rename(columns={"layer": tr("layer"), "head": tr("head")})
-    return {"corpus_said": said, "corpus_table": table, "corpus_csv": csv, "corpus_npz": npz}
+    return {
+        "corpus_said": said,
+        "corpus_table": corpus_columns(result.stats.round(3)),
+        "corpus_csv": csv,
+        "corpus_npz": npz,
+        "corpus_distance_plot": corpus_distance_figure(result, config.n_layers, config.n_heads),
+    }
+
+
+def corpus_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The corpus table with its headers in the request's language, each measure named as the
+    one-text table names it: "entropy_mean" is 熵（均值） in Chinese (the CSV keeps the English)."""
+
+    def header(name: str) -> str:
+        measure, _, summary = name.rpartition("_")
+        if summary == "mean":
+            return tr("{measure}_mean", measure=tr(measure))
+        if summary == "std":
+            return tr("{measure}_std", measure=tr(measure))
+        return tr(name)
+
+    return df.rename(columns={name: header(name) for name in df.columns})
 
 
 def rollout_figure(trace, stack: str, layer: int):
@@ -325,11 +353,34 @@ def rollout_figure(trace, stack: str, layer: int):
 
 def distance_figure(trace, stack: str):
     """Every head as a point: classical MDS of Clark et al.'s Jensen–Shannon distances."""
+    title = tr(
+        "Heads by how alike they attend — {stack} (Jensen–Shannon distance, classical MDS)",
+        stack=stack_title(stack),
+    )
+    distances = analysis.head_distances(trace, stack)  # (L·H, L·H)
+    return distance_map(distances, trace.config.n_layers, trace.config.n_heads, title)
+
+
+def corpus_distance_figure(result, n_layers: int, n_heads: int):
+    """The same map over a corpus: MDS of the heads' Jensen–Shannon distances averaged over its
+    sentences (None when the corpus measured no distances)."""
+    if result.distances is None:
+        return None
+    title = tr(
+        "Heads by how alike they attend over {n} sentences — {stack} (mean Jensen–Shannon "
+        "distance, classical MDS)",
+        n=result.sentences,
+        stack=stack_title(result.options.get("stack", "encoder")),
+    )
+    return distance_map(result.distances, n_layers, n_heads, title)
+
+
+def distance_map(distances, n_layers: int, n_heads: int, title: str):
+    """Heads as points laid out by classical MDS of a (L·H, L·H) distance matrix, coloured by
+    layer; each point carries [layer, head] for a click (ta.tilePicker, ui/js/figures.js)."""
     import plotly.graph_objects as go
 
-    distances = analysis.head_distances(trace, stack)  # (L·H, L·H)
     xy = analysis.mds_2d(distances).numpy()  # (L·H, 2)
-    n_layers, n_heads = trace.config.n_layers, trace.config.n_heads
     layers = np.repeat(np.arange(n_layers), n_heads)
     heads = np.tile(np.arange(n_heads), n_layers)
     fig = go.Figure(
@@ -350,10 +401,6 @@ def distance_figure(trace, stack: str):
             },
             hovertemplate=tr("layer %{customdata[0]}, head %{customdata[1]}") + "<extra></extra>",
         )
-    )
-    title = tr(
-        "Heads by how alike they attend — {stack} (Jensen–Shannon distance, classical MDS)",
-        stack=stack_title(stack),
     )
     base_layout(fig, title, height=520)
     fig.update_xaxes(title_text=tr("MDS 1"), zeroline=False)
