@@ -50,6 +50,7 @@ class Job:
     name: str
     seconds: float
     seed: int
+    positions: bool = True  # False: trained without positional encoding (train.fit)
     stop: threading.Event = field(default_factory=threading.Event)
     state: str = "waiting"  # "waiting" | "running" | "done" | "stopped" | "failed"
     progress: Progress | None = None
@@ -82,8 +83,11 @@ class Trainings:
         self._running: set[Job] = set()  # the jobs training now
         self._lock = threading.Lock()
 
-    def start(self, page: str, name: str, seconds: float = 60.0, seed: int = 0) -> str:
-        """Start (or queue) a training for `page`, replacing the page's earlier job; a sentence."""
+    def start(
+        self, page: str, name: str, seconds: float = 60.0, seed: int = 0, positions: bool = True
+    ) -> str:
+        """Start (or queue) a training for `page`, replacing the page's earlier job; a sentence.
+        ``positions=False`` trains it without positional encoding."""
         if name not in train.TASKS:
             tasks = ", ".join(sorted(train.TASKS))
             raise ValueError(Msg("There is no task {name} to train; the tasks are {tasks}.",
@@ -91,7 +95,7 @@ class Trainings:
         self.close(page)
         seconds = float(seconds)
         seconds = min(seconds, MAX_SECONDS) if seconds > 0 else 60.0  # NaN, 0, -1: the default
-        job = Job(page, name, seconds, int(seed))
+        job = Job(page, name, seconds, int(seed), positions is not False)
         with self._lock:
             self._forget_ended()
             self._jobs[page] = job
@@ -123,7 +127,9 @@ class Trainings:
             return not job.stop.is_set()
 
         try:
-            job.net = self._fit(job.name, job.seconds, job.seed, keep, stop=job.stop)
+            job.net = self._fit(
+                job.name, job.seconds, job.seed, keep, stop=job.stop, positions=job.positions
+            )
             job.state = "stopped" if job.stop.is_set() else "done"
         except Exception as exc:  # a failed training must free its place for the next in line
             job.state, job.error = "failed", exc

@@ -71,3 +71,24 @@ def test_the_sharpest_head_is_picked_unless_a_score_says_otherwise():
 def test_an_unknown_task_is_refused_in_a_sentence():
     with pytest.raises(ValueError, match="the tasks are"):
         fit("chess", seconds=1.0)
+
+
+def test_without_positional_encoding_the_roles_model_cannot_tell_the_order():
+    """positions=False: the encodings are zero and stay zero, the card and the progress say so,
+    and the model gives 我 the same role in 我喜欢你 and 你喜欢我 (it never saw the order)."""
+    from model.trained import predict_roles
+    from viz.training import progress_sentence
+
+    seen: list[Progress] = []
+    net = fit("roles", seconds=3.0, seed=0, on_progress=seen.append, positions=False)
+    zeroed = [t for n, t in net.state_dict().items() if "pos_emb" in n]
+    assert zeroed and all(not t.any() for t in zeroed)
+    assert net.card["train"]["positions"] is False and not seen[-1].positions
+    assert "roles without positional encoding" in progress_sentence(seen[-1])
+    a, b = predict_roles(net, "我喜欢你"), predict_roles(net, "你喜欢我")
+    role = {text: dict(zip(r["tokens"], r["labels"], strict=True)) for text, r in
+            (("a", a), ("b", b))}  # fmt: skip
+    assert role["a"]["我"] == role["b"]["我"] and role["a"]["你"] == role["b"]["你"]
+    with_pe = fit("roles", seconds=1.0, seed=0)
+    assert with_pe.card["train"]["positions"] is True
+    assert any(t.any() for n, t in with_pe.state_dict().items() if "pos_emb" in n)

@@ -28,7 +28,7 @@ class FakeFit:
     def __init__(self) -> None:
         self.started: list[str] = []
 
-    def __call__(self, name, seconds, seed, on_progress, stop):
+    def __call__(self, name, seconds, seed, on_progress, stop, positions=True):
         self.started.append(name)
         attn = torch.ones(1, 1)
         on_progress(Progress(name, 1, 0.1, seconds, [1.0], 0.5, "score", "encoder", 0, 0,
@@ -112,7 +112,7 @@ def test_asked_seconds_are_bounded_and_ended_jobs_do_not_pile_up(monkeypatch):
     monkeypatch.setattr(training, "KEPT", 2)
     seen = []
 
-    def quick(name, seconds, seed, on_progress, stop):
+    def quick(name, seconds, seed, on_progress, stop, positions=True):
         seen.append(seconds)
         return torch.nn.Linear(1, 1)
 
@@ -127,7 +127,7 @@ def test_asked_seconds_are_bounded_and_ended_jobs_do_not_pile_up(monkeypatch):
 class ReportingFit:
     """Reports every 20 ms until stopped (a page's abandoned training must stop itself)."""
 
-    def __call__(self, name, seconds, seed, on_progress, stop):
+    def __call__(self, name, seconds, seed, on_progress, stop, positions=True):
         attn = torch.ones(1, 1)
         while not stop.is_set():
             report = Progress(name, 1, 0.1, seconds, [1.0], 0.5, "score", "encoder", 0, 0,

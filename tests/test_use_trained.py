@@ -29,7 +29,7 @@ class ShippedFit:
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def __call__(self, name, seconds, seed, on_progress, stop):
+    def __call__(self, name, seconds, seed, on_progress, stop, positions=True):
         self.release.wait(20)
         net = load_trained(name)
         net.card = {**TRAINED[name], "train": {"live": True}, "steps": 321, "wall_time_s": 4.2}
@@ -44,10 +44,10 @@ def views():
     return views
 
 
-def trained(views: Views, page: str, task: str = "induction") -> str:
+def trained(views: Views, page: str, task: str = "induction", positions: bool = True) -> str:
     fit = views.trainings._fit
     fit.release.clear()
-    views.trainings.start(page, task, 10)
+    views.trainings.start(page, task, 10, positions=positions)
     assert views.trainings.model_id(page) is None  # not before the training has ended
     fit.release.set()
     wait_for(lambda: views.trainings.model_id(page) is not None)
@@ -104,6 +104,15 @@ def test_training_again_retires_the_old_id(views):
     assert "gone" in run(views, "page-d", "abab", first)["status"]
     out = views.training.use(Ask(tab="train", page="page-d"))
     assert out["text"] == "我喜欢你" and "agent" in out["prediction"]
+
+
+def test_a_model_trained_without_positions_says_so_everywhere(views):
+    trained(views, "page-e", "roles", positions=False)
+    out = views.training.use(Ask(tab="train", page="page-e"))
+    labels = {value: label for label, value in out["model"]["choices"]}
+    said = "roles — trained on this page without positional encoding"
+    assert labels[out["model"]["value"]] == said
+    assert "without positional encoding, 321 steps" in out["status"]
 
 
 def test_use_before_training_says_so(views):

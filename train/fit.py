@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from model.embeddings import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from model.transformer import Transformer
 from train.live import HEAD_SCORES, LIVE, LiveRecipe
 from train.progress import Progress, pick_head
@@ -86,6 +87,7 @@ def make_card(name: str, net: Transformer, run: dict) -> dict:
             "schedule": "linear by time" if recipe.decay else "constant",
             "optimizer": "AdamW",
             "data": f"made by train/{name}.py, seeded; no downloads",
+            "positions": run["positions"],  # False: trained blind to order (its PE zeroed)
         },
         "steps": run["step"],
         "stopped_early": run["stopped"],
@@ -100,6 +102,16 @@ def make_card(name: str, net: Transformer, run: dict) -> dict:
     }
 
 
+def without_positions(net: Transformer) -> None:
+    """Zero the model's positional encodings and keep them zero (frozen): trained so, the model
+    never sees word order, in training and in every later use of its weights."""
+    for module in net.modules():
+        if isinstance(module, (LearnedPositionalEmbedding, SinusoidalPositionalEncoding)):
+            for tensor in [*module.parameters(), *module.buffers()]:
+                tensor.data.zero_()
+                tensor.requires_grad_(False)
+
+
 def fit(
     name: str,
     seconds: float = 60.0,
@@ -107,12 +119,14 @@ def fit(
     on_progress: Callable[[Progress], bool | None] | None = None,
     *,
     stop: threading.Event | None = None,
+    positions: bool = True,
 ) -> Transformer:
     """Train task `name` ("dates", "induction" or "roles") from scratch for `seconds`.
 
     Returns the model in eval mode with ``.tokenizer`` and ``.card``. ``on_progress(progress)``
     is called about every second and once at the end; returning False stops training early, as
-    does setting ``stop``.
+    does setting ``stop``. ``positions=False`` trains without positional encoding (zeroed and
+    frozen): the roles model then cannot tell 我喜欢你 from 你喜欢我, and its score shows it.
     """
     if name not in LIVE:
         raise ValueError(f"No task {name!r} to train; the tasks are {sorted(LIVE)}.")
@@ -123,9 +137,12 @@ def fit(
         shape = ", ".join(f"{k}={v}" for k, v in recipe.shape)
         config = config.replace(source=f"{config.source}; trained live at {shape}")
     net = Transformer(config, tok)
+    if not positions:
+        without_positions(net)
     batches = recipe.data.batches(tok, recipe.batch_size, seed)
     optimizer = optimizer_for(net, recipe.lr)
     run = {"seconds": seconds, "seed": seed, "step": 0, "losses": [], "score": None}
+    run["positions"] = bool(positions)
     run["stopped"] = False
     start = time.perf_counter()
     last_report, last_score = start, start - SCORE_EVERY  # the first report scores
@@ -146,6 +163,7 @@ def fit(
             score=run["score"],
             score_name=recipe.score_name,
             done=done,
+            positions=bool(positions),
             **shown,
         )
         return on_progress is None or on_progress(progress) is not False

@@ -25,6 +25,7 @@ class Progress:
     keys: list[str]  # ... and columns
     attention: torch.Tensor = field(repr=False)  # [T_q, T_k] that head's weights on the probe
     done: bool = False  # the last report: the budget ran out or training was stopped
+    positions: bool = True  # False: trained without positional encoding (train.fit)
 
 
 def pick_head(attn: torch.Tensor, score: torch.Tensor | None = None) -> tuple[int, int]:

@@ -256,7 +256,8 @@ def wire_training(w: Wiring, views: Views) -> None:
     p = w.page
     shown = ["train_status", "train_plot", "train_weights", "train_use", "train_timer"]
     free = {"turn": False, "trigger_mode": "always_last"}
-    w.on([p["train_start"].click], views.training.start, ["train_task", "train_seconds"], shown)
+    asked = ["train_task", "train_seconds", "train_positions"]
+    w.on([p["train_start"].click], views.training.start, asked, shown)
     w.on([p["train_timer"].tick], views.training.tick, (), shown, **free)
     w.on([p["train_stop"].click], views.training.stop, (), ["train_status"], turn=False)
     w.on([p["train_save"].click], views.training.save, (), ["train_weights"])

@@ -173,8 +173,12 @@ class Training:
         job = self.trainings.by_id(model_id)
         if job is None:
             return None
-        label = Msg("{name} (trained on this page, {steps} steps)", name=job.name,
-                    steps=f"{job.net.card['steps']:,}")  # fmt: skip
+        said = (
+            "{name} (trained on this page, {steps} steps)"
+            if job.positions
+            else "{name} (trained on this page without positional encoding, {steps} steps)"
+        )
+        label = Msg(said, name=job.name, steps=f"{job.net.card['steps']:,}")
         return LoadedModel(model_id, label, job.net, job.net.tokenizer, False, trained=job.name)
 
     def use(self, ask: Ask) -> dict:
@@ -189,7 +193,12 @@ class Training:
         result = self.views.run_state(replace(ask, tab="output"), state)
         if "link_notes" not in result:  # it did not run: stay, the status line says why
             return result
-        label = tr("{name} — trained on this page", name=task)
+        job = self.trainings.by_id(model_id)
+        label = (
+            tr("{name} — trained on this page", name=task)
+            if job is None or job.positions
+            else tr("{name} — trained on this page without positional encoding", name=task)
+        )
         choices = [*self.views.choices, (label, model_id)]
         boxes = model_boxes(model_id)
         boxes["target"]["value"] = ""
@@ -202,11 +211,12 @@ class Training:
             "tabs": gr.Tabs(selected="output"),
         }
 
-    def start(self, ask: Ask, task, seconds) -> dict:
+    def start(self, ask: Ask, task, seconds, positions=True) -> dict:
         """Start (or queue) this page's training; the timer then redraws it every second."""
         if not ask.page:
             raise InputError(Msg("Training needs the page open in a browser."))
-        said = self.trainings.start(ask.page, str(task), as_float(seconds, 30.0))
+        seconds, positions = as_float(seconds, 30.0), positions is not False
+        said = self.trainings.start(ask.page, str(task), seconds, positions=positions)
         return {
             "train_status": said,
             "train_plot": None,

@@ -20,13 +20,18 @@ def trained_on(card: dict) -> str:
     if not task:
         task = card["task"].rstrip(".")
         task = task[:1].lower() + task[1:]  # "Dates written …" inside the sentence
-    return tr(
+    said = tr(
         "Trained from scratch on {task}, for {steps} steps ({seconds} s on one CPU thread); "
         "data made by our own code, nothing downloaded.",
         task=task,
         steps=f"{card['steps']:,}",
         seconds=f"{card['wall_time_s']:.0f}",
     )
+    if card.get("train", {}).get("positions") is False:  # a live run with the switch off
+        said += " " + tr(
+            "Its positional encoding was off while it trained: it never saw word order."
+        )
+    return said
 
 
 def step_marks(predicted: list[int], stream: list[int], typed: int | None = None) -> list[str]:

@@ -40,6 +40,8 @@ def progress_sentence(progress) -> str:
         if progress.score is None
         else tr("held-out score {score}", score=f"{progress.score:.0%}")
     )
+    if not progress.positions:
+        fields["name"] = tr("{name} without positional encoding", name=progress.name)
     if progress.done:
         return tr("Done: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
     return tr("Training: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)

@@ -18,7 +18,9 @@ CAPTION = (
     "**Train a model yourself**, from scratch, with this app's own Transformer and training loop: "
     "pick a task, press **Train**, and watch the loss fall, the held-out score rise and one "
     "head's attention on a probe text take shape (the induction head forming, the dates model's "
-    "cross-attention lining up with the digits). **Stop** keeps what it learned. The weights are "
+    "cross-attention lining up with the digits; the roles model with the positional encoding off, "
+    "blind to order, stalling where 我喜欢你 and 你喜欢我 differ). **Stop** keeps what it "
+    "learned. The weights are "
     "this page's alone: download them as safetensors with their card, or press **Use this model "
     "in every tab** (it joins this page's model list and opens on the Output tab)."
 )
@@ -40,6 +42,12 @@ def build() -> Built:
             scale=3,
         )
         seconds = Slider(10, 120, value=30, step=5, label=t("Seconds"), elem_id="train-seconds")
+        positions = gr.Checkbox(
+            True,
+            label=t("Positional encoding"),
+            info=t("Off: trained blind to order (roles: 我喜欢你 = 你喜欢我)"),
+            elem_id="train-positions",
+        )
     with gr.Row():
         start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
         stop = gr.Button(t("Stop"), elem_id="train-stop")
@@ -66,6 +74,7 @@ def build() -> Built:
         inputs={
             "train_task": task,
             "train_seconds": seconds,
+            "train_positions": positions,
             "train_start": start,
             "train_stop": stop,
             "train_save": save,
