@@ -16,6 +16,7 @@ from analysis.corpus import CACHE, MAX_SENTENCES, corpus_stats, parse_corpus
 from engine import Engine, InputError
 from lang import speaking
 from tests.apphost import CHROMIUM, serve_app
+from ui.corpus_handlers import Corpus
 from ui.handlers import Ask, Views
 from ui.state import Selection, ViewState
 from ui.status import sentence
@@ -38,7 +39,7 @@ def views():
 @pytest.mark.slow
 def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(views):
     CACHE.clear()
-    out = views.corpus_run(Ask(page="corpus-en"), "", "en", None)
+    out = views.corpus.run(Ask(page="corpus-en"), "", "en", None)
     table = out["corpus_table"]
     assert table.shape[0] == 6 * 12  # one row per (layer, head) of the bundled BERT
     assert list(table.columns[:2]) == ["layer", "head"]
@@ -60,7 +61,7 @@ def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(views):
     np.testing.assert_allclose(csv["entropy_mean"], expected["entropy_mean"], rtol=1e-5)
     assert Path(out["corpus_npz"]).suffix == ".npz"
     # Asked again: from the cache, at once.
-    again = views.corpus_run(Ask(page="corpus-en"), "", "en", None)
+    again = views.corpus.run(Ask(page="corpus-en"), "", "en", None)
     assert "from the cache" in again["corpus_said"]
 
 
@@ -68,7 +69,7 @@ def test_pasted_sentences_on_a_decoder_and_an_encoder_decoder(views):
     for model, stack in (("induction", "decoder"), ("dates", "cross")):
         views.sessions.of(f"corpus-{model}").run = ViewState("abc", model)
         ask = Ask(page=f"corpus-{model}", sel=Selection(stack=stack))
-        out = views.corpus_run(ask, "abcabc\nxyzxyz\nqwq", "none", None)
+        out = views.corpus.run(ask, "abcabc\nxyzxyz\nqwq", "none", None)
         config = views.engine.model(model).net.config
         assert out["corpus_table"].shape[0] == config.n_layers * config.n_heads, model
         assert "3 sentences (pasted)" in out["corpus_said"]
@@ -78,14 +79,14 @@ def test_pasted_sentences_on_a_decoder_and_an_encoder_decoder(views):
 def test_too_many_lines_or_none_or_too_long_are_one_sentence(views):
     too_many = "\n".join(f"sentence {i}" for i in range(MAX_SENTENCES + 1))
     with pytest.raises(InputError) as refused:
-        views.corpus_run(Ask(page="corpus-refused"), too_many, "none", None)
+        views.corpus.run(Ask(page="corpus-refused"), too_many, "none", None)
     assert sentence(refused.value).startswith(f"The corpus has {MAX_SENTENCES + 1} sentences")
     with speaking("zh-CN"):
         assert "语料有" in sentence(refused.value)
     with pytest.raises(InputError, match="The corpus is empty"):
-        views.corpus_run(Ask(page="corpus-refused"), " \n\t\n", "none", None)
+        views.corpus.run(Ask(page="corpus-refused"), " \n\t\n", "none", None)
     with pytest.raises(InputError, match="Sentence 2 has 501 characters"):
-        views.corpus_run(Ask(page="corpus-refused"), "short\n" + "x" * 501, "none", None)
+        views.corpus.run(Ask(page="corpus-refused"), "short\n" + "x" * 501, "none", None)
 
 
 HOSTILE = [None, -1e308, 1e308, "NaN", {"a": 1}, [1, [2]], "x" * 30_000, "../../etc/passwd"]
@@ -95,7 +96,7 @@ def test_any_value_in_any_field_is_an_answer_or_one_sentence(views):
     for value in HOSTILE:
         for args in ((value, "none", None), ("", value, None), ("", "none", value)):
             try:
-                out = views.corpus_run(Ask(page="corpus-hostile"), *args)
+                out = views.corpus.run(Ask(page="corpus-hostile"), *args)
             except InputError as exc:
                 assert sentence(exc) and "could not be analysed" not in sentence(exc)
             else:
@@ -105,16 +106,16 @@ def test_any_value_in_any_field_is_an_answer_or_one_sentence(views):
 def test_uploads_are_read_and_closed_in_public_mode(views, tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("\ufeff" + "\n".join(FIVE) + "\n", encoding="utf-8")
-    out = views.corpus_run(Ask(page="corpus-upload"), "", "none", str(path))
+    out = views.corpus.run(Ask(page="corpus-upload"), "", "none", str(path))
     assert "5 sentences (uploaded)" in out["corpus_said"]
     public = SimpleNamespace(engine=SimpleNamespace(public=True))
     with pytest.raises(InputError, match="Uploads are closed"):
-        Views.corpus_source(public, "", "none", str(path))
-    assert Views.corpus_source(public, "one\ntwo", "none", None) == ("one\ntwo", "pasted")
+        Corpus.source(public, "", "none", str(path))
+    assert Corpus.source(public, "one\ntwo", "none", None) == ("one\ntwo", "pasted")
     binary = tmp_path / "b.txt"
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(InputError, match="not UTF-8"):
-        views.corpus_run(Ask(page="corpus-upload"), "", "none", str(binary))
+        views.corpus.run(Ask(page="corpus-upload"), "", "none", str(binary))
 
 
 def test_public_pages_show_no_upload():
@@ -163,7 +164,7 @@ def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
     from tests.test_server_language import english_words, figure_texts
 
     with speaking("zh-CN"):
-        out = views.corpus_run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
+        out = views.corpus.run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
     headers = list(out["corpus_table"].columns)
     assert headers[:4] == ["层", "头", "熵（均值）", "熵（标准差）"]
     assert "范数占比（均值）" in headers and "归纳模式（标准差）" in headers
@@ -171,7 +172,7 @@ def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
     assert [w for text in texts for w in english_words(text, set())] == []
     csv = pd.read_csv(out["corpus_csv"])
     assert {"layer", "head", "entropy_mean", "entropy_std", "norm_share_mean"} <= set(csv)
-    english = views.corpus_run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
+    english = views.corpus.run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
     assert list(english["corpus_table"].columns[:4]) == [
         "layer",
         "head",
@@ -183,7 +184,7 @@ def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
 def test_a_corpus_row_and_a_point_of_its_map_open_that_head(views):
     from analysis import mds_2d
 
-    out = views.corpus_run(Ask(page="corpus-pick", tab="heads"), "\n".join(FIVE), "none", None)
+    out = views.corpus.run(Ask(page="corpus-pick", tab="heads"), "\n".join(FIVE), "none", None)
     table, fig = out["corpus_table"], out["corpus_distance_plot"]
     assert "over 5 sentences" in fig.layout.title.text
     points = fig.data[0]
@@ -230,28 +231,28 @@ def test_opening_a_linked_corpus_measures_it_and_the_status_link_keeps_it_on_tha
         {"bert", "seed004-encoder"},
     )
     ask = Ask(page="corpus-link")
-    assert views.link_corpus(ask) == {}  # no link named one: nothing
+    assert views.corpus.link(ask) == {}  # no link named one: nothing
     opened = views.deeplink(ask, "?text=hello%20world&model=seed004-encoder&corpus=zh")
     assert opened["tabs"].selected == "heads" and "corpus=" not in opened["status"]
-    out = views.link_corpus(replace(ask, tab="heads"))
+    out = views.corpus.link(replace(ask, tab="heads"))
     assert out["corpus_sample"] == "zh"
     assert out["corpus_table"].shape[0] == 2 * 4  # seed004-encoder: 2 layers × 4 heads
     assert "201 sentences (the Chinese sample)" in out["corpus_said"]
     assert "over 201 sentences" in out["corpus_distance_plot"].layout.title.text
     assert "corpus=zh" in out["status"] and "model=seed004-encoder" in out["status"]
-    assert views.link_corpus(replace(ask, tab="heads")) == {}  # once per link
+    assert views.corpus.link(replace(ask, tab="heads")) == {}  # once per link
     # Another layer on the same model: still in the link; another model: not any more.
     heads = replace(ask, tab="heads", sel=Selection(layer=1))
     assert "corpus=zh" in views.selection(heads, "layer")["status"]
     rerun = views.run(heads, "hello world", "bert", "", "", "", "final", True)
     assert "corpus=" not in rerun["status"]
     # A pasted corpus is never put into a link.
-    pasted = views.corpus_run(heads, "\n".join(FIVE), "none", None)
+    pasted = views.corpus.run(heads, "\n".join(FIVE), "none", None)
     assert "corpus=" not in pasted["status"]
     # An unknown sample in a link: named under the status line, nothing measured.
     bad = views.deeplink(ask, "?text=hello&corpus=fr")
     assert "corpus='fr' is not en or zh" in bad["link_notes"]
-    assert views.link_corpus(replace(ask, tab="heads")) == {}
+    assert views.corpus.link(replace(ask, tab="heads")) == {}
 
 
 @pytest.mark.browser

@@ -284,8 +284,8 @@ def wire_corpus(w: Wiring, views: Views, deep) -> None:
     inputs = ["corpus_text", "corpus_sample", "corpus_upload"]
     outputs = ["corpus_said", "corpus_table", "corpus_csv", "corpus_npz", "corpus_distance_plot"]
     progress = {"show_progress": "full", "show_progress_on": [p["corpus_table"]]}
-    ran = w.on([p["corpus_run"].click], views.corpus_run, inputs, outputs, **progress)
-    linked = w.on(deep.then, views.link_corpus, (), [*outputs, "corpus_sample"], **progress)
+    ran = w.on([p["corpus_run"].click], views.corpus.run, inputs, outputs, **progress)
+    linked = w.on(deep.then, views.corpus.link, (), [*outputs, "corpus_sample"], **progress)
     for event in (ran, linked):  # the address follows the status line's link (corpus=en)
         event.then(fn=None, js="() => ta.followLink()")
 

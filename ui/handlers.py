@@ -12,17 +12,14 @@ event left before that run was answered.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import gradio as gr
 
-from analysis import corpus
 from engine import (
     CUSTOM_PREFIX,
     MAX_CHARS,
@@ -45,7 +42,6 @@ from ui.layout import FINAL, STACK_LABELS
 from ui.render import render, slide_ready
 from ui.state import (
     API,
-    CORPORA,
     SELECTION_FIELDS,
     Client,
     Selection,
@@ -55,7 +51,6 @@ from ui.state import (
 )
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
-from viz.attention import stack_title
 from viz.common import md_literal
 from viz.training import progress_figure
 
@@ -249,7 +244,6 @@ class Training:
     def save(self, ask: Ask) -> dict:
         """This page's trained weights and card, as two downloads (bounded like every export)."""
         import tempfile
-        from pathlib import Path
 
         from serve import exports
 
@@ -269,6 +263,9 @@ class Views:
         self.sessions = Sessions()
         self.training = Training(Trainings(), self)  # server-wide: TA_MAX_TRAININGS at once
         self.trainings = self.training.trainings
+        from ui.corpus_handlers import Corpus  # it builds on this module's Ask and Views
+
+        self.corpus = Corpus(self)  # the Heads tab's corpus section
 
     # ---- drawing ---------------------------------------------------------------------------
     def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
@@ -468,7 +465,7 @@ class Views:
         )
         if not result:
             return {}
-        # The link's corpus is measured next (Views.link_corpus), once this view shows.
+        # The link's corpus is measured next (ui.corpus_handlers.Corpus.link), once this view shows.
         self.sessions.of(ask.page).linked_corpus = state.corpus
         result["link_notes"] = "  \n".join(
             tr("⚠️ Link parameter ignored: {reason}.", reason=md_literal(reason))
@@ -497,175 +494,6 @@ class Views:
         from ui.deck import deck_file
 
         return deck_file(self, deck)
-
-    # ---- the corpus (ui/tabs/heads.py's last section, analysis/corpus.py) -------------------
-    def corpus_run(self, ask: Ask, corpus_text, sample, upload) -> dict:
-        """Head measures averaged over a corpus (pasted, uploaded or a shipped sample) for the
-        page's last run model: the table of means and stds per head, its CSV and NPZ, the map of
-        its mean head distances and one sentence; the status line's link then names a shipped
-        sample (``corpus=en``)."""
-        from ui.tabs.heads import corpus_outputs
-
-        start = time.perf_counter()
-        text, source = self.corpus_source(corpus_text, sample, upload)
-        sentences = corpus_sentences(text)
-        state = self.latest(ask)
-        shipped = sample if sample in CORPORA and source == CORPUS_SAMPLES[sample] else ""
-        loaded = self.engine.model(state.model)
-        net = loaded.net
-        stack, note = corpus_stack(net.config.arch, ask.sel.stack)
-        was_cached = corpus.cached(net, sentences, stack, max_tokens=CORPUS_TOKENS) is not None
-        tokenizer = loaded.tokenizer
-        if net.device.type != "cpu":  # the model's own device: the batches go there too
-
-            def tokenizer(*args, _tok=loaded.tokenizer, **kwargs):
-                return _tok(*args, **kwargs).to(net.device)
-
-        width = min(CORPUS_BATCH, len(sentences)) * CORPUS_TOKENS  # one batch's positions
-        # about what one batch's trace holds: attention weights (L·H·T·T) and more, float32
-        nbytes = 4 * width * net.config.n_layers * (net.config.n_heads * CORPUS_TOKENS * 3)
-        with cpu_share(width, n_params(net), nbytes):
-            result = corpus.corpus_stats(
-                net,
-                tokenizer,
-                sentences,
-                stack=stack,
-                max_tokens=CORPUS_TOKENS,
-                batch_size=CORPUS_BATCH,
-            )
-        seconds = time.perf_counter() - start
-        said = tr(
-            "**{label}** · {stack}: {n} sentences ({source}), each cut at {tokens} tokens, "
-            "measured in {seconds:.1f} s",
-            label=md_literal(tr(loaded.label) if isinstance(loaded.label, Msg) else loaded.label),
-            stack=stack_title(stack),
-            n=result.sentences,
-            source=tr(source),
-            tokens=CORPUS_TOKENS,
-            seconds=seconds,
-        )
-        if was_cached:
-            said += tr(" (from the cache)")
-        if note:
-            said += "  \n⚠️ " + tr(note)
-        digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
-        outputs = corpus_outputs(result, loaded.model_id, said, digest, net.config)
-        self.sessions.of(ask.page).corpus = (state.model, shipped) if shipped else None
-        try:  # the status line again, its link naming the sample (the run is in the cache)
-            analysis = self.engine.analyse(
-                state.text, state.model, state.target, positions=state.positions
-            )
-            outputs["status"] = self.status_of(analysis, state, page=ask.page)
-        except Exception:  # the page shows no run this link could describe: left as it is
-            pass
-        return outputs
-
-    def link_corpus(self, ask: Ask) -> dict:
-        """After a deep link's view opened: measure the shipped corpus the link names (nothing
-        when it names none), and show it picked in the corpus section."""
-        session = self.sessions.of(ask.page)
-        sample, session.linked_corpus = session.linked_corpus, ""
-        if sample not in CORPORA:
-            return {}
-        return {**self.corpus_run(ask, "", sample, None), "corpus_sample": sample}
-
-    def corpus_source(self, corpus_text, sample, upload) -> tuple[str, str]:
-        """The corpus's text and where it came from: an upload, else a sample, else the box."""
-        if upload not in (None, "", []):
-            if self.engine.public:
-                raise InputError(
-                    Msg(
-                        "Uploads are closed on this public deployment: paste the sentences instead."
-                    )
-                )
-            return read_upload(upload), "uploaded"
-        if isinstance(sample, str) and sample in CORPUS_SAMPLES:
-            path = CORPUS_DIR / f"{sample}.txt"
-            return path.read_text(encoding="utf-8"), CORPUS_SAMPLES[sample]
-        text, _ = capped(corpus_text, "The corpus", CORPUS_CHARS)
-        return text, "pasted"
-
-
-CORPUS_TOKENS = 32  # each sentence cut at this many tokens (special tokens included)
-CORPUS_BATCH = 50
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "assets" / "corpus"
-# The shipped samples, assets/corpus/<id>.txt (ui.state.CORPORA: the ones a link may name).
-CORPUS_SAMPLES = dict(zip(CORPORA, ("the English sample", "the Chinese sample"), strict=True))
-# Read at most this much of a pasted or uploaded corpus: every line at its longest, and a margin.
-CORPUS_CHARS = corpus.MAX_SENTENCES * (corpus.MAX_CHARS + 2)
-
-
-def corpus_sentences(text: str) -> list[str]:
-    """One sentence a line; too many, too long or none: one sentence in the page's language."""
-    sentences = [line.strip() for line in text.splitlines() if line.strip()]
-    if not sentences:
-        raise InputError(
-            Msg("The corpus is empty: write one sentence a line, upload a .txt, or pick a sample.")
-        )
-    if len(sentences) > corpus.MAX_SENTENCES:
-        raise InputError(
-            Msg(
-                "The corpus has {n} sentences; at most {limit} are measured at once: remove "
-                "some lines.",
-                n=len(sentences),
-                limit=corpus.MAX_SENTENCES,
-            )
-        )
-    for number, sentence_ in enumerate(sentences, start=1):
-        if len(sentence_) > corpus.MAX_CHARS:
-            raise InputError(
-                Msg(
-                    "Sentence {number} has {n:,} characters; a sentence may have at most "
-                    "{limit}: split it over several lines.",
-                    number=number,
-                    n=len(sentence_),
-                    limit=corpus.MAX_CHARS,
-                )
-            )
-    return corpus.parse_corpus(text)
-
-
-def corpus_stack(arch: str, chosen) -> tuple[str, str]:
-    """The self-attention stack a corpus is measured on, and why when not the chosen one: a
-    decoder's own, else the encoder's (an encoder-decoder's decoder needs a target per
-    sentence, and cross-attention is no head of one stack)."""
-    if arch == "decoder":
-        return "decoder", ""
-    if arch not in ("encoder", "encoder-decoder"):
-        raise InputError(Msg("This model has no self-attention stack to measure over a corpus."))
-    if chosen in ("decoder", "cross"):
-        return "encoder", (
-            "Over a corpus the encoder's self-attention is measured (the decoder would need a "
-            "target for every sentence)."
-        )
-    return "encoder", ""
-
-
-def read_upload(upload) -> str:
-    """An uploaded .txt's text (UTF-8), at most CORPUS_CHARS of it; a sentence for anything else."""
-    path = upload[0] if isinstance(upload, list) and upload else upload
-    path = getattr(path, "path", path)
-    if not isinstance(path, str) or not path.lower().endswith(".txt"):
-        raise InputError(Msg("Upload a .txt file: one sentence a line."))
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(4 * CORPUS_CHARS + 1)
-    except OSError:
-        raise InputError(Msg("The uploaded file could not be read: upload it again.")) from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(Msg("The uploaded file is not UTF-8 text.")) from None
-    if len(data) > 4 * CORPUS_CHARS or len(text) > CORPUS_CHARS:
-        raise InputError(
-            Msg(
-                "The uploaded file is longer than {limit:,} characters: a corpus is at most "
-                "{n} sentences.",
-                limit=CORPUS_CHARS,
-                n=corpus.MAX_SENTENCES,
-            )
-        )
-    return well_formed(text)
 
 
 def as_float(value, default: float) -> float:
