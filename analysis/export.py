@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from analysis.block import mixing_ratio, norm_attention_block
-from analysis.distances import head_distances, mds_2d
+from analysis.distances import head_distances, mds_2d, query_rows
 from analysis.flow import attention_flow
 from analysis.head_stats import head_stats
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
@@ -103,6 +103,7 @@ def trace_npz(
     compress: bool = False,
     measures: bool = False,
     net=None,
+    distance_queries: int | None = None,
 ) -> bytes:
     """Every tensor of a trace as an .npz, with a "manifest.json" entry.
 
@@ -116,12 +117,18 @@ def trace_npz(
             "measures/<stack>/<name>" (trace_measures; each named with its paper and convention
             in the manifest's "measures"). ``net`` gives the LayerNorm weights of the attention
             block (Kobayashi et al. 2021) when the trace no longer reaches its model.
+        distance_queries: the head distances over at most this many query rows, evenly spaced
+            (analysis.distances.query_rows; said in "measures_notes"); None: every row.
     Returns:
         The .npz bytes; ``numpy.load(io.BytesIO(data))["attentions/encoder"]`` reads a tensor and
         ``json.loads(numpy.load(...)["manifest.json"])`` the manifest.
     """
     tensors = _tensors(trace)
-    arrays, described, notes = trace_measures(trace, net=net) if measures else ({}, {}, {})
+    arrays, described, notes = (
+        trace_measures(trace, net=net, distance_queries=distance_queries)
+        if measures
+        else ({}, {}, {})
+    )
     tensors.update({name: torch.tensor(array) for name, array in arrays.items()})
     buffer = io.BytesIO()
     entries = {}
@@ -252,6 +259,7 @@ def measure_arrays(
     item: int = 0,
     flow_max_tokens: int = FLOW_MAX_TOKENS,
     net=None,
+    distance_queries: int | None = None,
 ) -> tuple[dict[str, np.ndarray], dict]:
     """Issue 22's measures of one item and stack: (arrays by name, notes for the manifest).
 
@@ -265,10 +273,14 @@ def measure_arrays(
     table = head_table(trace, stack, item)
     shape = (trace.config.n_layers, trace.config.n_heads)
     arrays = {f"head_table/{c}": table[c].to_numpy().reshape(shape) for c in table.columns[2:]}
-    distances = head_distances(trace, stack, item)
+    distances = head_distances(trace, stack, item, distance_queries)
     arrays["head_distances"] = distances.numpy()
     arrays["mds_2d"] = mds_2d(distances).numpy()
     notes: dict = {}
+    rows = int(real_tokens(trace, stack)[0][item].sum())  # the real query rows
+    used = len(query_rows(rows, distance_queries))
+    if used < rows:
+        notes["head_distances"] = f"averaged over {used} of {rows} query rows, evenly spaced"
     if stack == "cross":
         return arrays, notes
     arrays["rollout"] = rollout(trace, stack)[item].cpu().float().numpy()
@@ -300,13 +312,19 @@ def _measured(names) -> list[str]:
 
 
 def trace_measures(
-    trace: Trace, item: int = 0, flow_max_tokens: int = FLOW_MAX_TOKENS, net=None
+    trace: Trace,
+    item: int = 0,
+    flow_max_tokens: int = FLOW_MAX_TOKENS,
+    net=None,
+    distance_queries: int | None = None,
 ) -> tuple[dict[str, np.ndarray], dict, dict]:
     """Every stack's measures of one item for trace_npz: ({"measures/<stack>/<name>": array},
     {entry name: {"paper", "convention"}}, {stack: notes})."""
     arrays, described, notes = {}, {}, {}
     for stack in trace.stacks:
-        found, notes[stack] = measure_arrays(trace, stack, item, flow_max_tokens, net)
+        found, notes[stack] = measure_arrays(
+            trace, stack, item, flow_max_tokens, net, distance_queries
+        )
         for name, array in found.items():
             arrays[f"measures/{stack}/{name}"] = array
             key = name.split("/")[0]

@@ -14,8 +14,8 @@ import analysis
 def clark_distances(attns: np.ndarray, every: int = 1) -> np.ndarray:
     """Clark et al.'s divergence from its formula, pair by pair and row by row, in plain Python:
     rows smoothed 0.999·p + 0.001/n, JS = ½ KL(p‖m) + ½ KL(q‖m) in nats, mean over rows."""
-    heads = [h for layer in attns.tolist() for h in layer]  # L·H lists of [n][n]
-    n = len(heads[0])
+    heads = [h for layer in attns.tolist() for h in layer]  # L·H lists of [rows][n]
+    n, rows = len(heads[0][0]), len(heads[0])  # keys (the smoothing's n), query rows
     smooth = [[[0.999 * x + 0.001 / n for x in row] for row in h] for h in heads]
     out = np.full([len(heads), len(heads)], np.nan)
     for a in range(0, len(heads), every):
@@ -25,7 +25,7 @@ def clark_distances(attns: np.ndarray, every: int = 1) -> np.ndarray:
                 m = [(x + y) / 2 for x, y in zip(p, q, strict=True)]
                 total += 0.5 * sum(x * math.log(x / z) for x, z in zip(p, m, strict=True))
                 total += 0.5 * sum(y * math.log(y / z) for y, z in zip(q, m, strict=True))
-            out[a, b] = total / n
+            out[a, b] = total / rows
     return out
 
 
@@ -42,6 +42,24 @@ def test_bert_head_distances_equal_clark_on_a_padded_batch(bert, item):
     np.testing.assert_allclose(ours.numpy()[::5], expected[::5], atol=1e-10)
     assert torch.all(ours.diagonal() == 0) and torch.allclose(ours, ours.T)
     assert float(ours.max()) <= np.log(2)  # a JS divergence in nats, not its square root
+
+
+def test_fewer_query_rows_average_clarks_divergence_over_exactly_those_rows(bert):
+    """queries=k: the same divergence, averaged over k evenly spaced real query rows (first and
+    last included) — what the page's map uses past 64 tokens."""
+    from analysis.distances import query_rows
+
+    assert query_rows(5, None).tolist() == [0, 1, 2, 3, 4] == query_rows(5, 8).tolist()
+    assert query_rows(10, 4).tolist() == [0, 3, 6, 9]
+    net, tok = bert
+    enc = tok(["the cat sat on the mat while a dog barked ."], return_tensors="pt")
+    tr = net.trace(enc["input_ids"])
+    attn = tr.attentions["encoder"][0].double()  # (L, H, n, n)
+    rows = query_rows(attn.shape[-2], 4)
+    ours = analysis.head_distances(tr, "encoder", queries=4)
+    expected = clark_distances(attn[:, :, rows].numpy(), every=7)  # rows of heads 0, 7, 14, …
+    np.testing.assert_allclose(ours.numpy()[::7], expected[::7], atol=1e-10)
+    assert not torch.allclose(ours, analysis.head_distances(tr, "encoder"))  # fewer rows differ
 
 
 def test_padding_changes_nothing_the_text_alone_gives(bert):

@@ -68,6 +68,24 @@ def test_the_distance_map_and_the_flow_row_are_the_analysis_functions(bert_analy
     assert [list(c) for c in points.customdata[:2]] == [[0, 0], [0, 1]]
 
 
+def test_past_64_tokens_the_distance_map_averages_64_query_rows_and_says_so():
+    """At a few hundred tokens every query row costs seconds: the map (and the NPZ) average
+    over 64 evenly spaced rows, the title and the manifest say so, and the points are MDS of
+    exactly that (analysis.head_distances(queries=64))."""
+    from analysis.export import measure_arrays
+    from ui.tabs.heads import DISTANCE_QUERIES
+
+    long = Engine(device="cpu").analyse(" ".join(["word"] * 100), BUNDLED, "")
+    fig = render("heads", long, Selection(), only={"distance_plot"})["distance_plot"]
+    assert "averaged over 64 of the 102 query positions" in fig.layout.title.text
+    expected = analysis.mds_2d(
+        analysis.head_distances(long.trace, "encoder", queries=DISTANCE_QUERIES)
+    )
+    assert max(abs(a - float(b)) for a, b in zip(fig.data[0].x, expected[:, 0], strict=True)) < 1e-9
+    _, notes = measure_arrays(long.trace, "encoder", distance_queries=DISTANCE_QUERIES)
+    assert notes["head_distances"] == "averaged over 64 of 102 query rows, evenly spaced"
+
+
 def farthest_point(page, elem_id: str, but: tuple[int, int] | None = None) -> list:
     """[x, y, layer, head] of the head map's point farthest from the others (a click there hits
     no other point or label), scrolled into view; never the head ``but``."""
