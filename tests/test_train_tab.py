@@ -121,7 +121,7 @@ def test_the_output_tab_opens_at_the_lessons_step(page):
         assert found["top"] >= 0 and found["bottom"] > 0  # in the table's view, below its head
         assert found["pageY"] == 0  # the table scrolled, not the page
         note = page.inner_text("#prediction")
-        assert "From step 23 on the model reads its own continuation" in note
+        assert "From step 23 on, the next token is the model's own continuation" in note
         page.locator("#prediction").scroll_into_view_if_needed()
         shot(page, "output_opens_at_the_lesson", full_page=False)  # a full page re-lays the table
 

@@ -165,8 +165,8 @@ def facts(view: View, stack: str) -> list[str]:
     elif typed is not None and typed < len(trace.tokens_for(stack)[0][0]):
         said.append(
             tr(
-                "From step {step} on the model reads its own continuation: nothing you typed "
-                "says what comes next there, so those steps carry no ✓/✗.",
+                "From step {step} on, the next token is the model's own continuation: nothing "
+                "you typed says what comes there, so those steps carry no ✓/✗.",
                 step=typed - 1,
             )
         )
