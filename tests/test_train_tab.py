@@ -33,6 +33,7 @@ def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_pa
         first = int(page.evaluate(f"() => ({STEP})()"))
         page.wait_for_function(f"() => +({STEP})() > {first}", timeout=10_000)  # redrawn
         page.wait_for_selector("#train-plot .js-plotly-plot .main-svg")
+        assert "▰" in page.inner_text("#train-status")  # the bar of the time spent
         shot(page, "train_tab_running")
         page.click("#train-stop")
         page.wait_for_function(

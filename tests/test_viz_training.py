@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from train import Progress
-from viz.training import progress_figure, progress_sentence, smoothed
+from viz.training import BAR, progress_bar, progress_figure, progress_sentence, smoothed
 
 
 def progress(**changes) -> Progress:
@@ -29,6 +29,13 @@ def test_the_sentence_says_where_the_run_stands():
     assert said == ("Training: roles, step 3, 2 s of 30; loss 2.000; held-out score 50%.")
     assert "no held-out score yet" in progress_sentence(progress(score=None))
     assert progress_sentence(progress(done=True, losses=[])).startswith("Done")
+
+
+def test_the_bar_shows_the_share_of_the_time_spent():
+    assert progress_bar(progress(elapsed=15.0)) == "▰" * (BAR // 2) + "▱" * (BAR // 2) + " 50%"
+    assert progress_bar(progress(elapsed=0.0)) == "▱" * BAR + " 0%"
+    assert progress_bar(progress(elapsed=31.2)) == "▰" * BAR + " 100%"  # past the budget: full
+    assert progress_bar(progress(seconds=0.0)).endswith(" 0%")
 
 
 def test_the_figure_holds_the_loss_and_the_escaped_head_map():

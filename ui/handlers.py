@@ -52,7 +52,7 @@ from ui.state import (
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
 from viz.common import md_literal
-from viz.training import progress_figure
+from viz.training import progress_bar, progress_figure
 
 CUSTOM = "custom"
 RUN_INPUTS = ("text", "model", "checkpoint", "target", "second", "snapshot", "positions")
@@ -228,7 +228,8 @@ class Training:
         self.trainings.touch(ask.page)
         progress = self.trainings.progress(ask.page)
         result = {"train_status": self.trainings.status(ask.page)}
-        if progress is not None:
+        if progress is not None:  # the bar of the time spent above the sentence
+            result["train_status"] = f"{progress_bar(progress)}  \n{result['train_status']}"
             result["train_plot"] = progress_figure(progress)
         if not self.trainings.working(ask.page):
             result["train_timer"] = gr.Timer(active=False)

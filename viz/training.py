@@ -13,6 +13,16 @@ from lang import tr
 from viz.common import ATTENTION_SCALE, base_layout, heatmap, safe, token_labels
 
 SMOOTH = 20  # steps in the loss curve's moving mean
+BAR = 24  # cells of the progress bar
+
+
+def progress_bar(progress) -> str:
+    """The share of the time budget spent, as a bar and a percentage: "▰▰▰▱▱▱ 50 %" (a stopped
+    run's bar stays where it stopped)."""
+    share = progress.elapsed / progress.seconds if progress.seconds > 0 else 0.0
+    share = min(max(share, 0.0), 1.0)
+    filled = round(share * BAR)
+    return "▰" * filled + "▱" * (BAR - filled) + f" {share:.0%}"
 
 
 def smoothed(losses: list[float], window: int = SMOOTH) -> np.ndarray:
