@@ -3,8 +3,9 @@
 The page starts a job (serve.training: a bounded number at once server-wide, the rest told their
 place in line); a timer asks every second how it stands and redraws the loss curve and the chosen
 head on the probe text (viz.training). The weights belong to the page that trained them: only its
-id reaches them, it can download them, and a page that stops asking (closed) stops its training.
-The wiring is ui/events.py's ``wire_training``; the handlers are ui/handlers.py's ``train_*``.
+id reaches them, it can download them or open them in every other tab ("use this model", under a
+secret model id), and a page that stops asking (closed) stops its training. The wiring is
+ui/events.py's ``wire_training``; the handlers are ui/handlers.py's ``Training``.
 """
 
 from __future__ import annotations
