@@ -19,8 +19,10 @@ import ui.js as ui_js
 from engine import BUNDLED, DEFAULT_SECOND, MAX_CHARS, Engine, InputError, model_choices
 from lang import Msg, speaking, tr
 from model import TRAINED
+from serve.lean import lean
+from serve.static import keep_page_files
 from serve.turns import Pages, share_queue
-from serve.unread import bound_unread, keep_no_output_values
+from serve.unread import bound_unread
 from ui import events, layout
 from ui.events import API_NAMES, BOUND
 from ui.handlers import CUSTOM, Views, capped
@@ -130,7 +132,8 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
         default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
     )
     bound_unread(page.demo)
-    keep_no_output_values()
+    lean()
+    keep_page_files()
     return page.demo
 
 

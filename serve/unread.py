@@ -1,18 +1,14 @@
 """What Gradio keeps for a client between requests, bounded (issue 10).
 
-Gradio 6.31 keeps two things per session that grow with what the app draws:
+**Results not read yet.** Each session's messages wait in a queue until its client reads the
+event stream; a client that submits and never reads (a script, a crashed tab) leaves every
+result there — 100 unread Attention results held +233 MiB. ``bound_unread`` gives those queues
+one byte budget shared by all sessions: when it is exceeded, the oldest unread results are
+replaced by one sentence saying they were dropped (their client still learns that the event
+ended), and, beyond that, the oldest small messages are dropped. A browser reads its results
+within milliseconds, so only results nobody is reading are ever touched.
 
-* **Results not read yet.** Each session's messages wait in a queue until its client reads the
-  event stream; a client that submits and never reads (a script, a crashed tab) leaves every
-  result there — 100 unread Attention results held +233 MiB. ``bound_unread`` gives those queues
-  one byte budget shared by all sessions: when it is exceeded, the oldest unread results are
-  replaced by one sentence saying they were dropped (their client still learns that the event
-  ended), and, beyond that, the oldest small messages are dropped. A browser reads its results
-  within milliseconds, so only results nobody is reading are ever touched.
-* **Every output's last value** (``SessionState.config_values``, one copy per session), used only
-  by Gradio's DeepLinkButton, which this app does not use (its own "Link to this view" is a query
-  string). ``keep_no_output_values`` stops that copy, so a session keeps its ``gr.State`` values
-  (a few hundred bytes) and nothing the views drew.
+(Gradio's per-session copy of every output's last value is dropped by serve/lean.py.)
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ import threading
 from collections import OrderedDict
 
 from gradio.server_messages import ProcessCompletedMessage
-from gradio.state_holder import SessionState
 from gradio.utils import LRUCache
 from pydantic import BaseModel
 
@@ -156,12 +151,3 @@ def bound_unread(demo, budget: int = UNREAD_BYTES) -> Unread:
         sessions[key] = value
     queue.pending_messages_per_session = sessions
     return ledger
-
-
-def _keep_no_value(self, key: int, value) -> None:
-    """SessionState._update_value_in_config without the copy: outputs are not kept."""
-
-
-def keep_no_output_values() -> None:
-    """Stop every session from keeping a copy of each output's last value (see module doc)."""
-    SessionState._update_value_in_config = _keep_no_value

@@ -36,7 +36,16 @@ def serve_app(
     *args: str, env: dict | None = None, timeout: float = 60
 ) -> Iterator[tuple[str, float]]:
     """Yields (url, seconds from process start to the page being served)."""
-    port = free_port()
+    with serve_app_process(*args, env=env, timeout=timeout) as (url, seconds, _):
+        yield url, seconds
+
+
+@contextlib.contextmanager
+def serve_app_process(
+    *args: str, env: dict | None = None, timeout: float = 60, port: int | None = None
+) -> Iterator[tuple[str, float, subprocess.Popen]]:
+    """Yields (url, seconds to served, the app's process): for benchmarks that read its CPU."""
+    port = port or free_port()
     full_env = {
         **os.environ,
         "GRADIO_ANALYTICS_ENABLED": "False",
@@ -68,7 +77,7 @@ def serve_app(
             if time.perf_counter() - start > timeout:
                 raise TimeoutError(f"app.py did not serve {url} within {timeout} s")
             time.sleep(0.1)
-        yield url, time.perf_counter() - start
+        yield url, time.perf_counter() - start, proc
         log.flush()
         server_log = Path(log.name).read_text(encoding="utf-8", errors="replace")
         assert "Traceback" not in server_log, f"the app logged an error:\n{server_log[-3000:]}"

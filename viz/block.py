@@ -13,12 +13,19 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 import analysis
 from lang import tr
 from viz.attention import axis_titles, stack_title
-from viz.common import ATTENTION_SCALE, base_layout, heatmap, stack_tokens, token_labels
+from viz.common import (
+    ATTENTION_SCALE,
+    axis_key,
+    base_layout,
+    grid,
+    heatmap,
+    stack_tokens,
+    token_labels,
+)
 
 BLOCK_TOKENS = 128  # the figure's limit: L·T² cells (6 × 128² ≈ 98k cells, ~0.4 MB) at most
 LABELLED_TOKENS = 24  # token labels on the axes up to this many tokens (else positions by hover)
@@ -46,25 +53,25 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
     n_layers = block.shape[0]
     cols = columns(n_layers)
     rows = math.ceil(n_layers / cols)
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        shared_xaxes=True,
-        shared_yaxes=True,
-        horizontal_spacing=0.03,
-        vertical_spacing=0.28 / rows,
-        subplot_titles=[
+    layout, cells = grid(
+        rows,
+        cols,
+        h_space=0.03,
+        v_space=0.28 / rows,
+        titles=[
             tr("layer {layer} · mixing ratio {ratio:.2f}", layer=layer, ratio=float(ratio[layer]))
             for layer in range(n_layers)
         ],
+        title_size=12,  # the panel titles: smaller than the figure's
     )
     shared = scale != "head"
     top = float(block.max()) or 1.0
     y_title, x_title = axis_titles(stack)
     labelled = max(len(q_tok), len(k_tok)) <= LABELLED_TOKENS
     x_labels, y_labels = token_labels(k_tok), token_labels(q_tok)
+    traces = []
     for layer in range(n_layers):
-        cells = heatmap(
+        cells_of_layer = heatmap(
             block[layer],
             x_labels,
             y_labels,
@@ -75,19 +82,37 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
             zmax=top if shared else float(block[layer].max()) or 1.0,
             showscale=shared and layer == 0,
         )
-        cells.update(name=f"L{layer}")  # a click on the tile opens this layer (ui/js/figures.js)
+        xaxis, yaxis = cells[layer]
+        # name: a click on the tile opens this layer (ui/js/figures.js)
+        cells_of_layer.update(name=f"L{layer}", xaxis=xaxis, yaxis=yaxis)
         if shared:
-            cells.update(coloraxis="coloraxis")
-        fig.add_trace(cells, row=layer // cols + 1, col=layer % cols + 1)
-    if shared:
-        fig.update_layout(
-            coloraxis={
-                "colorscale": ATTENTION_SCALE,
-                "cmin": 0.0,
-                "cmax": top,
-                "colorbar": {"title": {"text": tr("norm"), "side": "right"}, "thickness": 12},
-            }
+            cells_of_layer.update(coloraxis="coloraxis")
+        traces.append(cells_of_layer)
+    # Tiles share their column's x axis and their row's y axis (zoom one, zoom its row/column);
+    # the query labels once a row, at the left.
+    for n, (xaxis, yaxis) in enumerate(cells):
+        bottom = cells[min(len(cells) - 1, (rows - 1) * cols + n % cols)][0]
+        first = cells[n - n % cols][1]
+        layout[axis_key(xaxis)].update(
+            type="category", showgrid=False, showticklabels=labelled, tickangle=-60
         )
+        layout[axis_key(yaxis)].update(
+            type="category",
+            showgrid=False,
+            showticklabels=labelled and n % cols == 0,
+            autorange="reversed",
+        )
+        if xaxis != bottom:
+            layout[axis_key(xaxis)]["matches"] = bottom
+        if yaxis != first:
+            layout[axis_key(yaxis)]["matches"] = first
+    if shared:
+        layout["coloraxis"] = {
+            "colorscale": ATTENTION_SCALE,
+            "cmin": 0.0,
+            "cmax": top,
+            "colorbar": {"title": {"text": tr("norm"), "side": "right"}, "thickness": 12},
+        }
         note = tr("one colour scale for every layer: 0 → {top:.2f}", top=top)
     else:
         note = tr("each layer coloured 0 → its own largest norm (hover for the number)")
@@ -97,13 +122,9 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
         stack=stack_title(stack),
         note=note,
     )
+    fig = go.Figure(data=traces, layout=layout)
     base_layout(fig, title, height=int(rows * TILE_PX + 110))
     fig.update_layout(margin={"l": 10, "r": 10, "t": 96, "b": 10})
-    fig.update_xaxes(type="category", showgrid=False, showticklabels=labelled, tickangle=-60)
-    fig.update_yaxes(type="category", showgrid=False, showticklabels=False, autorange="reversed")
-    fig.update_yaxes(showticklabels=labelled, col=1)  # the query labels once a row, at the left
-    for annotation in fig.layout.annotations:  # the subplot titles: smaller than the figure's
-        annotation.font = {"size": 12}
     return fig
 
 

@@ -13,12 +13,31 @@ import unicodedata
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 
 MAX_LABEL_CHARS = 14
 FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, Noto Sans, Noto Sans CJK SC, sans-serif"
 ATTENTION_SCALE = "Blues"
 DIVERGING_SCALE = "RdBu_r"  # blue negative, red positive, white zero
 SEQUENTIAL_SCALE = "Viridis"
+
+
+def _white_template() -> go.layout.Template:
+    """Plotly's "plotly_white" for the traces and layouts these views use: the same look, at a
+    third of the cost per figure (5.2 -> 1.7 ms) and a fifth of its bytes (7.2 -> 1.6 kB). The
+    full template also styles 3-D scenes, maps, polar and ternary plots and 40 trace types."""
+    white = pio.templates["plotly_white"].to_plotly_json()
+    unused = ("polar", "ternary", "scene", "geo", "colorscale")
+    layout = {k: v for k, v in white["layout"].items() if k not in unused}
+    data = {k: white["data"][k] for k in ("heatmap", "scatter", "bar")}
+    return go.layout.Template(layout=layout, data=data)
+
+
+TEMPLATE = "ta_white"
+pio.templates[TEMPLATE] = _white_template()
+# Every figure starts from it (make_subplots and go.Figure() otherwise build Plotly's full
+# default template first, ~5 ms each, only for base_layout to replace it).
+pio.templates.default = TEMPLATE
 
 
 def display_token(token: str, max_chars: int = MAX_LABEL_CHARS) -> str:
@@ -65,7 +84,7 @@ def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
     """The common look: white template, tight margins, title left, a fixed height (gr.Plot has
     none)."""
     fig.update_layout(
-        template="plotly_white",
+        template=TEMPLATE,
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
         height=height,
         margin={"l": 10, "r": 10, "t": 48, "b": 10},
@@ -191,4 +210,101 @@ def fixed_margins(fig: go.Figure) -> go.Figure:
     )
     fig.update_xaxes(automargin=False)
     fig.update_yaxes(automargin=False)
+    return fig
+
+
+def axis_key(name: str) -> str:
+    """A trace's axis name ("x3") as the layout's key ("xaxis3")."""
+    return f"{name[0]}axis{name[1:]}"
+
+
+def grid(
+    rows: int,
+    cols: int,
+    *,
+    h_space: float | None = None,
+    v_space: float | None = None,
+    titles: list[str] = (),
+    title_size: int = 16,
+    row_heights: list[float] | None = None,
+) -> tuple[dict, list[tuple[str, str]]]:
+    """``make_subplots``' grid as plain layout: (the layout's axes and panel titles, each panel's
+    (x axis, y axis) names row by row, top row first). The same domains and titles as
+    ``make_subplots(rows, cols, horizontal_spacing, vertical_spacing, subplot_titles)``, built
+    in microseconds instead of ~30 ms: a figure built from it in one go.Figure(data, layout)
+    validates once (a tab's figures are a third of a tab switch's server time)."""
+    h_space = 0.2 / cols if h_space is None else h_space
+    v_space = 0.3 / rows if v_space is None else v_space
+    width = (1 - h_space * (cols - 1)) / cols
+    shares = row_heights or [1.0] * rows  # top row first, as make_subplots takes them
+    heights = [(1 - v_space * (rows - 1)) * h / sum(shares) for h in shares]
+    layout: dict = {"annotations": []}
+    cells = []
+    for r in range(rows):
+        height = heights[r]
+        y1 = 1 - sum(heights[:r]) - r * v_space
+        for c in range(cols):
+            n = r * cols + c + 1
+            suffix = "" if n == 1 else str(n)
+            x0 = c * (width + h_space)
+            x_domain = [round(max(0.0, x0), 12), round(min(1.0, x0 + width), 12)]  # in [0, 1]
+            y_domain = [round(max(0.0, y1 - height), 12), round(min(1.0, y1), 12)]
+            layout[f"xaxis{suffix}"] = {"domain": x_domain, "anchor": f"y{suffix}"}
+            layout[f"yaxis{suffix}"] = {"domain": y_domain, "anchor": f"x{suffix}"}
+            cells.append((f"x{suffix}", f"y{suffix}"))
+            if n <= len(titles) and titles[n - 1]:
+                layout["annotations"].append(
+                    {
+                        "text": titles[n - 1],
+                        "x": x0 + width / 2,
+                        "y": y1,
+                        "xref": "paper",
+                        "yref": "paper",
+                        "xanchor": "center",
+                        "yanchor": "bottom",
+                        "showarrow": False,
+                        "font": {"size": title_size},
+                    }
+                )
+    return layout, cells
+
+
+def subplots(
+    rows: int,
+    cols: int,
+    *,
+    subplot_titles: list[str] = (),
+    horizontal_spacing: float | None = None,
+    vertical_spacing: float | None = None,
+    row_heights: list[float] | None = None,
+) -> go.Figure:
+    """``make_subplots`` for a plain grid of x/y panels, built from ``grid`` (~1 ms, not 30):
+    ``add_trace(..., row=, col=)`` and ``update_xaxes(..., row=, col=)`` work on it as on
+    make_subplots' figure, which draws the same."""
+    from plotly._subplots import SubplotRef
+
+    layout, cells = grid(
+        rows,
+        cols,
+        h_space=horizontal_spacing,
+        v_space=vertical_spacing,
+        titles=list(subplot_titles),
+        row_heights=row_heights,
+    )
+    fig = go.Figure(layout=layout)
+    grid_ref = [
+        [
+            (
+                SubplotRef(
+                    subplot_type="xy",
+                    layout_keys=(axis_key(x), axis_key(y)),
+                    trace_kwargs={"xaxis": x, "yaxis": y},
+                ),
+            )
+            for x, y in cells[r * cols : (r + 1) * cols]
+        ]
+        for r in range(rows)
+    ]
+    fig.__dict__["_grid_ref"] = grid_ref  # what make_subplots leaves for row=/col= lookups
+    fig.__dict__["_grid_str"] = f"a {rows} × {cols} grid"
     return fig

@@ -10,11 +10,19 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from lang import ordinal, tr
 from model.embeddings import sinusoid_table
-from viz.common import DIVERGING_SCALE, base_layout, heatmap, safe, stack_tokens, token_labels
+from viz.common import (
+    DIVERGING_SCALE,
+    axis_key,
+    base_layout,
+    grid,
+    heatmap,
+    safe,
+    stack_tokens,
+    token_labels,
+)
 
 MAX_ROWS = 128  # rows of a tokens × d_model panel; 128 × 384 int16 ≈ 210 KB of JSON per panel
 MAX_CELLS = 64 * 512  # cells of the position table (positions strided beyond it): ≤ 160 KB
@@ -143,18 +151,22 @@ def embedding_figure(
         tr("{panel}   (colour ±{r:.2g})", panel=p[0], r=r)
         for p, r in zip(panels, ranges, strict=True)
     ]
-    fig = make_subplots(
-        rows=len(panels),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=gap / (height - top - bottom),
+    layout, cells = grid(
+        len(panels),
+        1,
+        v_space=gap / (height - top - bottom),
         row_heights=[h / sum(heights) for h in heights],
-        subplot_titles=titles,
+        titles=titles,
+        title_size=12,
     )
+    for annotation in layout["annotations"]:  # panel titles at the left
+        annotation.update(x=0, xanchor="left")
+    traces = []
     for row, ((_, name, z, rows), r, h) in enumerate(
         zip(panels, ranges, heights, strict=True), start=1
     ):
         axis = "coloraxis" if row == 1 else f"coloraxis{row}"
+        xaxis, yaxis = cells[row - 1]
         trace_ = heatmap(
             z,
             list(range(z.shape[1])),
@@ -165,14 +177,16 @@ def embedding_figure(
         )
         trace_.update(
             x=None,  # numeric dimension axis: no labels to send
+            xaxis=xaxis,
+            yaxis=yaxis,
             coloraxis=axis,
             hovertemplate=safe(tr(name))
             + tr("<br>%{y}<br>dimension %{x}<br>value %{z:.4f}")
             + "<extra></extra>",
         )
-        fig.add_trace(trace_, row=row, col=1)
-        domain = fig.layout[f"yaxis{'' if row == 1 else row}"].domain
-        fig.layout[axis] = {
+        traces.append(trace_)
+        domain = layout[axis_key(yaxis)]["domain"]
+        layout[axis] = {
             "colorscale": DIVERGING_SCALE,
             "cmin": -r,
             "cmax": r,
@@ -181,18 +195,17 @@ def embedding_figure(
             "colorbar": _colorbar(r, (domain[0] + domain[1]) / 2, domain[1] - domain[0]),
         }
         step = max(1, int(np.ceil(len(rows) / max(2, h // 13))))
-        fig.update_yaxes(
+        layout[axis_key(yaxis)].update(
             type="category",
             autorange="reversed",
             tickmode="array",
             tickvals=rows[::step],
             tickfont={"size": 10},
-            row=row,
-            col=1,
         )
-    fig.update_xaxes(title_text=tr("dimension"), row=len(panels), col=1)
-    for annotation in fig.layout.annotations:
-        annotation.update(x=0, xanchor="left", font={"size": 12})
+        if row < len(panels):  # one dimension axis for every panel, labelled at the bottom
+            layout[axis_key(xaxis)].update(matches=cells[-1][0], showticklabels=False)
+    layout[axis_key(cells[-1][0])]["title"] = {"text": tr("dimension")}
+    fig = go.Figure(data=traces, layout=layout)
     note = []
     if trace.config.embedding_norm:
         note.append(tr("then LayerNorm → the input of layer 1"))

@@ -11,7 +11,6 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from lang import tr
 from model.masks import causal_mask, padding_mask, padding_mask_query_key
@@ -30,7 +29,14 @@ from viz.attention import (
     three_panels,
     token_axes,
 )
-from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, base_layout, heatmap, token_labels
+from viz.common import (
+    ATTENTION_SCALE,
+    DIVERGING_SCALE,
+    base_layout,
+    heatmap,
+    subplots,
+    token_labels,
+)
 
 CAPTIONS = {
     "padding": "**Padding masks** — (b) keys only, M[i, j] = key_j is real: what the model uses; "
@@ -157,7 +163,7 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
     panel = mask_size_px(min(max(mask_b.shape[1:]), MAX_MASK_CELLS))
     lab = label_px(token_labels(k_all[0]) + token_labels(k_all[1]))
     gap = lab + 30  # rotated key labels + the next row's panel titles
-    fig = make_subplots(
+    fig = subplots(
         rows=2,
         cols=2,
         subplot_titles=titles,

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lang import tr
-from viz.common import ATTENTION_SCALE, base_layout, heatmap, safe, token_labels
+from viz.common import ATTENTION_SCALE, base_layout, heatmap, safe, subplots, token_labels
 
 SMOOTH = 20  # steps in the loss curve's moving mean
 BAR = 24  # cells of the progress bar
@@ -67,7 +66,7 @@ def progress_figure(progress) -> go.Figure:
         head=progress.head,
     )
     titles = (tr("training loss"), safe(head))
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], subplot_titles=titles)
+    fig = subplots(rows=1, cols=2, subplot_titles=titles)
     steps = np.arange(1, len(progress.losses) + 1)
     fig.add_trace(
         go.Scatter(x=steps, y=progress.losses, mode="lines", name=tr("loss"), opacity=0.3),

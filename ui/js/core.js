@@ -147,6 +147,36 @@
       subtree: true, childList: true, attributes: true, attributeFilter: ['href'],
     });
   };
+  /* Plotly names each figure's gradients (the colour bars) and clip paths by the page's full
+     address, fixed when the figure is first drawn, because the page has a <base> element. Once
+     the address changes, those names point at another document: the browser fetches the whole
+     page again for every reference and the colour bars go blank. So after every change of the
+     address, every figure's references, and the address Plotly uses for its next draw, follow. */
+  const REFERS = ['fill', 'stroke', 'clip-path', 'mask', 'filter'];
+  const ATTRS = REFERS.map((a) => `[${a}*="url("]`).join(',') + ',[style*="url("]';
+  ta.rebase = (before) => {
+    const now = location.href.split('#')[0];
+    if (!before || before === now) return;
+    const swap = (text) => text.split(before + '#').join(now + '#');
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+      if (gd._context && gd._context._baseUrl) gd._context._baseUrl = now;
+      for (const el of gd.querySelectorAll(ATTRS)) {
+        for (const name of [...REFERS, 'style']) {
+          const value = el.getAttribute(name);
+          if (value && value.includes(before + '#')) el.setAttribute(name, swap(value));
+        }
+      }
+    }
+  };
+  for (const method of ['pushState', 'replaceState']) {
+    const change = history[method].bind(history);
+    history[method] = (...args) => {
+      const before = location.href.split('#')[0];
+      const result = change(...args);
+      ta.rebase(before);
+      return result;
+    };
+  }
   /* Back or Forward: open the view that entry names, as a link opens (its text is put in the
      box at once by ta.openLink; the server never writes the box, so a late answer cannot
      replace what the user types meanwhile). */
