@@ -159,7 +159,7 @@ def measure_tabs(url: str, config: dict, meter: Meter, runs: int, tabs: list[str
     page = Client(url, config, "10.3.0.1")
     run, switch = page.dependency(api_name="run"), page.dependency(target=("tab-box", "change"))
     per_tab: dict[str, list[float]] = {t: [] for t in tabs}
-    for turn in range(max(1, runs // len(tabs))):
+    for turn in range(max(5, runs // len(tabs))):
         for tab in tabs:
             page.call(run, text=sentence(3, turn * 100 + len(per_tab[tab])), tab="tokens")
             with meter:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -222,3 +223,57 @@ def test_a_page_open_is_served_from_memory(demo):
     assert [f.content for f in files2] == [f.content for f in files1]
     assert again.status_code == 304
     assert asked == [], f"asked of Gradio again: {asked}"
+
+
+GRADIENT_REFS_JS = """
+() => {
+  const here = location.href.split('#')[0];
+  const refs = [];
+  for (const el of document.querySelectorAll('.js-plotly-plot *')) {
+    for (const name of ['fill', 'clip-path', 'stroke', 'style']) {
+      const value = el.getAttribute(name) || '';
+      for (const m of value.matchAll(/url\\(['"]?([^'")]*)#([^'")]+)['"]?\\)/g)) {
+        refs.push({base: m[1], id: m[2], found: !!document.getElementById(m[2]), here});
+      }
+    }
+  }
+  return refs;
+}
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_head_switches_ask_nothing_and_every_colour_bar_keeps_its_gradient(demo, page):
+    """Layer and head switches on the Attention tab (and presentation mode) are drawn in the
+    browser: the address follows the view, no request of any kind leaves the page, and every
+    gradient and clip path of every figure still resolves in this document (they named the old
+    address: each switch fetched the whole page again, and the colour bars went blank)."""
+    from tests.inprocess import serve_demo
+    from tests.test_classroom import set_slider
+    from tests.test_e2e_browser import run_of, wait_tab
+
+    text = "the lecturer switches heads while the class watches the colour bars"
+    with serve_demo(demo) as url:
+        page.goto(url + "?" + urlencode({"text": text, "tab": "attention", "present": 1}))
+        wait_tab(page, "attention", run=run_of(text))
+        page.wait_for_function("() => location.search.includes('tab=attention')")
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        gd = "document.querySelector('#head-plot .js-plotly-plot')"
+        for layer, head in ((1, 3), (3, 3), (3, 7), (5, 0)):
+            set_slider(page, "layer", layer)
+            set_slider(page, "head", head)
+            page.wait_for_function(
+                f"() => {gd}.layout.title.text.startsWith('Layer {layer}, head {head} ')"
+            )
+            page.wait_for_function(  # the address follows the view (after its 150 ms pause)
+                f"() => location.search.includes('layer={layer}&head={head}')"
+            )
+        page.wait_for_timeout(500)
+        refs = page.evaluate(GRADIENT_REFS_JS)
+    assert requests == [], f"a head switch asked the network: {requests[:5]}"
+    gradients = [r for r in refs if "-cb" in r["id"]]  # Plotly names a colour bar g<id>-cb<id>
+    assert gradients, "no colour bar gradient found on the Attention tab"
+    broken = [r for r in refs if not r["found"] or (r["base"] and r["base"] != r["here"])]
+    assert broken == [], f"references to another document or a missing id: {broken[:3]}"

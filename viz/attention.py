@@ -25,8 +25,10 @@ from viz.common import (
     fixed_margins,
     heatmap,
     square_axes,
+    square_axis_props,
     stack_tokens,
     token_labels,
+    update_axes,
 )
 
 # One colour convention everywhere: white = weight 0, darkest blue = weight 1 (the "fixed" scale),
@@ -167,9 +169,9 @@ def token_axes(fig: go.Figure, n_x: int, n_y: int, **where) -> go.Figure:
     ``square_axes`` thins by token count; for panels narrower than a full-width plot we let
     Plotly thin by pixel width instead (nticks=0 keeps ~15 px per category label).
     """
-    square_axes(fig, n_x, n_y, **where)
-    fig.update_xaxes(nticks=0, tickfont={"size": 10}, showgrid=False, **where)
-    fig.update_yaxes(nticks=0, tickfont={"size": 10}, showgrid=False, **where)
+    x, y = square_axis_props(n_x, n_y)
+    small = {"nticks": 0, "tickfont": {"size": 10}, "showgrid": False}
+    update_axes(fig, {**x, **small}, {**y, **small}, **where)
     return fig
 
 

@@ -36,6 +36,7 @@ from viz.common import (
     heatmap,
     subplots,
     token_labels,
+    update_axes,
 )
 
 CAPTIONS = {
@@ -109,8 +110,8 @@ def _square(fig: go.Figure, n_x: int, n_y: int, row: int | None = None, col: int
     """Token axes with square cells (the plot area shrinks rather than stretching cells)."""
     where = {} if row is None else {"row": row, "col": col}
     token_axes(fig, n_x, n_y, **where)
-    fig.update_xaxes(constrain="domain", **where)
-    fig.update_yaxes(scaleanchor="x" if row is None else None, constrain="domain", **where)
+    x = {"constrain": "domain"}
+    update_axes(fig, x, {**x, "scaleanchor": "x"} if row is None else x, **where)
 
 
 def _one_mask_figure(
