@@ -224,7 +224,7 @@ def test_a_huge_paste_is_cut_before_anything_keeps_it(served):
     assert answered(run, message) is None
     assert "only the first 20,000 were read" in status_text(page, run, message)
     kept = demo.state_holder.session_data.get("huge-paste")
-    if kept is not None:  # what Gradio keeps per session: its values and its copy of the config
-        assert longest_text([kept.state_data, kept.config_values]  # nothing: serve.lean) < MAX_CHARS
+    if kept is not None:  # what Gradio keeps per session: its values (no config copy: serve.lean)
+        assert longest_text([kept.state_data, kept.config_values]) < MAX_CHARS
     session = demo.views.sessions.of("huge-paste")  # the page id the page sent
     assert session.run is not None and len(session.run.text) == MAX_CHARS
