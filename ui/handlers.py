@@ -39,7 +39,7 @@ from model import PRESETS, TRAINED
 from serve.training import Trainings
 from ui.i18n import t
 from ui.layout import FINAL, STACK_LABELS
-from ui.render import render, slide_ready
+from ui.render import DRAWN, own_copy, render, slide_ready
 from ui.state import (
     API,
     SELECTION_FIELDS,
@@ -288,13 +288,19 @@ class Views:
         # Drawing a big trace's views is work like its forward pass (norms, replayed Q/K/V, a
         # 512-token figure): it takes a pass's slot and CPU share too (serve.cpu). Half the
         # trace's size is reserved for what drawing adds (replayed Q/K/V: up to 50 %).
-        with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
-            values = render(state.tab, analysis, state.sel, batch, only, client)
+        # Every page that opens the same view (a lecture hall opening the lecturer's link) gets
+        # the outputs the first one drew (ui.render.DRAWN).
+        key = (signature, state.tab, state.model, state.text, state.positions, client)
+        values = DRAWN.get(key)
+        if values is None:
+            with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
+                values = render(state.tab, analysis, state.sel, batch, only, client)
+            values = DRAWN.put(key, self.finished(values, state, state.sel.clamp(analysis)))
         if only is None:
             seen = {**seen, state.tab: signature}
         else:
             seen = {k: v for k, v in seen.items() if k != state.tab}
-        return analysis, self.finished(values, state, state.sel.clamp(analysis)), seen
+        return analysis, own_copy(values), seen
 
     @staticmethod
     def finished(values: dict, state: ViewState, sel: Selection) -> dict:

@@ -5,14 +5,27 @@ from __future__ import annotations
 import json
 import re
 
+import copy
+
 from engine import Analysis
 from lang import message_of, tr
+from serve.lru import LockedLRU
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, fixed_margins, safe
 
+# The last views drawn, finished, by everything that decides them (the analysis, the selection,
+# the tab, the language, what the asking page fills itself): the same view asked by another page
+# costs nothing. 16 views of at most a few MB (a 512-token Attention tab: ~3 MB).
+DRAWN: LockedLRU = LockedLRU(16)
 PANEL_TITLE_GAP = 6  # px between a figure's title and the panel titles under it
 TITLE_TOP, TITLE_LINE, SUP_LINE = 32, 21, 20  # px: above the title (the toolbar), its lines
+
+
+def own_copy(values: dict) -> dict:
+    """A kept view's outputs for one answer: Gradio changes update dicts while it sends them;
+    figures (JSON text), tables and HTML are only read."""
+    return {k: copy.deepcopy(v) if isinstance(v, dict) else v for k, v in values.items()}
 
 
 def failed_view(name: str, exc: Exception):
