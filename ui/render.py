@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-
-import copy
 
 from engine import Analysis
 from lang import message_of, tr
