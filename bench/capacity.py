@@ -112,7 +112,16 @@ async def one_run(http: httpx.AsyncClient, endpoint: Endpoint, text: str, header
     raise RuntimeError("the event stream ended without the result")
 
 
-async def student(
+async def student(n: int, endpoint: Endpoint, args, deadline: float, tally: Tally) -> None:
+    """One student: its own connections and cookie jar, as a browser (a balancer with cookie
+    affinity keeps each student on its replica)."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    timeout = httpx.Timeout(300, connect=30)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+        await keep_running(n, endpoint, http, args, deadline, tally)
+
+
+async def keep_running(
     n: int, endpoint: Endpoint, http: httpx.AsyncClient, args, deadline: float, tally: Tally
 ) -> None:
     headers = {} if args.one_address else {"X-Forwarded-For": f"10.{n // 250}.{n % 250}.7"}
@@ -137,14 +146,10 @@ async def student(
 
 async def measure(endpoint: Endpoint, clients: int, args) -> tuple[Tally, float]:
     tally = Tally()
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(300, connect=30), limits=limits) as http:
-        start = time.monotonic()
-        deadline = start + args.seconds
-        await asyncio.gather(
-            *(student(n, endpoint, http, args, deadline, tally) for n in range(clients))
-        )
-        return tally, time.monotonic() - start
+    start = time.monotonic()
+    deadline = start + args.seconds
+    await asyncio.gather(*(student(n, endpoint, args, deadline, tally) for n in range(clients)))
+    return tally, time.monotonic() - start
 
 
 def report(clients: int, tally: Tally, wall: float) -> None:

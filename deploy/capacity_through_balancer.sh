@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/capacity.py through HAProxy (deploy/haproxy.cfg) in front of two replicas, all on this
 # machine's loopback: the same balancer as compose.yaml, without Docker. Each simulated student
-# keeps its own cookie jar, as a browser does (deploy/capacity_per_student.py).
+# keeps its own cookie jar, as a browser does.
 #
 #   deploy/capacity_through_balancer.sh [bench/capacity.py's options, e.g. --clients 30 --seconds 20]
 #
@@ -33,4 +33,4 @@ for port in $((LB_PORT + 1)) $((LB_PORT + 2)) "$LB_PORT"; do
         sleep 0.1
     done
 done
-"$PY" deploy/capacity_per_student.py --url "http://127.0.0.1:$LB_PORT/" "$@"
+"$PY" bench/capacity.py --url "http://127.0.0.1:$LB_PORT/" "$@"
