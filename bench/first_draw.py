@@ -1,0 +1,130 @@
+"""The Attention tab's first draw for a new user, on a quiet server and beside a class.
+
+Starts ``python app.py``. Each round, a new browser context (a new student: nothing cached) in
+headless Chromium:
+
+- **link**: opens a link to the Attention tab with a new 128-token text, until every figure of
+  the tab (head view, overview, attention block, compare) is drawn for that text;
+- **run**: on that page, types another 128-token text and clicks Run, until every figure is drawn
+  again for the new text.
+
+``--students N`` keeps N simulated students running short sentences through the server meanwhile
+(bench/capacity.py's students, 3 s between Runs, in a thread of their own). Budgets: ≤ 1.0 s at
+128 tokens on a quiet machine, ≤ 2 s while 60 students run.
+
+    .venv/bin/python bench/first_draw.py [--rounds 5] [--students 0,60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.capacity import Endpoint, Tally, student  # noqa: E402
+from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app_process  # noqa: E402
+from tests.test_e2e_browser import run_of, wait_tab  # noqa: E402
+
+WORDS = ["time", "flies", "like", "an", "arrow", "fruit", "bananas", "river", "bank", "model"]
+
+
+def text_of(n: int, tokens: int = 128) -> str:
+    """About ``tokens`` word pieces (126 words + [CLS] and [SEP]), different for every n."""
+    rng = random.Random(n)
+    return " ".join(rng.choice(WORDS) for _ in range(tokens - 2))
+
+
+def class_running(url: str, students: int, stop: threading.Event) -> threading.Thread:
+    """N students running short sentences until ``stop`` (capacity.py's students)."""
+
+    def run() -> None:
+        endpoint = Endpoint(url)
+        args = SimpleNamespace(think=3.0, one_address=False)
+
+        async def main() -> None:
+            tally = Tally()
+            deadline = time.monotonic() + 3600
+            tasks = [
+                asyncio.create_task(student(n, endpoint, args, deadline, tally))
+                for n in range(students)
+            ]
+            while not stop.is_set():
+                await asyncio.sleep(0.2)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def rounds(url: str, n: int, base: int) -> tuple[list[float], list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    link_times, run_times = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for r in range(n + 1):  # the first round warms the server
+            first, second = text_of(base + 2 * r), text_of(base + 2 * r + 1)
+            context = browser.new_context(viewport={"width": 1280, "height": 1000})
+            page = context.new_page()
+            start = time.perf_counter()
+            page.goto(url + "?" + urlencode({"text": first, "model": "bert", "tab": "attention"}))
+            wait_tab(page, "attention", timeout=60_000, run=run_of(first))
+            linked = time.perf_counter() - start
+            page.fill("#text textarea", second)
+            start = time.perf_counter()
+            page.click("#run")
+            wait_tab(page, "attention", timeout=60_000, run=run_of(second))
+            ran = time.perf_counter() - start
+            if r:
+                link_times.append(linked)
+                run_times.append(ran)
+            context.close()
+        browser.close()
+    return link_times, run_times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--students", default="0,60")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} at start", flush=True)
+    with serve_app_process() as (url, _, _proc):
+        for k, students in enumerate(int(s) for s in args.students.split(",")):
+            stop = threading.Event()
+            load = class_running(url, students, stop) if students else None
+            if load:
+                time.sleep(5)  # the class is running before the new user arrives
+            link_times, run_times = rounds(url, args.rounds, 1000 * (k + 1))
+            stop.set()
+            if load:
+                load.join(timeout=30)
+            budget = 1.0 if students == 0 else 2.0
+            for name, times in (("link → drawn", link_times), ("Run → drawn", run_times)):
+                median = statistics.median(times)
+                print(
+                    f"{students:3d} students: {name:13s} median {median:.2f} s, max "
+                    f"{max(times):.2f} s over {len(times)}  budget {budget:.1f} s "
+                    f"{'PASS' if median <= budget else 'FAIL'}",
+                    flush=True,
+                )
+    print(f"load average {os.getloadavg()[0]:.2f} at end")
+
+
+if __name__ == "__main__":
+    main()
