@@ -83,8 +83,7 @@ def token_labels(tokens: list[str]) -> list[str]:
 def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
     """The common look: white template, tight margins, title left, a fixed height (gr.Plot has
     none)."""
-    fig.update_layout(
-        template=TEMPLATE,
+    fig.update_layout(  # the template: TEMPLATE, every figure's default (set above)
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
         height=height,
         margin={"l": 10, "r": 10, "t": 48, "b": 10},
