@@ -50,8 +50,29 @@ def test_the_head_table_switches_conventions_and_adds_the_pattern_columns(bert_a
 def test_a_pattern_the_page_does_not_know_gets_a_sentence_in_either_language(bert_analysis):
     with speaking("zh-CN"):
         out = render("heads", bert_analysis, Selection(pattern="zigzag"), only={"head_stats_table"})
-    shown = str(out["head_stats_table"])
+    shown = str(list(out["head_stats_table"].columns))
     assert "zigzag" in shown and "没有名为" in shown
+
+
+@pytest.mark.parametrize("pattern", ["zigzag", "every ;; other !!", "x" * 500])
+def test_a_nonsense_pattern_empties_its_own_column_only(bert_analysis, pattern):
+    """Issue 27: a pattern the page cannot read says so in its own column's header, its cells
+    empty; every other column of the table is drawn as without it, and the CSV still comes."""
+    plain = render("heads", bert_analysis, Selection(), only={"head_stats_table"})
+    out = render(
+        "heads", bert_analysis, Selection(pattern=pattern), only={"head_stats_table", "stats_csv"}
+    )
+    table, plain = out["head_stats_table"], plain["head_stats_table"]
+    assert "error" not in table.columns  # not the whole view replaced by a sentence
+    assert len(table) == 6 * 12
+    extra = [c for c in table.columns if c not in plain.columns]
+    assert len(extra) == 1 and extra[0].startswith("custom: there is no attention pattern")
+    assert repr(pattern[:40]) in extra[0]
+    assert (table[extra[0]] == "").all()
+    assert table[list(plain.columns)].equals(plain)
+    assert not table[list(plain.columns)].isna().all().any()  # every other column filled
+    csv = Path(out["stats_csv"]).read_text()
+    assert "no column: there is no attention pattern" in csv
 
 
 def test_the_distance_map_and_the_flow_row_are_the_analysis_functions(bert_analysis):

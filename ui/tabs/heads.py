@@ -462,7 +462,8 @@ def flow_figure(trace, stack: str, layer: int, query: int):
 
 
 def pattern_of(trace, stack: str, pattern: str):
-    """The user's pattern as a mask over this text's tokens; None when there is none."""
+    """The user's pattern as a mask over this text's tokens; None when there is none. Raises
+    ValueError with the sentence the page shows when the pattern is not one it knows."""
     if not str(pattern or "").strip() or stack == "cross":
         return None
     q_tok, _ = stack_tokens(trace, stack)
@@ -476,6 +477,26 @@ def pattern_of(trace, stack: str, pattern: str):
                 name=repr(str(pattern)[:40]),
             )
         ) from None
+
+
+def head_stats(trace, stack: str, convention: str, pattern: str) -> tuple[pd.DataFrame, str]:
+    """The head table and, when the user's pattern is not one the page knows, the sentence
+    saying so ("" otherwise): the rest of the table is drawn all the same."""
+    try:
+        mask, problem = pattern_of(trace, stack, pattern), ""
+    except ValueError as exc:
+        mask, problem = None, str(exc)
+    return analysis.head_table(trace, stack, convention=convention, custom=mask), problem
+
+
+def shown_stats(df: pd.DataFrame, problem: str = "") -> pd.DataFrame:
+    """The head table as the page shows it (rounded, headers in the request's language); a
+    pattern that could not be read gets its column all the same, empty, its header the
+    sentence saying what was wrong."""
+    shown = shown_columns(df.round(3))
+    if problem:
+        shown[f"{tr('custom')}: {problem}"] = ""
+    return shown
 
 
 HF_REFERENCE = "transformers.BertModel(attn_implementation='eager') on the same weights and ids"
@@ -657,9 +678,8 @@ def makers(view: View) -> dict:
     model_id, key = analysis_.model.model_id, analysis_.key
 
     @functools.cache
-    def stats() -> pd.DataFrame:  # computed once for the table and the CSV
-        mask = pattern_of(trace, stack, sel.pattern)
-        return analysis.head_table(trace, stack, convention=sel.convention, custom=mask)
+    def stats() -> tuple[pd.DataFrame, str]:  # computed once for the table and the CSV
+        return head_stats(trace, stack, sel.convention, sel.pattern)
 
     def npz() -> str:
         meta = {"model": analysis_.model.label, "text": trace.tokens[0], "stack": stack}
@@ -677,10 +697,13 @@ def makers(view: View) -> dict:
     def stats_csv() -> str:
         meta = {"model": model_id, "text": key[1][0], "target": (key[2] or [None])[0]}
         meta["conventions"] = sel.convention
+        table, problem = stats()
         if sel.pattern:
             meta["custom pattern"] = sel.pattern
+        if problem:
+            meta["custom pattern"] += f" (no column: {problem})"
         meta["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        csv_text = analysis.stats_csv(stats(), meta)
+        csv_text = analysis.stats_csv(table, meta)
         return exports.EXPORTS.write(exports.stats_name(model_id, stack, key), csv_text)
 
     def rollout():
@@ -689,7 +712,7 @@ def makers(view: View) -> dict:
         return rollout_figure(trace, stack, layer)
 
     return {
-        "head_stats_table": lambda: shown_columns(stats().round(3)),
+        "head_stats_table": lambda: shown_stats(*stats()),
         "stats_csv": stats_csv,
         "trace_npz": npz,
         "rollout_plot": rollout,
