@@ -262,9 +262,10 @@ _FFN_ACTIVATION = {"000": "relu", "003": "relu", "004": "gelu"}  # the tutorials
 
 def seed_order(config) -> tuple[str, ...]:
     """The tutorials to quote, first choice first: the one the model follows (its config's
-    source names it), then those of its norm (post: 000, 003; pre: 001, 004), then the rest."""
+    source names it), then those of its norm (post: 000, 003; pre: 001), then the rest."""
     found = re.search(r"seed (\d{3})", config.source or "")
-    family = ("000", "003", "004", "001") if config.norm == "post" else ("001", "004", "000", "003")
+    # Seed 001 shows no attention internals: seed 000's MultiHeadAttention is this model's.
+    family = ("000", "003", "004", "001") if config.norm == "post" else ("001", "000", "004", "003")
     own = (found.group(1),) if found else ()
     return own + tuple(s for s in family if s not in own)
 
@@ -274,7 +275,7 @@ def seed_line(name: str, place: str, config) -> tuple[str, str]:
     key = _ALIAS.get(name, name)
     table = LINES[key]
     order = seed_order(config)
-    if key == "FFN hidden":  # a GELU model quotes a GELU tutorial, a ReLU model a ReLU one
+    if key in ("FFN hidden", "FFN output"):  # GELU models quote a GELU tutorial, ReLU a ReLU one
         act = "gelu" if config.activation.startswith("gelu") else "relu"
         order = tuple(s for s in order if _FFN_ACTIVATION.get(s) == act) + order
     for seed in order:

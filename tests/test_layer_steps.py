@@ -438,7 +438,12 @@ def test_the_tutorial_quoted_is_the_one_the_model_follows(traced):
     assert seeds("seed004-encoder")["attention residual"] == "seed 004"
     assert seeds("bert")["FFN hidden"] == "seed 004"  # a GELU model quotes the GELU tutorial
     assert seeds("bert")["LayerNorm after attention"] == "seed 000"
-    assert seed_order(PRESETS["seed002-encoder"].replace())[:2] == ("002", "000")
+    assert seeds("induction", "decoder")["scores"] == "seed 000"  # seed 001 shows no internals
+    assert seeds("roles")["scores"] == "seed 004"
+    for name in MODELS:
+        found = seeds(name, traced(name)[1].stacks[0])
+        assert found["FFN hidden"] == found["FFN output"], name  # one tutorial's FFN
+    assert seed_order(PRESETS["seed002-encoder"])[:2] == ("002", "000")
     steps = {s.name: s for s in layer_steps(traced("seed000-tiny")[1], "cross")}
     assert steps["attention residual"].seed_line == "x = self.ln2( x_residual2 + self.dropout2(x) )"
 
