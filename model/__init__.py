@@ -7,6 +7,8 @@ from model.attention import HeadAblation
 from model.bert import BertLoadError, load_bert
 from model.config import PRESETS, TransformerConfig
 from model.device import pick_device
+from model.lm import load_lm
+from model.lm_config import LMLoadError
 from model.tokenizers import CharTokenizer, VocabTokenizer
 from model.trace import Trace
 from model.trained import TRAINED, load_trained, predict_roles
@@ -18,11 +20,13 @@ __all__ = [
     "BertLoadError",
     "CharTokenizer",
     "HeadAblation",
+    "LMLoadError",
     "Trace",
     "Transformer",
     "TransformerConfig",
     "VocabTokenizer",
     "load_bert",
+    "load_lm",
     "load_trained",
     "pick_device",
     "predict_roles",

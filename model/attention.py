@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from model.config import TransformerConfig
+from model.rotary import Rotation
 
 ABLATIONS = ("zero", "mean")
 
@@ -85,20 +86,39 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O.
 
     head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i): one scaled dot-product attention per subspace.
+    With grouped-query attention (config.n_kv_heads < n_heads, LLaMA 2/3, Mistral, Qwen2) W_K and
+    W_V make n_kv_heads heads and query head i reads key/value head i // (n_heads / n_kv_heads).
+    With rotary positions each head's queries and keys are turned by their position first.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.n_heads = config.n_heads
-        self.w_q = nn.Linear(config.d_model, config.d_model)
-        self.w_k = nn.Linear(config.d_model, config.d_model)
-        self.w_v = nn.Linear(config.d_model, config.d_model)
-        self.w_o = nn.Linear(config.d_model, config.d_model)
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.n_rep = config.n_heads // config.kv_heads  # query heads per key/value head
+        d_kv = config.kv_heads * config.d_head
+        self.w_q = nn.Linear(config.d_model, config.d_model, bias=config.attn_bias)
+        self.w_k = nn.Linear(config.d_model, d_kv, bias=config.attn_bias)
+        self.w_v = nn.Linear(config.d_model, d_kv, bias=config.attn_bias)
+        self.w_o = nn.Linear(config.d_model, config.d_model, bias=config.attn_out_bias)
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, d_model] -> [B, H, T, d_head]."""
-        batch, seq_len, d_model = x.shape
-        return x.view(batch, seq_len, self.n_heads, d_model // self.n_heads).transpose(1, 2)
+        """[B, T, heads · d_head] -> [B, heads, T, d_head] (H query or H_kv key/value heads)."""
+        batch, seq_len, width = x.shape
+        return x.view(batch, seq_len, width // self.d_head, self.d_head).transpose(1, 2)
+
+    def project(
+        self, kind: str, x: torch.Tensor, rotary: Rotation | None = None, turn: bool = True
+    ) -> torch.Tensor:
+        """ "q", "k" or "v" of x per query head, [B, H, T, d_head]: q and k turned by rotary
+        (unless turn=False: the projection before RoPE), a shared key/value head repeated for
+        each query head of its group (HF's repeat_kv)."""
+        linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
+        heads = self.split(linear(x))  # (B, H or H_kv, T, d_head)
+        if rotary is not None and turn and kind != "v":
+            heads = rotary(heads)  # turned before repeating: H_kv heads, not H
+        if kind != "q" and self.n_rep > 1:
+            heads = heads.repeat_interleave(self.n_rep, dim=1)  # (B, H, T, d_head)
+        return heads
 
     @staticmethod
     def concat(x: torch.Tensor) -> torch.Tensor:
@@ -112,6 +132,7 @@ class MultiHeadAttention(nn.Module):
         x_kv: torch.Tensor,
         mask: torch.Tensor | None = None,
         out: dict[str, torch.Tensor] | None = None,
+        rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Queries come from x_q, keys and values from x_kv (the same tensor in self-attention).
 
@@ -120,13 +141,14 @@ class MultiHeadAttention(nn.Module):
             mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
             out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into, and
                 {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported).
+            rotary: RoPE angles of the text (self-attention of a rotary model), else None.
         Returns:
             out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
             [B, H, T_q, T_k]}.
         """
-        q = self.split(self.w_q(x_q))  # (B, H, T_q, d_head)
-        k = self.split(self.w_k(x_kv))  # (B, H, T_k, d_head)
-        v = self.split(self.w_v(x_kv))  # (B, H, T_k, d_head)
+        q = self.project("q", x_q, rotary)  # (B, H, T_q, d_head)
+        k = self.project("k", x_kv, rotary)  # (B, H, T_k, d_head)
+        v = self.project("v", x_kv)  # (B, H, T_k, d_head)
         if mask is not None:
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
         # z: (B, H, T_q, d_head), the heads' contexts before concat

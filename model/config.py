@@ -9,7 +9,10 @@ from lang import Msg
 from model.tokenizers import CharTokenizer
 
 Arch = Literal["encoder", "decoder", "encoder-decoder"]
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+# How the model knows where a token is: a vector added to the embedding (sinusoidal, learned), a
+# rotation of each head's queries and keys (rotary: RoPE, Su et al. 2021; LLaMA), or not at all.
+POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,8 @@ class TransformerConfig:
     norm: Literal["post", "pre"] = (
         "post"  # post: LN(x + f(x)) (paper); pre: x + f(LN(x)) (seed 001)
     )
-    activation: Literal["relu", "gelu", "gelu_tanh"] = "relu"
-    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = "relu"
+    positions: Literal["sinusoidal", "learned", "rotary", "none"] = "sinusoidal"
     type_vocab_size: int = 0  # BERT's segment (token-type) embeddings; 0 = none
     embedding_norm: bool = False  # LayerNorm after the embedding sum (BERT, seed 004)
     layer_norm_eps: float = 1e-5
@@ -47,6 +50,19 @@ class TransformerConfig:
     token_labels: tuple[str, ...] = ()
     pad_id: int = 0
     seed: int = 0  # seeds the random initialisation: same seed, same weights, same figures
+    # ---- the language-model families (GPT-2, LLaMA, Qwen2, Mistral; model/lm.py loads them) ----
+    norm_kind: Literal["layer", "rms"] = "layer"  # rms: x / RMS(x) · g, no mean, no bias (LLaMA)
+    rope_theta: float = 10000.0  # RoPE base: pair i of a head turns by pos · θ^(−2i/d_head)
+    # Key/value heads: None = n_heads (multi-head); fewer = grouped-query attention, where query
+    # head h reads key/value head h // (n_heads / n_kv_heads) (LLaMA's repeat_kv); 1 = multi-query.
+    n_kv_heads: int | None = None
+    mlp: Literal["ffn", "gated"] = "ffn"  # gated: W_down(act(x W_gate) * (x W_up)) (LLaMA)
+    attn_bias: bool = True  # biases of W_Q, W_K, W_V (GPT-2, BERT, Qwen2: yes; LLaMA: no)
+    attn_out_bias: bool = True  # bias of W_O (GPT-2, BERT: yes; LLaMA, Qwen2: no)
+    mlp_bias: bool = True  # biases of the MLP's linears (GPT-2: yes; LLaMA: no)
+    tie_lm_head: bool = False  # the LM head reuses the token embedding matrix (GPT-2)
+    # Mistral: a query sees only the last sliding_window keys (itself included); None = all.
+    sliding_window: int | None = None
     source: str = ""  # which seed tutorial (or checkpoint) this config follows
 
     def __post_init__(self) -> None:
@@ -54,7 +70,9 @@ class TransformerConfig:
             object.__setattr__(self, "final_norm", self.norm == "pre")
         if isinstance(self.token_labels, list):  # read back from JSON
             object.__setattr__(self, "token_labels", tuple(self.token_labels))
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        positive = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"]
+        positive += [n for n in ("n_kv_heads", "sliding_window") if getattr(self, n) is not None]
+        for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(
@@ -77,7 +95,9 @@ class TransformerConfig:
             "arch": ("encoder", "decoder", "encoder-decoder"),
             "norm": ("post", "pre"),
             "activation": ACTIVATIONS,
-            "positions": ("sinusoidal", "learned"),
+            "positions": POSITIONS,
+            "norm_kind": ("layer", "rms"),
+            "mlp": ("ffn", "gated"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -97,6 +117,22 @@ class TransformerConfig:
                     d_model=self.d_model,
                 )
             )
+        if self.n_heads % self.kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.kv_heads}): "
+                "each key/value head serves the same number of query heads."
+            )
+        if self.positions == "rotary" and self.d_head % 2:
+            raise ValueError(
+                f"rotary positions turn pairs of dimensions: d_head ({self.d_head}) must be even."
+            )
+        theta = self.rope_theta
+        if isinstance(theta, bool) or not isinstance(theta, int | float) or not theta > 1:
+            raise ValueError(f"rope_theta must be a number above 1, not {theta!r}.")
+        if self.tie_lm_head and not self.lm_head:
+            raise ValueError("tie_lm_head ties the LM head to the embedding: set lm_head=True.")
+        if self.sliding_window is not None and self.arch != "decoder":
+            raise ValueError("sliding_window is a decoder-only (Mistral) attention band.")
         if self.type_vocab_size < 0:
             raise ValueError(
                 Msg("type_vocab_size must be >= 0, not {value}.", value=self.type_vocab_size)
@@ -131,6 +167,15 @@ class TransformerConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads per layer: n_kv_heads, or n_heads when it is None."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    def kv_head_of(self, head: int) -> int:
+        """The key/value head query head ``head`` reads (itself without grouped-query attention)."""
+        return head // (self.n_heads // self.kv_heads)
 
     @property
     def has_encoder(self) -> bool:

@@ -1,6 +1,8 @@
 """Input module (seed 000 §1.2): token embedding + positional encoding, summed.
 
-BERT (seed 004) adds segment (token-type) embeddings and a LayerNorm after the sum.
+BERT (seed 004) adds segment (token-type) embeddings and a LayerNorm after the sum. Rotary models
+(LLaMA) add no position vector: they turn queries and keys (model/rotary.py), and the position
+term of the sum is reported as zeros, as when positions are switched off.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import torch
 from torch import nn
 
 from model.config import TransformerConfig
+from model.rotary import RotaryEmbedding, Rotation
 
 
 class TokenEmbedding(nn.Embedding):
@@ -60,10 +63,16 @@ class TransformerEmbedding(nn.Module):
         super().__init__()
         self.config = config
         self.tok_emb = token_embedding  # shared by encoder and decoder of one vocabulary
+        self.pos_emb: nn.Module | None = None  # rotary and "none": nothing added to the sum
         if config.positions == "sinusoidal":
-            self.pos_emb: nn.Module = SinusoidalPositionalEncoding(config.max_len, config.d_model)
-        else:
+            self.pos_emb = SinusoidalPositionalEncoding(config.max_len, config.d_model)
+        elif config.positions == "learned":
             self.pos_emb = LearnedPositionalEmbedding(config.max_len, config.d_model)
+        self.rotary = (
+            RotaryEmbedding(config.d_head, config.rope_theta)
+            if config.positions == "rotary"
+            else None
+        )
         self.type_emb = (
             nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
         )
@@ -88,10 +97,12 @@ class TransformerEmbedding(nn.Module):
                 f"Sequence is {seq_len} tokens; this model reads at most {self.config.max_len}."
             )
         tok = self.tok_emb(ids)  # (B, T, d_model)
-        pos = self.pos_emb(seq_len)  # (T, d_model)
-        if not positions:
-            pos = torch.zeros_like(pos)
-        x = tok + pos
+        if positions and self.pos_emb is not None:
+            pos = self.pos_emb(seq_len)  # (T, d_model)
+            x = tok + pos
+        else:
+            pos = tok.new_zeros(seq_len, self.config.d_model)  # (T, d_model): no term added
+            x = tok + pos  # the same sum (and dtype) as with a position vector
         parts = {"token": tok, "position": pos}
         if self.type_emb is not None:
             if token_type_ids is None:
@@ -103,3 +114,10 @@ class TransformerEmbedding(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x), parts
+
+    def rotation(self, seq_len: int, positions: bool = True) -> Rotation | None:
+        """RoPE angles of positions 0..T−1 for a rotary model; None otherwise or when positions
+        are switched off (then queries and keys are not turned: the model is blind to order)."""
+        if self.rotary is None or not positions:
+            return None
+        return self.rotary.rotation(seq_len, self.tok_emb.weight.dtype)

@@ -9,11 +9,15 @@ from torch import nn
 
 from model.attention import MultiHeadAttention
 from model.config import TransformerConfig
+from model.gated_mlp import GatedFeedForward
+from model.norms import make_norm
+from model.rotary import Rotation
 
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact erf form, as BERT's "gelu"
-    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # GPT-2's "gelu_new"
+    "silu": nn.SiLU,  # x·σ(x), LLaMA's gate
 }
 
 
@@ -26,13 +30,20 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(config.d_model, config.d_ff)
+        self.fc1 = nn.Linear(config.d_model, config.d_ff, bias=config.mlp_bias)
         self.act = ACTIVATION_MODULES[config.activation]()
         self.dropout = nn.Dropout(config.dropout)
-        self.fc2 = nn.Linear(config.d_ff, config.d_model)
+        self.fc2 = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.dropout(self.act(self.fc1(x))))  # (B, T, d_model)
+
+
+def make_mlp(config: TransformerConfig) -> nn.Module:
+    """The config's MLP: the paper's FFN, or LLaMA's gated MLP (config.mlp)."""
+    if config.mlp == "gated":
+        return GatedFeedForward(config, ACTIVATION_MODULES[config.activation]())
+    return PositionwiseFeedForward(config)
 
 
 SubLayer = Callable[[torch.Tensor], tuple[torch.Tensor, dict]]
@@ -42,13 +53,14 @@ class AddNorm(nn.Module):
     """Residual connection around a sublayer, with the LayerNorm after it (post) or before it (pre).
 
     post (paper, seeds 000/002/003, BERT): out = LayerNorm(x + Dropout(sublayer(x)))
-    pre  (seeds 001/004):                  out = x + Dropout(sublayer(LayerNorm(x)))
+    pre  (seeds 001/004, GPT-2, LLaMA):    out = x + Dropout(sublayer(LayerNorm(x)))
+    The norm is an RMSNorm where config.norm_kind says so (LLaMA).
     """
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.pre = config.norm == "pre"
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm = make_norm(config)
         self.dropout = nn.Dropout(config.dropout)
 
     def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,7 +77,7 @@ class AddNorm(nn.Module):
         return self.norm(x + self.dropout(out)), out, record
 
 
-def _ffn(ffn: PositionwiseFeedForward) -> SubLayer:
+def _ffn(ffn: nn.Module) -> SubLayer:
     return lambda h: (ffn(h), {})
 
 
@@ -76,16 +88,21 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(config)
         self.add_norm1 = AddNorm(config)
-        self.ffn = PositionwiseFeedForward(config)
+        self.ffn = make_mlp(config)
         self.add_norm2 = AddNorm(config)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, slots: dict | None = None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        slots: dict | None = None,
+        rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, dict]:
-        """slots: optional {"self": {"pattern": tensor}} trace slots for this layer."""
+        """slots: optional {"self": {"pattern": tensor}} trace slots for this layer; rotary: the
+        text's RoPE angles when the model turns queries and keys."""
         slots = slots or {}
         x, attn_out, self_rec = self.add_norm1(
-            x, lambda h: self.self_attn(h, h, mask, slots.get("self"))
+            x, lambda h: self.self_attn(h, h, mask, slots.get("self"), rotary)
         )
         x, mlp_out, _ = self.add_norm2(x, _ffn(self.ffn))
         return x, {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
@@ -104,7 +121,7 @@ class DecoderLayer(nn.Module):
         self.add_norm1 = AddNorm(config)
         self.cross_attn = MultiHeadAttention(config) if cross else None
         self.add_norm2 = AddNorm(config) if cross else None
-        self.ffn = PositionwiseFeedForward(config)
+        self.ffn = make_mlp(config)
         self.add_norm3 = AddNorm(config)
 
     def forward(
@@ -114,11 +131,13 @@ class DecoderLayer(nn.Module):
         memory: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
         slots: dict | None = None,
+        rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, dict]:
-        """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer."""
+        """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer;
+        rotary: the text's RoPE angles, for self-attention (cross-attention is never turned)."""
         slots = slots or {}
         x, attn_out, self_rec = self.add_norm1(
-            x, lambda h: self.self_attn(h, h, self_mask, slots.get("self"))
+            x, lambda h: self.self_attn(h, h, self_mask, slots.get("self"), rotary)
         )
         record = {"self": self_rec, "attn_out": attn_out}
         if self.cross_attn is not None:

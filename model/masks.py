@@ -35,6 +35,15 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
 
 
+def sliding_window_mask(
+    seq_len: int, window: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """[T, T]: query i sees keys j > i − window (Mistral, HF's sliding_window_overlay); combine
+    with the causal mask: a band of the last ``window`` tokens, the query itself included."""
+    i = torch.arange(seq_len, device=device)
+    return i[None, :] > i[:, None] - window  # (T_q, T_k)
+
+
 def cross_mask(tgt_mask: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
     """Decoder queries over encoder keys: hide padded *source* keys (variant (b) across stacks).
 

@@ -13,12 +13,22 @@ checkpoint copied in), asking for a replayed field is an error rather than a sil
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
 from model.attention import HeadAblation
+from model.rotary import Rotation
 
-PROJECTIONS = {"queries": "w_q", "keys": "w_k", "values": "w_v"}
+# Field -> (projection, turned by RoPE). Rotary models also give Q and K before the turn.
+PROJECTIONS = {
+    "queries": ("q", True),
+    "keys": ("k", True),
+    "values": ("v", True),
+    "queries_pre_rope": ("q", False),
+    "keys_pre_rope": ("k", False),
+}
 # Fields a whole-layer replay fills for a self-attention stack. Cross-attention's Q, K, V and
 # output come from the same replay: its Q reads the decoder's self-attention sublayer output.
 LAYER_FIELDS = ("attn_out", "mlp_out")
@@ -27,8 +37,13 @@ LAYER_FIELDS = ("attn_out", "mlp_out")
 class Replay:
     """Recomputes one trace's Q, K, V, attention and FFN sublayer outputs (see module doc)."""
 
-    def __init__(self, stacks: dict[str, nn.Module]) -> None:
+    def __init__(
+        self,
+        stacks: dict[str, nn.Module],
+        rotation: Callable[[int, bool], Rotation | None] | None = None,
+    ) -> None:
         self.stacks = stacks  # "encoder" / "decoder": model.stacks.Encoder / Decoder
+        self.rotation = rotation or (lambda seq_len, positions: None)  # the embedding's RoPE
         self.versions = self._versions()
 
     def _versions(self) -> list[int]:
@@ -45,12 +60,14 @@ class Replay:
             )
 
     def projection(self, trace, stack: str, name: str, only: int | None = None) -> torch.Tensor:
-        """queries / keys / values of a self-attention stack: [B, L, H, T, d_head] ([B, 1, …]
-        with ``only``: that layer alone)."""
+        """queries / keys / values (and, rotary, Q and K before RoPE) of a self-attention stack:
+        [B, L, H, T, d_head] ([B, 1, …] with ``only``: that layer alone)."""
         module = self.stacks[stack]
         self._check(module)
         hidden = trace.hidden_states[stack]  # (B, L+1, T, d_model)
         device = next(module.parameters()).device
+        kind, turn = PROJECTIONS[name]
+        rotary = self.rotation(hidden.shape[2], trace.positions)
         per_layer = []
         with torch.no_grad():
             for i, layer in enumerate(module.layers):
@@ -59,8 +76,7 @@ class Replay:
                 x = hidden[:, i].to(device).contiguous()  # (B, T, d_model): the layer's input
                 attn = layer.self_attn
                 h = layer.add_norm1.sublayer_input(x)  # LayerNorm(x) when pre-norm
-                linear = getattr(attn, PROJECTIONS[name])
-                per_layer.append(attn.split(linear(h)))  # (B, H, T, d_head)
+                per_layer.append(attn.project(kind, h, rotary, turn))  # (B, H, T, d_head)
         out = torch.stack(per_layer, dim=1)  # (B, L, H, T, d_head)
         return out.to(device=hidden.device, dtype=hidden.dtype)
 
@@ -82,6 +98,7 @@ class Replay:
         if name == "decoder" and trace.tgt_attention_mask is not None:
             query_mask = trace.tgt_attention_mask
         keep = {s: on(m) for s, m in trace.head_mask.items()}
+        rotary = self.rotation(hidden.shape[2], trace.positions)
         records = []
         with torch.no_grad():
             for i, layer in enumerate(module.layers):
@@ -94,11 +111,12 @@ class Replay:
                 }
                 x = hidden[:, i].to(device).contiguous()  # (B, T, d_model)
                 if name == "encoder":
-                    _, record = layer(x, on(trace.masks["encoder"]), slots)
+                    _, record = layer(x, on(trace.masks["encoder"]), slots, rotary)
                 else:
                     memory = trace.outputs.get("encoder")
                     cross = trace.masks.get("cross")
-                    _, record = layer(x, on(trace.masks["decoder"]), on(memory), on(cross), slots)
+                    mask = on(trace.masks["decoder"])
+                    _, record = layer(x, mask, on(memory), on(cross), slots, rotary)
                 records.append(record)
 
         def stacked(*path: str) -> torch.Tensor:

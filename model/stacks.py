@@ -7,20 +7,24 @@ from torch import nn
 
 from model.config import TransformerConfig
 from model.layers import DecoderLayer, EncoderLayer
+from model.norms import make_norm
+from model.rotary import Rotation
 
 
 class Encoder(nn.Module):
-    """N encoder layers, ending with a LayerNorm when config.final_norm (seed 001; not seed 004)."""
+    """N encoder layers, ending with a norm when config.final_norm (seed 001; not seed 004)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
-        self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
-        )
+        self.final_norm = make_norm(config) if config.final_norm else None
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, slots: list[dict] | None = None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        slots: list[dict] | None = None,
+        rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, list]:
         """Returns (output, residual stream after embeddings and each layer).
 
@@ -30,7 +34,7 @@ class Encoder(nn.Module):
         """
         resid = [x]
         for i, layer in enumerate(self.layers):
-            x, _ = layer(x, mask, slots[i] if slots else None)
+            x, _ = layer(x, mask, slots[i] if slots else None, rotary)
             resid.append(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -38,15 +42,14 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """N decoder layers (cross-attention with an encoder), then LayerNorm when config.final_norm."""
+    """N decoder layers (cross-attention with an encoder), then a norm when config.final_norm
+    (GPT-2's ln_f, LLaMA's final RMSNorm)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         cross = config.arch == "encoder-decoder"
         self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.n_layers))
-        self.final_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.final_norm else None
-        )
+        self.final_norm = make_norm(config) if config.final_norm else None
 
     def forward(
         self,
@@ -55,11 +58,12 @@ class Decoder(nn.Module):
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         slots: list[dict] | None = None,
+        rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, list]:
         """Returns (output, residual stream after embeddings and each layer), as Encoder."""
         resid = [x]
         for i, layer in enumerate(self.layers):
-            x, _ = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None)
+            x, _ = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None, rotary)
             resid.append(x)
         if self.final_norm is not None:
             x = self.final_norm(x)

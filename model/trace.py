@@ -7,6 +7,13 @@ A trace stores what every view reads: attention weights, masks, hidden states, e
 pre-softmax scores, per-head Q, K, V and the sublayer outputs are computed on first access (and
 then kept) from the stored residual stream by the model's own modules (model/replay.py): at 512
 tokens that halves a BERT-large trace. They read like the stored fields: ``tr.queries["encoder"]``.
+
+Language models (GPT-2, LLaMA, Qwen2, Mistral; model/lm.py) fill the same fields. ``queries`` and
+``keys`` are always what the scores are made of: in a rotary (RoPE) model, after the turn by
+position; ``queries_pre_rope`` and ``keys_pre_rope`` are the same projections before it (rotary
+models only, self-attention stacks). With grouped-query attention (config.n_kv_heads < n_heads)
+``attentions`` and ``scores`` have one row per query head, and ``keys`` / ``values`` too: query
+head h's key/value head is config.kv_head_of(h), repeated for every query head of its group.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ from model.config import TransformerConfig
 from model.replay import Replay
 
 Tensors = dict[str, torch.Tensor]
-COMPUTED = ("queries", "keys", "values", "attn_out", "mlp_out")  # fields replayed on first access
+# Fields replayed on first access; the two pre-RoPE fields exist for rotary models only.
+COMPUTED = ("queries", "keys", "values", "attn_out", "mlp_out", "queries_pre_rope", "keys_pre_rope")
+PROJECTED = ("queries", "keys", "values", "queries_pre_rope", "keys_pre_rope")
+PRE_ROPE = ("queries_pre_rope", "keys_pre_rope")
 
 
 def _computed(name: str, doc: str) -> property:
@@ -70,6 +80,12 @@ class Trace:
     values = _computed("values", "Per-head values [B, L, H, T_k, d_head] per stack.")
     attn_out = _computed("attn_out", "Attention sublayer output [B, L, T_q, d_model] per stack.")
     mlp_out = _computed("mlp_out", "FFN sublayer output [B, L, T, d_model] per stack (not cross).")
+    queries_pre_rope = _computed(
+        "queries_pre_rope", "Rotary models: queries before RoPE [B, L, H, T, d_head] per stack."
+    )
+    keys_pre_rope = _computed(
+        "keys_pre_rope", "Rotary models: keys before RoPE [B, L, H, T, d_head] per stack."
+    )
 
     def layer_field(self, name: str, stack: str, layer: int) -> torch.Tensor:
         """One layer of a computed field, [B, ...]: a slice of the field when it was computed,
@@ -81,7 +97,9 @@ class Trace:
         n_layers = self.attentions[stack].shape[1]
         if not 0 <= layer < n_layers:
             raise IndexError(f"layer {layer} is out of range ({n_layers} layers)")
-        if name in ("queries", "keys", "values") and stack != "cross":
+        if name in PROJECTED and stack != "cross":
+            if name in PRE_ROPE and self.config.positions != "rotary":
+                raise KeyError(f"{name}: {self.config.name} has no rotary positions.")
             return self._replay.projection(self, stack, name, only=layer)[:, 0]
         return self._replay.layers(self, stack, only=layer)[stack][name][:, 0]
 
@@ -156,6 +174,9 @@ class _Computed(Mapping):
 
     def _stacks(self) -> list[str]:
         stacks = self.trace.stacks
+        if self.name in PRE_ROPE:  # turned self-attention only
+            rotary = self.trace.config.positions == "rotary"
+            return [s for s in stacks if s != "cross"] if rotary else []
         return [s for s in stacks if s != "cross"] if self.name == "mlp_out" else stacks
 
     def __getitem__(self, stack: str) -> torch.Tensor:
@@ -175,7 +196,7 @@ class _Computed(Mapping):
                 return (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)  # (B, L, H, T_q, T_k)
         if trace._replay is None:
             raise KeyError(f"{self.name}[{stack!r}]: this trace was made without its model.")
-        if self.name in ("queries", "keys", "values") and stack != "cross":
+        if self.name in PROJECTED and stack != "cross":
             return trace._replay.projection(trace, stack, self.name)
         # A whole-layer replay fills every sublayer field of the stack (and of cross-attention).
         for name, values in trace._replay.layers(trace, stack).items():

@@ -9,7 +9,14 @@ from model.attention import ABLATIONS, HeadAblation, head_masks
 from model.config import TransformerConfig
 from model.embeddings import TokenEmbedding, TransformerEmbedding
 from model.generate import generate
-from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
+from model.masks import (
+    causal_mask,
+    cross_mask,
+    padding_mask,
+    padding_mask_query_key,
+    sliding_window_mask,
+)
+from model.norms import NORMS
 from model.replay import Replay
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
@@ -48,6 +55,8 @@ class Transformer(nn.Module):
                 if config.lm_head
                 else None
             )
+            if config.tie_lm_head:  # GPT-2: one matrix reads tokens in and writes logits out
+                self.lm_head.weight = self.embedding.tok_emb.weight
             self.pooler = Pooler(config.d_model) if config.pooler else None
             self.token_classifier = (
                 nn.Linear(config.d_model, len(config.token_labels)) if config.token_labels else None
@@ -98,10 +107,12 @@ class Transformer(nn.Module):
             if name == "decoder" and layers[0].cross_attn is not None:
                 add("decoder cross-attention", nn.ModuleList(layer.cross_attn for layer in layers))
             add(f"{name} FFN", nn.ModuleList(layer.ffn for layer in layers))
-            norms = [m for layer in layers for m in layer.modules() if isinstance(m, nn.LayerNorm)]
-            add(f"{name} Add & Norm LayerNorms", nn.ModuleList(norms))
-            add(f"{name} final LayerNorm", stack.final_norm)
-        add("LM head", self.lm_head)
+            norms = [m for layer in layers for m in layer.modules() if isinstance(m, NORMS)]
+            kind = "RMSNorm" if self.config.norm_kind == "rms" else "LayerNorm"
+            add(f"{name} Add & Norm {kind}s", nn.ModuleList(norms))
+            add(f"{name} final {kind}", stack.final_norm)
+        if not self.config.tie_lm_head:  # a tied head's matrix is the token embedding's
+            add("LM head", self.lm_head)
         add("pooler", self.pooler)
         add("token classifier", self.token_classifier)
         return groups
@@ -196,7 +207,8 @@ class Transformer(nn.Module):
         mask = self._padding(run, src_mask, src_mask)  # (B, T, T)
         slots = self._slots(run, "encoder", ids.shape[1], x, src_mask)
         layer_slots = [{"self": s} for s in slots] if slots else None
-        memory, resid = self.encoder(x, mask, layer_slots)
+        rotary = self.embedding.rotation(ids.shape[1], run["positions"])
+        memory, resid = self.encoder(x, mask, layer_slots, rotary)
         run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
         run["resid"]["encoder"] = resid
         run["outputs"]["encoder"] = memory
@@ -209,6 +221,8 @@ class Transformer(nn.Module):
         parts["output"] = y
         t_tgt = dec_ids.shape[1]
         self_mask = self._padding(run, dec_mask, dec_mask) & causal_mask(t_tgt, y.device)
+        if self.config.sliding_window is not None:  # Mistral: the last sliding_window keys only
+            self_mask = self_mask & sliding_window_mask(t_tgt, self.config.sliding_window, y.device)
         self_slots = self._slots(run, "decoder", t_tgt, y, dec_mask)
         cross_slots, memory_mask = None, None
         if memory is not None:
@@ -230,7 +244,8 @@ class Transformer(nn.Module):
                 }
                 for i in range(self.config.n_layers)
             ]
-        y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots)
+        rotary = self.embedding.rotation(t_tgt, run["positions"])
+        y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots, rotary)
         run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
         run["resid"]["decoder"] = resid
         run["outputs"]["decoder"] = y
@@ -360,7 +375,9 @@ class Transformer(nn.Module):
                 trace.masks["cross"] = run["masks"]["cross"]
             # Q, K, V and the sublayer outputs are recomputed on first access (model/replay.py).
             stacks = {"encoder": self.encoder, "decoder": self.decoder}
-            trace._replay = Replay({k: v for k, v in stacks.items() if k in run["resid"]})
+            trace._replay = Replay(
+                {k: v for k, v in stacks.items() if k in run["resid"]}, self.embedding.rotation
+            )
             last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
             if with_logits and self.lm_head is not None:
                 trace.logits = self.lm_head(last)

@@ -1,0 +1,221 @@
+"""A language model's config.json (GPT-2, LLaMA, Qwen2, Mistral) read into our TransformerConfig.
+
+Every value is judged before it is trusted (types, bounds, the features we implement); anything
+the family's Hugging Face model would compute differently from ours is refused with a sentence.
+The families are pre-norm decoders with a final norm and an LM head:
+
+- gpt2: LayerNorm, learned positions, GELU (tanh) MLP, fused QKV with biases, tied head.
+- llama: RMSNorm, RoPE, gated SiLU MLP, grouped-query attention, biases only if configured.
+- qwen2: llama with biases on W_Q, W_K, W_V (not W_O).
+- mistral: llama without biases, with a sliding-window attention band.
+"""
+
+from __future__ import annotations
+
+from model.checkpoint_files import BertLoadError, file_of, shown
+from model.checkpoint_guard import CONFIG
+from model.checkpoint_guard import _whole_number as whole_number
+from model.config import TransformerConfig
+
+FAMILIES = ("gpt2", "llama", "qwen2", "mistral")
+FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "LLaMA", "qwen2": "Qwen2", "mistral": "Mistral"}
+# HF hidden_act / activation_function -> our activation.
+LM_ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
+# Bounds of every size: far above published models (Qwen2's vocabulary is 152k, LLaMA-3-70B is
+# 8192 wide with 80 layers), each alone harmless; the memory estimate bounds their product.
+MAX_VOCAB, MAX_WIDTH, MAX_HEADS, MAX_LAYERS = 1_000_000, 16384, 256, 256
+MAX_D_FF, MAX_POSITIONS = 131072, 1 << 20
+# Context lengths of the HF config classes, used when config.json leaves them out.
+DEFAULT_MAX_LEN = {"gpt2": 1024, "llama": 2048, "qwen2": 32768, "mistral": 4096 * 32}
+# HF config class defaults of tie_word_embeddings.
+DEFAULT_TIED = {"gpt2": True, "llama": False, "qwen2": False, "mistral": False}
+
+
+class LMLoadError(BertLoadError):
+    """A language model could not be loaded; the message is one sentence a user can act on."""
+
+
+def family_of(hf: dict, name: str) -> str:
+    """config.json's model_type, when it is one of FAMILIES; else one sentence naming them."""
+    model_type = hf.get("model_type")
+    if model_type not in FAMILIES:
+        kind = f"a {shown(model_type)}" if model_type is not None else "an unlabelled"
+        raise LMLoadError(
+            f"{name} is {kind} checkpoint; load_lm reads GPT-2, LLaMA, Qwen2 and Mistral "
+            "checkpoints (model_type 'gpt2', 'llama', 'qwen2' or 'mistral')."
+        )
+    return model_type
+
+
+def _flag(hf: dict, key: str, default: bool, what: str) -> bool:
+    value = hf.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise LMLoadError(f"{what} sets {key} to {shown(value)}; it must be true or false.")
+    return value
+
+
+def _number(hf: dict, key: str, default: float, low: float, high: float, what: str) -> float:
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low < value < high:
+        raise LMLoadError(
+            f"{what} sets {key} to {shown(value)}; it must be a number between {low:g} and "
+            f"{high:g}."
+        )
+    return float(value)
+
+
+def _activation(hf: dict, key: str, default: str, name: str, what: str) -> str:
+    act = hf.get(key, default)
+    if act not in LM_ACTIVATIONS:
+        raise LMLoadError(
+            f"{name} uses the activation {shown(act)}, which is not implemented (only "
+            f"{', '.join(LM_ACTIVATIONS)})."
+        )
+    return LM_ACTIVATIONS[act]
+
+
+def _pad_id(hf: dict, vocab_size: int) -> int:
+    """config.json's pad_token_id when it is a usable id; 0 otherwise (the tokenizer may say)."""
+    pad = hf.get("pad_token_id")
+    ok = isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < vocab_size
+    return pad if ok else 0
+
+
+def _gpt2(hf: dict, name: str, what: str) -> dict:
+    """GPT2LMHeadModel's architecture, or one sentence on what differs."""
+    if _flag(hf, "add_cross_attention", False, what):
+        raise LMLoadError(f"{name} has cross-attention; only decoder-only GPT-2 can be loaded.")
+    if not _flag(hf, "scale_attn_weights", True, what):
+        raise LMLoadError(f"{name} does not scale its attention by 1/√d_head; not implemented.")
+    if _flag(hf, "scale_attn_by_inverse_layer_idx", False, what):
+        raise LMLoadError(f"{name} scales attention by 1/(layer + 1); not implemented.")
+    _flag(hf, "reorder_and_upcast_attn", False, what)  # float32 already: the same numbers
+    d_model = whole_number(hf, "n_embd", 1, MAX_WIDTH, None, what)
+    d_ff = 4 * d_model  # n_inner None: GPT-2's 4·d
+    if hf.get("n_inner") is not None:
+        d_ff = whole_number(hf, "n_inner", 1, MAX_D_FF, None, what)
+    return {
+        "vocab_size": whole_number(hf, "vocab_size", 1, MAX_VOCAB, None, what),
+        "d_model": d_model,
+        "n_heads": whole_number(hf, "n_head", 1, MAX_HEADS, None, what),
+        "n_layers": whole_number(hf, "n_layer", 1, MAX_LAYERS, None, what),
+        "d_ff": d_ff,
+        "max_len": whole_number(hf, "n_positions", 1, MAX_POSITIONS, 1024, what),
+        "activation": _activation(hf, "activation_function", "gelu_new", name, what),
+        "positions": "learned",
+        "layer_norm_eps": _number(hf, "layer_norm_epsilon", 1e-5, 0, 1, what),
+    }
+
+
+def rope_theta(hf: dict, name: str, what: str) -> float:
+    """θ of plain RoPE from transformers 5's rope_parameters or 4's rope_theta / rope_scaling."""
+    params, scaling = hf.get("rope_parameters"), hf.get("rope_scaling")
+    theta, kind = hf.get("rope_theta", 10000.0), "default"
+    for found in (params, scaling):
+        if found is None:
+            continue
+        if not isinstance(found, dict):
+            raise LMLoadError(f"{what} has rope settings that are not an object.")
+        theta = found.get("rope_theta", theta)
+        kind = found.get("rope_type", found.get("type", kind))
+    if kind != "default":
+        raise LMLoadError(
+            f"{name} scales its rotary positions ({shown(kind)}); only plain RoPE (rope_type "
+            "'default') is implemented."
+        )
+    if hf.get("partial_rotary_factor", 1.0) != 1.0:
+        raise LMLoadError(f"{name} turns only part of each head (partial_rotary_factor).")
+    return _number({"rope_theta": theta}, "rope_theta", 10000.0, 1, 1e12, what)
+
+
+def sliding_window(hf: dict, family: str, n_layers: int, name: str, what: str) -> int | None:
+    """Mistral's attention band (every layer), Qwen2's when every layer has it; None = none."""
+    window = hf.get("sliding_window")
+    if family == "qwen2":
+        types = hf.get("layer_types")
+        if not isinstance(types, list):  # transformers 4: use_sliding_window, max_window_layers
+            on = _flag(hf, "use_sliding_window", False, what)
+            first = hf.get("max_window_layers", n_layers)
+            types = ["sliding_attention" if on and i >= first else "full" for i in range(n_layers)]
+        sliding = {t == "sliding_attention" for t in types}
+        if sliding == {True, False}:
+            raise LMLoadError(
+                f"{name} uses sliding-window attention in some layers only; not implemented."
+            )
+        if sliding != {True}:
+            return None
+    elif family != "mistral" or window is None:
+        return None
+    return whole_number(hf, "sliding_window", 1, MAX_POSITIONS, None, what)
+
+
+def _llama(hf: dict, family: str, name: str, what: str) -> dict:
+    """LlamaForCausalLM's architecture (Qwen2's, Mistral's), or one sentence on what differs."""
+    d_model = whole_number(hf, "hidden_size", 1, MAX_WIDTH, None, what)
+    n_heads = whole_number(hf, "num_attention_heads", 1, MAX_HEADS, None, what)
+    n_kv = whole_number(hf, "num_key_value_heads", 1, MAX_HEADS, n_heads, what)
+    n_layers = whole_number(hf, "num_hidden_layers", 1, MAX_LAYERS, None, what)
+    head_dim = hf.get("head_dim")
+    if head_dim is not None and (d_model % n_heads or head_dim != d_model // n_heads):
+        raise LMLoadError(
+            f"{name} has heads of {shown(head_dim)} dimensions, not hidden_size / "
+            f"num_attention_heads ({d_model} / {n_heads}); not implemented."
+        )
+    if family == "llama":
+        bias = _flag(hf, "attention_bias", False, what)
+        biases = (bias, bias, _flag(hf, "mlp_bias", False, what))
+    else:  # Qwen2: W_Q, W_K, W_V have biases, W_O has none; Mistral: no biases
+        biases = (family == "qwen2", False, False)
+    return {
+        "vocab_size": whole_number(hf, "vocab_size", 1, MAX_VOCAB, None, what),
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "n_kv_heads": n_kv,
+        "n_layers": n_layers,
+        "d_ff": whole_number(hf, "intermediate_size", 1, MAX_D_FF, None, what),
+        "max_len": whole_number(
+            hf, "max_position_embeddings", 1, MAX_POSITIONS, DEFAULT_MAX_LEN[family], what
+        ),
+        "activation": _activation(hf, "hidden_act", "silu", name, what),
+        "positions": "rotary",
+        "rope_theta": rope_theta(hf, name, what),
+        "norm_kind": "rms",
+        "layer_norm_eps": _number(hf, "rms_norm_eps", 1e-6, 0, 1, what),
+        "mlp": "gated",
+        "attn_bias": biases[0],
+        "attn_out_bias": biases[1],
+        "mlp_bias": biases[2],
+        "sliding_window": sliding_window(hf, family, n_layers, name, what),
+    }
+
+
+def lm_config(hf: dict, name: str) -> TransformerConfig:
+    """Our decoder config from a judged config.json; one sentence for whatever we do not run."""
+    what = file_of(name, CONFIG)
+    family = family_of(hf, name)
+    sizes = _gpt2(hf, name, what) if family == "gpt2" else _llama(hf, family, name, what)
+    try:
+        return TransformerConfig(
+            name=name,
+            arch="decoder",
+            norm="pre",
+            final_norm=True,
+            dropout=0.0,
+            lm_head=True,
+            lm_head_bias=False,
+            tie_lm_head=_flag(hf, "tie_word_embeddings", DEFAULT_TIED[family], what),
+            pad_id=_pad_id(hf, sizes["vocab_size"]),
+            source=f"{FAMILY_NAMES[family]} checkpoint {name}",
+            **sizes,
+        )
+    except ValueError as exc:
+        raise LMLoadError(f"{what} is not usable: {exc}") from None

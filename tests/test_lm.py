@@ -1,0 +1,316 @@
+"""GPT-2, LLaMA, Qwen2 and Mistral checkpoints in our decoder equal transformers' own models.
+
+Each checkpoint is built here from transformers' config classes with random weights (nothing is
+downloaded), saved as safetensors beside a tiny byte-level BPE tokenizer trained in memory, and
+loaded by ``model.load_lm``. Shapes are chosen to catch mistakes: an MLP width that is not 4·d, 4
+query heads per key/value head, untied and tied heads, biases on W_Q/W_K/W_V only (Qwen2), RoPE
+θ = 500000, a Mistral window shorter than the text, padded batches on either side.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from model import Transformer, load_lm
+
+TOL = 1e-4  # float32, eager attention: measured 1e-7 to 1e-6 (docs/models.md)
+VOCAB = 320  # more embedding rows than the tokenizer's 300 tokens, as real checkpoints have
+SENTENCES = ["The cat sat on the mat.", "Attention is all you need.", "我喜欢你，你喜欢我。"]
+TEXTS = ["The cat sat on the mat, and attention is all you need", "我喜欢你", "hello world"]
+# family -> (config class, model class, config arguments)
+SMALL = {"vocab_size": VOCAB, "hidden_size": 64, "intermediate_size": 96}
+GQA = {"num_attention_heads": 8, "num_key_value_heads": 2}  # 4 query heads per key/value head
+CASES = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {
+        "vocab_size": VOCAB, "n_embd": 64, "n_layer": 3, "n_head": 4, "n_inner": 96,
+        "n_positions": 64, "bos_token_id": 0, "eos_token_id": 0}),
+    "gpt2-untied": ("GPT2Config", "GPT2LMHeadModel", {
+        "vocab_size": VOCAB, "n_embd": 64, "n_layer": 2, "n_head": 8,
+        "n_positions": 64, "tie_word_embeddings": False, "activation_function": "gelu"}),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {
+        **SMALL, **GQA, "num_hidden_layers": 2, "rope_theta": 500000.0,
+        "tie_word_embeddings": False}),
+    "llama-biases": ("LlamaConfig", "LlamaForCausalLM", {
+        **SMALL, "num_attention_heads": 4, "num_hidden_layers": 2, "attention_bias": True,
+        "mlp_bias": True, "tie_word_embeddings": True}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {
+        **SMALL, **GQA, "hidden_size": 128, "intermediate_size": 200, "num_hidden_layers": 3,
+        "tie_word_embeddings": True}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {
+        **SMALL, **GQA, "num_hidden_layers": 2, "sliding_window": 4}),
+}  # fmt: skip
+
+
+def save_tokenizer(folder: Path) -> None:
+    """A GPT-2-style byte-level BPE of 300 tokens trained in memory on three sentences."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        SENTENCES * 3, vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"]
+    )
+    end = "<|endoftext|>"
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token=end, bos_token=end)
+    tok.save_pretrained(str(folder))
+
+
+def build_hf(case: str, **changes):
+    """transformers' model of a case, eager attention, with random weights far from their init
+    (norm gains and biases away from 1 and 0, sharp attention) so that a swapped or missing
+    weight shows."""
+    import transformers
+
+    config_class, model_class, kwargs = CASES[case]
+    config = getattr(transformers, config_class)(**{**kwargs, **changes})
+    config._attn_implementation = "eager"
+    torch.manual_seed(1)
+    hf = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if "norm" in name or "ln" in name else 0.08))
+    return hf
+
+
+def save_checkpoint(folder: Path, case: str, **changes):
+    """A checkpoint folder of a case (model.safetensors, config.json, the tokenizer)."""
+    hf = build_hf(case, **changes)
+    hf.save_pretrained(str(folder))
+    save_tokenizer(folder)
+    return hf
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def loaded(request, tmp_path_factory):
+    """(case, our model, tokenizer, transformers' model) on the same weights."""
+    folder = tmp_path_factory.mktemp(request.param)
+    hf = save_checkpoint(folder, request.param)
+    net, tok = load_lm(folder, device="cpu")
+    return request.param, net, tok, hf
+
+
+def last_layer_output(hf):
+    """The last decoder layer of a HF causal LM (its output is the residual before the final
+    norm; HF's hidden_states[-1] is after it)."""
+    base = hf.base_model
+    return base.h[-1] if hasattr(base, "h") else base.layers[-1]
+
+
+def differences(net, tok, hf, texts, padding_side="right") -> dict[str, float]:
+    """Max |ours − HF| over real (unpadded) positions: attentions, hidden states, logits."""
+    tok.padding_side = padding_side
+    enc = tok(texts, padding=True, return_tensors="pt")
+    tr = net.trace(enc["input_ids"], enc["attention_mask"], with_logits=True)
+    captured = {}
+
+    def keep(module, args, output):
+        captured["last"] = output[0] if isinstance(output, tuple) else output
+
+    hook = last_layer_output(hf).register_forward_hook(keep)
+    with torch.no_grad():
+        ref = hf(**enc, output_attentions=True, output_hidden_states=True)
+    hook.remove()
+    real = enc["attention_mask"].bool()  # (B, T)
+    n_layers = net.config.n_layers
+    assert len(ref.attentions) == n_layers and len(ref.hidden_states) == n_layers + 1
+
+    def gap(ours, theirs):  # [B, T, ...] compared at real positions only
+        return (ours - theirs).abs()[real].max().item()
+
+    attentions = tr.attentions["decoder"]  # (B, L, H, T, T): real query rows, every key
+    hidden = tr.hidden_states["decoder"]  # (B, L+1, T, d)
+    return {
+        "attentions": max(
+            gap(attentions[:, i].transpose(1, 2), ref.attentions[i].transpose(1, 2))
+            for i in range(n_layers)
+        ),
+        # HF's hidden_states: the embeddings, layers 1..L-1, then the last after the final norm.
+        "hidden states": max(
+            [gap(hidden[:, i], ref.hidden_states[i]) for i in range(n_layers)]
+            + [gap(hidden[:, n_layers], captured["last"])]
+        ),
+        "outputs": gap(tr.outputs["decoder"], ref.hidden_states[n_layers]),
+        "logits": gap(tr.logits, ref.logits),
+    }
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_every_attention_hidden_state_and_logit_matches_transformers(loaded, padding_side):
+    _, net, tok, hf = loaded
+    gaps = differences(net, tok, hf, TEXTS, padding_side)
+    assert max(gaps.values()) < TOL, gaps
+
+
+def test_one_text_without_padding_matches_too(loaded):
+    _, net, tok, hf = loaded
+    gaps = differences(net, tok, hf, [TEXTS[0]])
+    assert max(gaps.values()) < TOL, gaps
+
+
+def test_the_config_says_what_the_checkpoint_is(loaded):
+    case, net, _, hf = loaded
+    cfg, hf_cfg = net.config, hf.config
+    assert cfg.arch == "decoder" and cfg.norm == "pre" and cfg.final_norm and cfg.lm_head
+    assert cfg.tie_lm_head == hf_cfg.tie_word_embeddings
+    if cfg.tie_lm_head:
+        assert net.lm_head.weight is net.embedding.tok_emb.weight
+    else:
+        assert net.lm_head.weight.data_ptr() != net.embedding.tok_emb.weight.data_ptr()
+    assert sum(net.param_counts().values()) == net.get_num_params()
+    assert net.get_num_params() == sum(p.numel() for p in hf.parameters())
+    if case.startswith("gpt2"):
+        assert (cfg.norm_kind, cfg.positions, cfg.mlp) == ("layer", "learned", "ffn")
+        assert cfg.activation == {"gpt2": "gelu_tanh", "gpt2-untied": "gelu"}[case]
+        return
+    assert (cfg.norm_kind, cfg.positions, cfg.mlp) == ("rms", "rotary", "gated")
+    assert cfg.rope_theta == hf_cfg.rope_parameters["rope_theta"]
+    assert cfg.kv_heads == hf_cfg.num_key_value_heads
+    assert (cfg.attn_bias, cfg.attn_out_bias) == {
+        "qwen2": (True, False),
+        "llama-biases": (True, True),
+    }.get(case, (False, False))
+    assert cfg.sliding_window == (4 if case == "mistral" else None)
+
+
+def test_the_mistral_window_is_a_band_of_the_last_keys(loaded):
+    case, net, tok, _ = loaded
+    if case != "mistral":
+        pytest.skip("Mistral only")
+    enc = tok([TEXTS[0]], return_tensors="pt")
+    tr = net.trace(enc["input_ids"])
+    n = enc["input_ids"].shape[1]
+    assert n > 2 * net.config.sliding_window
+    for i in range(n):
+        seen = tr.attentions["decoder"][0, :, :, i] > 0  # (L, H, T_k)
+        assert seen.any(dim=(0, 1)).nonzero().flatten().tolist() == list(
+            range(max(0, i - 3), i + 1)
+        )
+
+
+def test_queries_and_keys_are_what_the_scores_are_made_of(loaded):
+    """Rotary models: queries/keys after RoPE give the scores and the attention; the pre-RoPE
+    fields equal HF's q_proj/k_proj outputs; GQA repeats a key/value head for its group."""
+    case, net, tok, hf = loaded
+    enc = tok([TEXTS[0]], return_tensors="pt")
+    tr = net.trace(enc["input_ids"])
+    cfg = net.config
+    mask = tr.masks["decoder"][:, None, None]  # (B, 1, 1, T, T)
+    pattern = torch.softmax(tr.scores["decoder"].masked_fill(~mask, float("-inf")), dim=-1)
+    torch.testing.assert_close(pattern, tr.attentions["decoder"], atol=1e-6, rtol=0)
+    keys = tr.keys["decoder"]  # (B, L, H, T, d_head)
+    for head in range(cfg.n_heads):
+        first = cfg.kv_head_of(head) * (cfg.n_heads // cfg.kv_heads)
+        assert torch.equal(keys[:, :, head], keys[:, :, first])
+    if cfg.positions != "rotary":
+        assert "decoder" not in tr.queries_pre_rope and len(tr.keys_pre_rope) == 0
+        return
+    seen = {}
+    attn = hf.base_model.layers[1].self_attn
+    hooks = [
+        getattr(attn, f"{kind}_proj").register_forward_hook(
+            lambda m, args, out, kind=kind: seen.__setitem__(kind, out)
+        )
+        for kind in ("q", "k")
+    ]
+    with torch.no_grad():
+        hf(**enc)
+    for hook in hooks:
+        hook.remove()
+    d_head = cfg.d_head
+    q = seen["q"].view(1, -1, cfg.n_heads, d_head).transpose(1, 2)  # (B, H, T, d_head)
+    k = seen["k"].view(1, -1, cfg.kv_heads, d_head).transpose(1, 2)  # (B, H_kv, T, d_head)
+    torch.testing.assert_close(
+        tr.layer_field("queries_pre_rope", "decoder", 1), q, atol=TOL, rtol=0
+    )
+    torch.testing.assert_close(
+        tr.keys_pre_rope["decoder"][:, 1, :: cfg.n_heads // cfg.kv_heads], k, atol=TOL, rtol=0
+    )
+    # The turn keeps each pair's length and moves position 0 nowhere.
+    before, after = tr.queries_pre_rope["decoder"], tr.queries["decoder"]
+    torch.testing.assert_close(before.norm(dim=-1), after.norm(dim=-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(before[..., 0, :], after[..., 0, :])
+
+
+def test_sublayer_outputs_match_the_hf_mlp(loaded):
+    _, net, tok, hf = loaded
+    enc = tok([TEXTS[0]], return_tensors="pt")
+    tr = net.trace(enc["input_ids"])
+    seen = {}
+    block = last_layer_output(hf)
+    hook = block.mlp.register_forward_hook(lambda m, args, out: seen.__setitem__("mlp", out))
+    with torch.no_grad():
+        hf(**enc)
+    hook.remove()
+    last = net.config.n_layers - 1
+    torch.testing.assert_close(tr.mlp_out["decoder"][:, last], seen["mlp"], atol=TOL, rtol=0)
+    layer = tr.layer_field("mlp_out", "decoder", last)  # one layer replayed alone
+    torch.testing.assert_close(layer, seen["mlp"], atol=TOL, rtol=0)
+
+
+def test_greedy_generation_matches_transformers(loaded):
+    _, net, tok, hf = loaded
+    ids = tok(["The cat"], return_tensors="pt")["input_ids"]
+    ours = net.generate(ids, max_new_tokens=6)
+    with torch.no_grad():
+        theirs = hf.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False,
+            eos_token_id=None, pad_token_id=0,
+        )  # fmt: skip
+    assert ours.tolist() == theirs.tolist()
+
+
+def test_positions_off_keeps_queries_unturned(loaded):
+    case, net, tok, _ = loaded
+    enc = tok([TEXTS[0]], return_tensors="pt")
+    on, off = net.trace(enc["input_ids"]), net.trace(enc["input_ids"], positions=False)
+    assert not torch.allclose(on.attentions["decoder"], off.attentions["decoder"])
+    assert torch.count_nonzero(off.embeddings["decoder"]["position"]) == 0
+    if net.config.positions == "rotary":
+        assert torch.count_nonzero(on.embeddings["decoder"]["position"]) == 0
+        torch.testing.assert_close(off.queries["decoder"], off.queries_pre_rope["decoder"])
+
+
+def test_head_mask_removes_a_query_head_of_a_group(loaded):
+    _, net, tok, _ = loaded
+    cfg = net.config
+    enc = tok([TEXTS[0]], return_tensors="pt")
+    keep = torch.ones(cfg.n_layers, cfg.n_heads)
+    keep[0, 1] = 0  # one query head; the key/value head it shares serves the others still
+    plain, masked = net.trace(enc["input_ids"]), net.trace(enc["input_ids"], head_mask=keep)
+    first = plain.attentions["decoder"][:, 0]
+    assert torch.equal(first, masked.attentions["decoder"][:, 0])  # still reported
+    after = plain.hidden_states["decoder"][:, 1], masked.hidden_states["decoder"][:, 1]
+    assert not torch.allclose(*after)
+    z = plain.attn_out["decoder"][:, 0] - masked.attn_out["decoder"][:, 0]  # (B, T, d_model)
+    head = plain.values["decoder"][:, 0, 1].unsqueeze(1)  # (B, 1, T, d_head)
+    context = (first[:, 1:2] @ head).squeeze(1)  # (B, T, d_head): the removed head's z
+    w_o = net.decoder.layers[0].self_attn.w_o.weight[:, cfg.d_head : 2 * cfg.d_head]
+    torch.testing.assert_close(z, context @ w_o.T, atol=1e-5, rtol=0)
+
+
+def test_a_pytorch_bin_checkpoint_loads_the_same(tmp_path):
+    """pytorch_model.bin (HF's state dict, the tied head's copy included) through
+    torch.load(weights_only=True, mmap=True)."""
+    hf = build_hf("gpt2")
+    hf.config.save_pretrained(str(tmp_path))
+    torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
+    save_tokenizer(tmp_path)
+    net, tok = load_lm(tmp_path)
+    assert max(differences(net, tok, hf, TEXTS).values()) < TOL
+
+
+def test_safetensors_is_preferred_to_a_bin_beside_it(tmp_path):
+    hf = save_checkpoint(tmp_path, "llama")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not a pickle")
+    net, tok = load_lm(str(tmp_path))
+    assert max(differences(net, tok, hf, TEXTS).values()) < TOL
+
+
+def test_a_gpt2_tokenizer_without_padding_pads_with_end_of_text(loaded):
+    _, net, tok, _ = loaded
+    assert tok.pad_token == "<|endoftext|>" and net.config.pad_id == tok.pad_token_id
+    assert tok.model_max_length <= net.config.max_len
+    assert net.tokenizer is tok and isinstance(net, Transformer) and not net.training
