@@ -129,3 +129,38 @@ def test_readme_screenshots_exist():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for path in re.findall(r"\((docs/screenshots/[^)]+\.png)\)", readme):
         assert (ROOT / path).is_file(), path
+
+
+def test_python_api_example_runs_from_outside_the_repository(tmp_path):
+    """Issue 27: saved as a script anywhere, the README's example finds `analysis` and `model`
+    (the Develop command installs the project editable: requirements-dev.txt's `-e .`)."""
+    import os
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = python_examples(readme)[0] + "\nprint(len(stats), tuple(flow.shape[:2]))\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", example],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (
+        "the README's example fails outside the repository; `pip install -e .` (the Develop "
+        "command's requirements-dev.txt does it) makes the project importable:\n" + done.stderr
+    )
+    assert done.stdout.split("\n")[-2] == "72 (1, 6)"
+
+
+def test_the_project_installs_with_its_pinned_requirements():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["build-system"]["build-backend"] == "setuptools.build_meta"
+    dynamic = project["tool"]["setuptools"]["dynamic"]["dependencies"]
+    assert dynamic == {"file": ["requirements.txt"]}  # torch==2.13.0 pinned in one place
+    assert "-e ." in (ROOT / "requirements-dev.txt").read_text(encoding="utf-8").splitlines()
