@@ -98,7 +98,11 @@ def make_card(name: str, net: Transformer, run: dict) -> dict:
         "loss_curve": loss_curve(run["losses"]),
         "snapshots": [run["step"]],
         "weights_dtype": "float32",
-        "scores": {"held_out": run["score"], "measures": recipe.score_name},
+        "scores": {
+            "held_out": run["score"],
+            "measures": recipe.score_name,
+            "lesson": recipe.lesson,  # the score at which it teaches its lesson
+        },
     }
 
 
@@ -164,6 +168,7 @@ def fit(
             score_name=recipe.score_name,
             done=done,
             positions=bool(positions),
+            lesson=recipe.lesson,
             **shown,
         )
         return on_progress is None or on_progress(progress) is not False

@@ -26,6 +26,7 @@ class Progress:
     attention: torch.Tensor = field(repr=False)  # [T_q, T_k] that head's weights on the probe
     done: bool = False  # the last report: the budget ran out or training was stopped
     positions: bool = True  # False: trained without positional encoding (train.fit)
+    lesson: float | None = None  # the held-out score at which it teaches its lesson
 
 
 def pick_head(attn: torch.Tensor, score: torch.Tensor | None = None) -> tuple[int, int]:

@@ -8,6 +8,7 @@ can be copied), and which step the view should open at.
 from __future__ import annotations
 
 from lang import LOCALE, tr
+from viz.training import below_lesson
 
 RIGHT, WRONG = "✓", "✗"
 LESSON = "▶"  # the step the Output tab opens at (its table row and its attention row)
@@ -27,9 +28,18 @@ def trained_on(card: dict) -> str:
         steps=f"{card['steps']:,}",
         seconds=f"{card['wall_time_s']:.0f}",
     )
-    if card.get("train", {}).get("positions") is False:  # a live run with the switch off
+    positions = card.get("train", {}).get("positions") is not False
+    if not positions:  # a live run with the switch off
         said += " " + tr(
             "Its positional encoding was off while it trained: it never saw word order."
+        )
+    scores = card.get("scores") or {}
+    if below_lesson(scores.get("held_out"), scores.get("lesson"), positions):
+        said += " " + tr(
+            "⚠️ It reached {score} on held-out data, below its lesson ({lesson} or more): expect "
+            "mistakes where the lesson needs it right; train it longer on the Train tab.",
+            score=f"{scores['held_out']:.0%}",
+            lesson=f"{scores['lesson']:.0%}",
         )
     return said
 

@@ -10,8 +10,11 @@ ui/events.py's ``wire_training``; the handlers are ui/handlers.py's ``Training``
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
+from train.live import LIVE
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 
@@ -27,8 +30,8 @@ CAPTION = (
 )
 TASKS = [
     ("roles: who did what to whom (encoder, ~10 s)", "roles"),
-    ("induction: copy a repeated string (decoder, ~40 s)", "induction"),
-    ("dates: many formats → ISO (encoder-decoder, ~40 s)", "dates"),
+    ("induction: copy a repeated string (decoder, ~75 s)", "induction"),
+    ("dates: many formats → ISO (encoder-decoder, ~2 min)", "dates"),
 ]
 
 
@@ -42,13 +45,24 @@ def build() -> Built:
             elem_id="train-task",
             scale=3,
         )
-        seconds = Slider(10, 120, value=30, step=5, label=t("Seconds"), elem_id="train-seconds")
+        seconds = Slider(
+            10,
+            120,
+            value=LIVE["roles"].seconds,
+            step=5,
+            label=t("Seconds"),
+            elem_id="train-seconds",
+        )
         positions = gr.Checkbox(
             True,
             label=t("Positional encoding"),
             info=t("Off: trained blind to order (roles: 我喜欢你 = 你喜欢我)"),
             elem_id="train-positions",
         )
+    # Each task starts at the time its lesson needs on a busy server (train.live): 30 s gave a
+    # first induction model that copies "hello hello" as "lo lo ko lo".
+    defaults = json.dumps({name: recipe.seconds for name, recipe in LIVE.items()})
+    task.change(fn=None, js=f"(task) => ({defaults})[task]", inputs=[task], outputs=[seconds])
     with gr.Row():
         start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
         stop = gr.Button(t("Stop"), elem_id="train-stop")
