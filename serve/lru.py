@@ -46,6 +46,21 @@ class LockedLRU(Generic[K, V]):
                 self._items.popitem(last=False)
         return value
 
+    def setdefault(self, key: K, default: V) -> V:
+        """The value for ``key`` (now the most recently used), or ``default`` kept for it, in one
+        step: two threads asking for the same missing key get the same value."""
+        with self._lock:
+            value = self._items.pop(key, default)
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return value
+
+    def values(self) -> list[V]:
+        """The values now, least recently used first (a copy)."""
+        with self._lock:
+            return list(self._items.values())
+
     def __contains__(self, key: object) -> bool:
         with self._lock:
             return key in self._items

@@ -25,10 +25,10 @@ import contextlib
 import ipaddress
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from lang import Msg
+from serve.lru import LockedLRU
 
 MAX_IN_FLIGHT = 4
 
@@ -167,18 +167,13 @@ class Pages:
         self.max_per_address = max_per_address
         self.others_waiting = others_waiting or (lambda address: True)
         # page -> [its lock, its requests in flight]
-        self._pages: OrderedDict[str, list] = OrderedDict()
+        self._pages: LockedLRU[str, list] = LockedLRU(max_pages)
         # address -> its requests in flight (an address leaves when it has none)
         self._addresses: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _entry(self, page: str) -> list:
-        with self._lock:
-            entry = self._pages.pop(page, None) or [threading.Lock(), 0]
-            self._pages[page] = entry
-            while len(self._pages) > self.max_pages:
-                self._pages.popitem(last=False)
-            return entry
+        return self._pages.setdefault(page, [threading.Lock(), 0])
 
     @contextlib.contextmanager
     def turn(self, page: str | None, address: str | None = None) -> Iterator[None]:
@@ -223,8 +218,7 @@ class Pages:
             return sum(self._addresses.values())
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._pages)
+        return len(self._pages)
 
 
 def share_queue(demo, concurrency_id: str = "model") -> Callable[[str], bool]:

@@ -46,7 +46,12 @@ def size_of(value, depth: int = 0) -> int:
 
 
 class Unread:
-    """The ledger of every session's unread messages, oldest first, and their bytes."""
+    """The ledger of every session's unread messages, oldest first, and their bytes.
+
+    An ordered dict, not a ``serve.lru.LockedLRU``: nothing here is "used" again (a message is
+    added once and forgotten when read), the bound is bytes, not entries, and trimming walks the
+    entries oldest first, shrinking some in place and dropping others by their queue.
+    """
 
     def __init__(self, budget: int = UNREAD_BYTES) -> None:
         self.budget = budget

@@ -86,6 +86,29 @@ def test_the_lru_forgets_the_least_recently_used():
         LockedLRU(0)
 
 
+def test_the_lru_setdefault_gives_every_thread_the_same_value():
+    """serve.lru.LockedLRU.setdefault (ui.handlers.Sessions, serve.turns.Pages): a missing key
+    gets the value first offered, and every later asker that same value, made most recent."""
+    cache: LockedLRU[str, list] = LockedLRU(2)
+    first = cache.setdefault("a", [])
+    assert cache.setdefault("a", ["other"]) is first
+    cache.put("b", [1])
+    cache.setdefault("a", [])  # "a" is now the most recent: "b" goes next
+    cache.setdefault("c", [])
+    assert "b" not in cache and cache.values() == [first, []]
+    kept: LockedLRU[int, list] = LockedLRU(4)
+    seen: dict[int, set[int]] = {}
+
+    def call(rng: random.Random) -> None:
+        key = rng.randrange(3)  # three keys in four places: never evicted
+        value = kept.setdefault(key, [key])
+        assert value == [key]
+        seen.setdefault(key, set()).add(id(value))
+
+    assert hammer(call) == []
+    assert all(len(ids) == 1 for ids in seen.values())
+
+
 def test_the_head_switch_payloads_survive_many_threads(monkeypatch):
     """ui/tabs/attention.py's payload cache, through switch_data itself (the payload faked)."""
     monkeypatch.setattr(attention_tab, "data_key", lambda view, sel: sel.key)
@@ -153,4 +176,4 @@ def test_page_turns_survive_many_threads():
     assert len(pages) <= 8
     assert pages.in_flight() == 0  # every admitted request let go of its address
     assert all(entry[1] == 0 for entry in pages._pages.values())  # and of its page
-    assert len(sessions._items) <= 8
+    assert len(sessions) <= 8

@@ -13,8 +13,6 @@ event left before that run was answered.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from engine import (
 )
 from lang import LOCALE, Msg, tr
 from model import PRESETS, TRAINED
+from serve.lru import LockedLRU
 from serve.training import Trainings
 from ui.i18n import t
 from ui.layout import FINAL, STACK_LABELS
@@ -82,18 +81,15 @@ class Sessions:
 
     def __init__(self, size: int = 1_000) -> None:
         self.size = size
-        self._items: OrderedDict[str, Session] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LockedLRU[str, Session] = LockedLRU(size)
 
     def of(self, page: str | None) -> Session:
         if not page:
             return Session()
-        with self._lock:
-            session = self._items.pop(page, None) or Session()
-            self._items[page] = session
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-            return session
+        return self._items.setdefault(page, Session())
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def capped(value, what: str, limit: int = MAX_CHARS) -> tuple[str, list]:
