@@ -416,7 +416,17 @@ _CONVENTION = {  # how the quoted tutorial hides a score, said beside this model
     ),
     "004": (" Seed 004 writes -inf too.", " seed 004 同样写 -inf。"),
 }
-_ACT = {"relu": "max(0, {x})", "gelu": "GELU({x})", "gelu_tanh": "GELU_tanh({x})"}
+_ACT = {
+    "relu": "max(0, {x})",
+    "gelu": "GELU({x})",
+    "gelu_tanh": "GELU_tanh({x})",
+    "silu": "SiLU({x})",
+}
+
+
+def _b(linear: nn.Linear, name: str) -> str:
+    """ " + b_Q" in a formula when the projection has a bias (LLaMA's have none)."""
+    return f" + b_{name}" if linear.bias is not None else ""
 
 
 def _mask_note(kind: str, hidden: int, total: int, seed: str) -> tuple[str, str]:
@@ -542,9 +552,14 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     cross = block["kind"] == "cross"
     keys = "S" if cross else "T"
     kv_reads = () if cross else (src,)  # cross-attention's K and V read C, the encoder output
-    s.add("Q", parts["Q"], f"Q = {reader} W_Q + b_Q", "[T, d_model]", place, (src,))
-    s.add("K", parts["K"], f"K = {kv} W_K + b_K", f"[{keys}, d_model]", place, kv_reads)
-    s.add("V", parts["V"], f"V = {kv} W_V + b_V", f"[{keys}, d_model]", place, kv_reads)
+    attn = block["attn"]
+    s.add("Q", parts["Q"], f"Q = {reader} W_Q{_b(attn.w_q, 'Q')}", "[T, d_model]", place, (src,))
+    s.add(
+        "K", parts["K"], f"K = {kv} W_K{_b(attn.w_k, 'K')}", f"[{keys}, d_model]", place, kv_reads
+    )
+    s.add(
+        "V", parts["V"], f"V = {kv} W_V{_b(attn.w_v, 'V')}", f"[{keys}, d_model]", place, kv_reads
+    )
     for m, t in (("Q", "T"), ("K", keys), ("V", keys)):
         formula = f"{m}_h = {m}.view({t}, H, d_k).transpose(0, 1)"
         s.add(f"{m} heads", parts[f"{m} heads"], formula, f"[H, {t}, d_k]", place, (m,))
@@ -591,7 +606,7 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     s.add(
         "attention output",
         parts["attention output"],
-        f"{block['mha']} = Concat(…) W_O + b_O",
+        f"{block['mha']} = Concat(…) W_O{_b(attn.w_o, 'O')}",
         "[T, d_model]",
         place,
         ("concat",),
@@ -679,7 +694,7 @@ def layer_steps(
             if detailed:
                 info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
                 info.update(kind=kind, home=home, allowed=allowed, keep=keep, mode=trace.ablation)
-                _detail(s, parts, info | {"mha": mha})
+                _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
             else:
                 s.add(out_name, parts["attention output"], mha, dims, place, (src_name,))
             residual = stream + parts["attention output"]
@@ -699,11 +714,12 @@ def layer_steps(
         if pre:
             src, src_name, reader = norm(stream), "LayerNorm before FFN", f"LN({sym})"
             s.add(src_name, src, reader, dims, home, (last,))
-        inner = _ACT[cfg.activation].format(x=f"{reader} W_1 + b_1")
+        inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
         hidden = ffn.act(_linear(src, ffn.fc1))  # (T, d_ff)
         s.add("FFN hidden", hidden, inner, "[T, d_ff]", home, (src_name,))
         out = _linear(hidden, ffn.fc2)  # (T, d_model)
-        s.add("FFN output", out, f"FFN({reader}) = {inner} W_2 + b_2", dims, home, ("FFN hidden",))
+        formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
+        s.add("FFN output", out, formula, dims, home, ("FFN hidden",))
         stream, added = stream + out, f"{sym} + FFN({reader})"
         s.add("FFN residual", stream, added, dims, home, (last, "FFN output"))
         last = "FFN residual"

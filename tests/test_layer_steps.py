@@ -122,7 +122,8 @@ def layer_norm(x, norm):
 
 
 def linear(x, layer, rows=slice(None)):
-    return x @ layer.weight[rows].T + layer.bias[rows]
+    out = x @ layer.weight[rows].T
+    return out if layer.bias is None else out + layer.bias[rows]
 
 
 def activation(x, name):
@@ -477,6 +478,38 @@ def test_wrong_layer_item_or_stack_say_so(traced):
     with pytest.raises(ValueError, match="item 5 is out of range"):
         layer_steps(tr, "encoder", 0, 5)
     with pytest.raises(ValueError, match="no 'decoder' attention"):
+        layer_steps(tr, "decoder")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"activation": "gelu_tanh", "positions": "learned"},  # GPT-2's layer
+        {"attn_bias": False, "attn_out_bias": False, "mlp_bias": False},  # no biases (LLaMA's)
+    ],
+)
+def test_a_gpt2_shaped_layer_and_one_without_biases_add_up_too(changes):
+    config = PRESETS["seed001-decoder"].replace(**changes)
+    net = Transformer(config)
+    tr = trace_texts(net, *TEXTS["char"])
+    for layer in (0, 3):
+        steps = layer_steps(tr, "decoder", layer, item=1)
+        check_every_step(net, tr, "decoder", layer, 1, steps)
+    formulas = {s.name: s.formula for s in steps}
+    if "attn_bias" in changes:
+        assert formulas["Q"] == "Q = LN(X) W_Q" and "b_" not in formulas["FFN output"]
+    else:
+        assert formulas["FFN hidden"] == "GELU_tanh(LN(X₁) W_1 + b_1)"
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [({"positions": "rotary"}, "rotary"), ({"n_kv_heads": 2}, "grouped-query")],
+)
+def test_a_model_with_what_is_not_taken_apart_yet_is_refused(changes, named):
+    net = Transformer(PRESETS["seed001-decoder"].replace(**changes))
+    tr = trace_texts(net, *TEXTS["char"])
+    with pytest.raises(ValueError, match=named):
         layer_steps(tr, "decoder")
 
 
