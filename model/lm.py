@@ -43,8 +43,10 @@ from model.checkpoint_guard import (
 )
 from model.config import TransformerConfig
 from model.device import pick_device
+from model.embeddings import SinusoidalPositionalEncoding
 from model.lm_config import LMLoadError, family_of, lm_config
 from model.lm_weights import copy_weights, expected_shapes, match_keys, n_params
+from model.rotary import RotaryEmbedding
 from model.transformer import Transformer
 
 BIN_WEIGHTS = "pytorch_model.bin"
@@ -269,6 +271,29 @@ def resolve_lm_source(name_or_path: str | Path, max_bytes: int | None = None) ->
 
 
 # ---- load ----------------------------------------------------------------------------------------
+COMPUTED_BUFFERS = {"embedding.rotary.inv_freq", "embedding.pos_emb.encoding"}
+
+
+def unfilled_model(config: TransformerConfig, tokenizer) -> Transformer:
+    """Our model with uninitialised weights, for copy_weights to fill every one of them: the
+    seeded random init of every number (most of GPT-2's load time) would be thrown away."""
+    with torch.device("meta"):
+        net = Transformer(config, tokenizer=tokenizer)
+    net = net.to_empty(device="cpu")  # new Parameters, from meta to CPU: tie the head again
+    if config.tie_lm_head:
+        net.lm_head.weight = net.embedding.tok_emb.weight
+    # Buffers that are computed, not loaded (RoPE's θ_i, the sinusoid table): compute them again.
+    persistent = set(net.state_dict())
+    computed = {name for name, _ in net.named_buffers() if name not in persistent}
+    assert computed <= COMPUTED_BUFFERS, computed  # a new computed buffer needs a line here
+    emb = net.embedding
+    if emb.rotary is not None:
+        emb.rotary = RotaryEmbedding(config.d_head, config.rope_theta)
+    if isinstance(emb.pos_emb, SinusoidalPositionalEncoding):
+        emb.pos_emb = SinusoidalPositionalEncoding(config.max_len, config.d_model)
+    return net.eval()
+
+
 def _fill(model: Transformer, judged: Judged, state: dict | None, name: str) -> None:
     """Copy the judged tensors in, from the safetensors file or the memory-mapped .bin."""
     from safetensors import SafetensorError, safe_open
@@ -309,8 +334,8 @@ def load_lm(
         pad = tokenizer.pad_token_id
         if isinstance(pad, int) and 0 <= pad < config.vocab_size:
             config = config.replace(pad_id=pad)
-        model = Transformer(config, tokenizer=tokenizer)
-        _fill(model, judged, state, name)
+        model = unfilled_model(config, tokenizer)
+        _fill(model, judged, state, name)  # asserts that every weight is written
         del state  # the .bin's memory map
     except LMLoadError:
         raise
