@@ -108,8 +108,40 @@ def status_text(page: Page, dep: dict, message: dict) -> str:
     return value.get("value", "") if isinstance(value, dict) else str(value)
 
 
+def stray_names(caplog) -> list[str]:
+    """What ui.events logged about names a handler answered that its event has no output for."""
+    return [r.getMessage() for r in caplog.records if r.name == "ui.events"]
+
+
+def test_a_name_that_is_no_output_of_the_event_is_logged(caplog):
+    """Issue 27: ui.events.Wiring.answer used to drop such a name silently (a misspelt output
+    did nothing and said nothing); it still answers, and logs the handler and the name."""
+    from serve.turns import Pages
+    from ui.events import Wiring
+    from ui.state import SELECTION_FIELDS, Selection
+
+    def misspelt(ask):
+        return {"status": "fine", "head_stats_tabel": 1}
+
+    fn = Wiring(None, None, Pages()).answer(
+        misspelt, [], ["status", "head_stats_table"], False, True
+    )
+    tail = [getattr(Selection(), name) for name in SELECTION_FIELDS] + ["heads", "en", "p1"]
+    with caplog.at_level("ERROR", logger="ui.events"):
+        answer = fn(*tail, None)
+    assert answer[0] == "fine"
+    [message] = stray_names(caplog)
+    assert "misspelt" in message and "'head_stats_tabel'" in message
+    caplog.clear()
+    fn = Wiring(None, None, Pages()).answer(
+        misspelt, [], ["status", "head_stats_tabel"], False, True
+    )
+    fn(*tail, None)
+    assert not stray_names(caplog)
+
+
 @pytest.mark.slow
-def test_every_event_answers_for_every_model_on_every_tab(served, capfd):
+def test_every_event_answers_for_every_model_on_every_tab(served, capfd, caplog):
     url, config, python, run, demo = served
 
     def one_page(model: str, text: str, tab: str) -> tuple[list, int]:
@@ -135,10 +167,11 @@ def test_every_event_answers_for_every_model_on_every_tab(served, capfd):
     assert not failures, failures[:10]
     assert sent == 3 * len(TAB_IDS) * len(python) and len(python) >= 25  # each, 27 times
     assert "Traceback" not in capfd.readouterr().err
+    assert not stray_names(caplog)
 
 
 @pytest.mark.slow
-def test_hostile_values_in_every_field_of_every_event_get_an_answer(served, capfd):
+def test_hostile_values_in_every_field_of_every_event_get_an_answer(served, capfd, caplog):
     url, config, python, run, demo = served
 
     def one_event(dep: dict) -> list:
@@ -166,6 +199,7 @@ def test_hostile_values_in_every_field_of_every_event_get_an_answer(served, capf
     message = page.send(run, page.data(run, "attention", text="dogs bark"))
     assert answered(run, message) is None and "4 tokens" in status_text(page, run, message)
     assert "Traceback" not in capfd.readouterr().err
+    assert not stray_names(caplog)
 
 
 def test_a_hostile_tab_is_refused_with_a_sentence_and_not_kept(served):

@@ -10,7 +10,8 @@ What every Python event needs is applied here once:
 - **the language**: everything the server writes is said in the page's language (lang.speaking);
 - **one sentence instead of a traceback**: a handler that raises answers with the status line;
 - **a complete answer**: outputs a handler does not name are left as they are (``gr.skip()``),
-  so no event ever fails with "didn't return enough output values";
+  so no event ever fails with "didn't return enough output values"; a name it returns that is
+  no output of the event is logged as an error (a misspelt name would otherwise do nothing);
 - **the concurrency group** (``BOUND``) and, for runs, **the stale marker**.
 
 Events that only the browser handles call ``ta.<name>`` (ui/js/). Handlers are in ui/handlers.py.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import Callable, Sequence
 
 import gradio as gr
@@ -32,6 +34,8 @@ from ui.layout import Page
 from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
 from ui.status import status_markdown
 from ui.tabs import TAB_IDS, TABS
+
+LOG = logging.getLogger(__name__)
 
 # One group for every event that can run a forward pass, with the same explicit limit on each
 # member (a group's limit is the lowest among its members): deep links, tab clicks and sliders
@@ -89,6 +93,13 @@ class Wiring:
                     result = {"status": status_markdown(None, [busy.message], None)}
                 except Exception as exc:  # one sentence; the server keeps serving
                     result = {"status": said(exc)}
+                if stray := [name for name in result if name not in outputs]:
+                    LOG.error(
+                        "%s answered %s, which are not outputs of its event: dropped (a "
+                        "misspelt output name, or an output missing from Wiring.on's list)",
+                        getattr(handler, "__qualname__", fn.__name__),
+                        ", ".join(map(repr, stray)),
+                    )
                 answer = [result.get(name, gr.skip()) for name in outputs]
                 return answer if len(answer) > 1 else answer[0]  # one output: its value
 
