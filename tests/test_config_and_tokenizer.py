@@ -23,7 +23,7 @@ def test_config_is_frozen():
         ({"arch": "rnn"}, "arch must be"),
         ({"norm": "middle"}, "norm must be"),
         ({"activation": "swish"}, "activation must be"),
-        ({"positions": "rotary"}, "positions must be"),
+        ({"positions": "alibi"}, "positions must be"),  # rotary is valid since issue 28
         ({"n_layers": 0}, "n_layers must be a positive integer"),
         ({"dropout": 1.5}, "dropout must be"),
         ({"d_model": 15, "n_heads": 3}, "must be even"),
