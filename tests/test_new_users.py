@@ -89,3 +89,83 @@ def test_picking_a_task_sets_its_seconds(page):
             page.wait_for_function(
                 f"() => document.querySelector('{seconds}').value === '{LIVE[task].seconds}'"
             )
+
+
+# Every piece of text a figure prints (titles, panel titles, tick labels, axis titles) as boxes;
+# two that overlap by more than a sliver print over each other.
+OVERLAPS_JS = """
+(sel) => {
+  const gd = document.querySelector(sel + ' .js-plotly-plot');
+  const boxes = [];
+  const groups = {'.gtitle': 'title', '.annotation-text': 'note', '.xtick text': 'x',
+                  '.ytick text': 'y', '.g-xtitle text': 'xt', '.g-ytitle text': 'yt'};
+  for (const [q, kind] of Object.entries(groups)) {
+    for (const el of gd.querySelectorAll(q)) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden') {
+        boxes.push({kind, text: el.textContent.slice(0, 30), r});
+      }
+    }
+  }
+  const bad = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i].r, b = boxes[j].r;
+    const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    const name = (b) => b.kind + ':' + b.text;
+    if (w > 3 && h > 3) bad.push([name(boxes[i]), name(boxes[j])]);
+  }
+  const width = gd.getBoundingClientRect().right;
+  const cut = boxes.filter((b) => b.kind === 'title' && b.r.right > width + 2).map((b) => b.text);
+  return {bad, cut, n: boxes.length};
+}
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_on_a_phone_figures_print_nothing_over_anything(browser, lang):
+    """At 390 × 844: the Train tab's figure stacks its two panels (their titles printed over
+    each other side by side, the map's labels ran into the loss axis), the head view's token
+    labels thin out on both axes, and a figure wider than the screen says it scrolls."""
+    from urllib.parse import urlencode
+
+    from tests.apphost import serve_app
+    from tests.test_e2e_browser import shot
+
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    with serve_app() as (url, _):
+        text = "the quick brown fox jumps over the lazy dog near the river bank"
+        page.goto(url + "?" + urlencode({"text": text, "tab": "attention", "lang": lang}))
+        page.wait_for_selector("#head-plot .js-plotly-plot .main-svg")
+        page.wait_for_timeout(800)
+        found = page.evaluate(OVERLAPS_JS, "#head-plot")
+        assert found["n"] > 10 and found["bad"] == [], found["bad"][:3]
+        page.goto(url + "?" + urlencode({"text": "dogs bark", "tab": "masks", "lang": lang}))
+        page.wait_for_selector("#score-steps-plot .js-plotly-plot .main-svg")
+        hint = page.locator("#score-steps-plot").locator("xpath=preceding-sibling::div[1]")
+        hint.wait_for()
+        assert "⇆" in hint.inner_text() and ("滑动" in hint.inner_text()) == (lang == "zh-CN")
+        page.goto(f"{url}?tab=train&lang={lang}")
+        page.wait_for_selector("#train-start")
+        page.fill("#train-seconds input[type=number]", "10")
+        page.press("#train-seconds input[type=number]", "Enter")
+        page.click("#train-start")
+        page.wait_for_function(
+            "() => /100%/.test(document.querySelector('#train-status')?.innerText)",
+            timeout=60_000,
+        )
+        page.wait_for_timeout(1500)
+        domains = page.evaluate(
+            "() => { const l = document.querySelector('#train-plot .js-plotly-plot')"
+            "._fullLayout; return [l.yaxis.domain, l.yaxis2.domain]; }"
+        )
+        assert domains[0][0] > domains[1][1], domains  # the loss above the map
+        found = page.evaluate(OVERLAPS_JS, "#train-plot")
+        assert found["bad"] == [] and found["cut"] == [], found
+        page.locator("#train-plot").scroll_into_view_if_needed()
+        shot(page, f"phone_train_390x844_{lang}", full_page=False)
+    context.close()

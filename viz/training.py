@@ -115,4 +115,26 @@ def progress_figure(progress) -> go.Figure:
     fig.update_yaxes(title=tr("loss"), row=1, col=1)
     fig.update_xaxes(type="category", tickangle=-60, row=1, col=2)
     fig.update_yaxes(type="category", autorange="reversed", row=1, col=2)
+    fig.update_layout(meta={"narrow": NARROW})  # on a phone the panels stack (ui/js/figures.js)
     return base_layout(fig, safe(progress_sentence(progress)), 420, showlegend=False)
+
+
+# The loss above the head's map when the figure is drawn narrower than `below` px: side by side
+# on a phone, the two panels' titles printed over each other and the map's labels ran into the
+# loss axis. The map's colour bar follows it to the lower half.
+NARROW = {
+    "below": 560,
+    "layout": {
+        "height": 780,
+        "xaxis.domain": [0, 1],
+        "yaxis.domain": [0.64, 0.93],
+        "xaxis2.domain": [0, 0.9],
+        "yaxis2.domain": [0, 0.48],
+        # the panel titles at the left, small: each above its own panel, never cut
+        **{f"annotations[{i}].{k}": v for i in (0, 1) for k, v in (("x", 0), ("xanchor", "left"))},
+        **{f"annotations[{i}].font.size": 12 for i in (0, 1)},
+        "annotations[0].y": 0.93,
+        "annotations[1].y": 0.48,
+    },
+    "traces": {2: {"colorbar.len": 0.46, "colorbar.y": 0.24, "colorbar.yanchor": "middle"}},
+}

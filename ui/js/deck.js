@@ -232,6 +232,13 @@
     open.addEventListener('click', () => { const el = panel(); el.hidden = !el.hidden; render(); });
     const el = document.createElement('div');
     el.id = 'ta-deck'; el.hidden = true; el.setAttribute('role', 'dialog');
+    /* On a phone the button is the icon and the count, so it covers less of what scrolls
+       under it. Here, not in assets/app.css: Gradio scopes that file's media queries to its own
+       container, and the button sits outside it. */
+    const phone = document.createElement('style');
+    phone.textContent = '@media (max-width: 640px) { #ta-deck-open .ta-deck-word { display: none; } '
+      + '#ta-deck-open { padding: 4px 10px; opacity: 0.85; } }';
+    document.head.append(phone);
     document.body.append(open, el);
     render();
   };

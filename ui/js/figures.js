@@ -17,7 +17,9 @@
     if (!text || text === gd.taWrapped) return;
     gd.taTitle = text;
     gd.taBase = gd.taBase ?? gd.layout.margin?.t ?? 48;
-    const lines = [...gd.querySelectorAll('.gtitle tspan.line')];
+    /* Plotly writes a title of one line as the text itself, of several as tspan.line each. */
+    let lines = [...gd.querySelectorAll('.gtitle tspan.line')];
+    if (!lines.length && gd.querySelector('text.gtitle')) lines = [gd.querySelector('text.gtitle')];
     const room = gd.getBoundingClientRect().width * 0.98 - 12;
     const parts = text.split(/<br\s*\/?>/i);
     if (!lines.length || lines.length !== parts.length || room < 100) return;
@@ -71,12 +73,14 @@
     const update = {};
     for (const key of Object.keys(full)) {
       const axis = full[key];
-      if (!/^xaxis\d*$/.test(key) || !axis || axis.type !== 'category' || !axis._length) continue;
+      if (!/^[xy]axis\d*$/.test(key) || !axis || axis.type !== 'category' || !axis._length) continue;
+      if (axis.showticklabels === false) continue;
       const n = (axis._categories || []).length;
       if (n < 2) continue;
       const gap = axis._length / n;
       const user = gd.layout[key] || {};
-      if (gap < 2 * LINE && user.tickangle !== -90) update[`${key}.tickangle`] = -90;
+      const x = key[0] === 'x';  /* y labels lie along their line: only thinned, never turned */
+      if (x && gap < 2 * LINE && user.tickangle !== -90) update[`${key}.tickangle`] = -90;
       if (gap < LINE) {
         const every = Math.ceil(LINE / gap);
         if (user.dtick !== every) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
@@ -87,6 +91,49 @@
   ta.drawHooks.push((gd) => {
     if (!gd.closest('#tabs')) return;
     requestAnimationFrame(() => spaced(gd));
+  });
+
+  /* ---- a figure laid out again for a narrow screen ---------------------------------------------
+     A figure whose panels sit side by side can carry, in layout.meta.narrow, how to lay them out
+     when it is drawn narrower than `below` px (a phone): `layout` (a Plotly.relayout update, e.g.
+     the panels stacked) and `traces` ({trace index: restyle update}, e.g. a colour bar moved). */
+  ta.drawHooks.push((gd) => {
+    const narrow = gd.layout?.meta?.narrow;
+    if (!narrow || gd.taNarrow === narrow || !window.Plotly) return;
+    if (gd.getBoundingClientRect().width >= narrow.below) return;
+    gd.taNarrow = narrow;
+    const traces = Object.keys(narrow.traces || {}).map(Number);
+    const restyle = {};
+    for (const [i, change] of Object.entries(narrow.traces || {})) {
+      for (const [key, value] of Object.entries(change)) {
+        (restyle[key] = restyle[key] || traces.map(() => undefined))[traces.indexOf(+i)] = value;
+      }
+    }
+    window.Plotly.update(gd, restyle, narrow.layout || {}, traces.length ? traces : undefined);
+  });
+
+  /* ---- a figure wider than the screen says that it scrolls -------------------------------------
+     Three panels side by side need ~640 px: on a phone they scroll sideways inside their own box
+     (assets/app.css), which hid their right side and colour bar with no sign. A line above such a
+     box says so while the box is wider than the screen and not scrolled to its end. */
+  const HINT = {en: '⇆ Wider than the screen: swipe the figure sideways to see all of it.',
+                'zh-CN': '⇆ 图比屏幕宽：左右滑动图，查看全部。'};
+  const SCROLLS = '#compare-plot, #score-steps-plot, #padding-mask-plot, #embedding-plot';
+  const hinted = (box) => {
+    let hint = box.previousElementSibling;
+    if (!hint || !hint.classList.contains('ta-scroll-hint')) {
+      hint = document.createElement('div');
+      hint.className = 'ta-scroll-hint';
+      box.before(hint);
+      box.addEventListener('scroll', () => hinted(box), {passive: true});
+    }
+    hint.textContent = HINT[ta.lang ? ta.lang() : 'en'] || HINT.en;
+    hint.hidden = box.scrollWidth <= box.clientWidth + 4
+      || box.scrollLeft + box.clientWidth >= box.scrollWidth - 4;
+  };
+  ta.drawHooks.push((gd) => {
+    const box = gd.closest(SCROLLS);
+    if (box) requestAnimationFrame(() => hinted(box));
   });
 
   /* ---- a click on an overview tile selects that head -----------------------------------------
