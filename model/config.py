@@ -53,6 +53,9 @@ class TransformerConfig:
     # ---- the language-model families (GPT-2, LLaMA, Qwen2, Mistral; model/lm.py loads them) ----
     norm_kind: Literal["layer", "rms"] = "layer"  # rms: x / RMS(x) · g, no mean, no bias (LLaMA)
     rope_theta: float = 10000.0  # RoPE base: pair i of a head turns by pos · θ^(−2i/d_head)
+    # LLaMA 3.1+'s RoPE scaling (factor, low_freq_factor, high_freq_factor, original context):
+    # slow pairs turn `factor` times slower, fast ones as before, a smooth blend between.
+    rope_llama3: tuple[float, float, float, int] | None = None
     # Key/value heads: None = n_heads (multi-head); fewer = grouped-query attention, where query
     # head h reads key/value head h // (n_heads / n_kv_heads) (LLaMA's repeat_kv); 1 = multi-query.
     n_kv_heads: int | None = None
@@ -70,6 +73,8 @@ class TransformerConfig:
             object.__setattr__(self, "final_norm", self.norm == "pre")
         if isinstance(self.token_labels, list):  # read back from JSON
             object.__setattr__(self, "token_labels", tuple(self.token_labels))
+        if isinstance(self.rope_llama3, list):
+            object.__setattr__(self, "rope_llama3", tuple(self.rope_llama3))
         positive = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"]
         positive += [n for n in ("n_kv_heads", "sliding_window") if getattr(self, n) is not None]
         for name in positive:
@@ -129,6 +134,17 @@ class TransformerConfig:
         theta = self.rope_theta
         if isinstance(theta, bool) or not isinstance(theta, int | float) or not theta > 1:
             raise ValueError(f"rope_theta must be a number above 1, not {theta!r}.")
+        scaling = self.rope_llama3
+        if scaling is not None and not (
+            len(scaling) == 4
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in scaling)
+            and min(scaling) > 0
+            and scaling[2] > scaling[1]
+        ):
+            raise ValueError(
+                "rope_llama3 must be (factor, low_freq_factor, high_freq_factor, original "
+                f"context), positive, high above low; not {scaling!r}."
+            )
         if self.tie_lm_head and not self.lm_head:
             raise ValueError("tie_lm_head ties the LM head to the embedding: set lm_head=True.")
         if self.sliding_window is not None and self.arch != "decoder":

@@ -69,7 +69,7 @@ class TransformerEmbedding(nn.Module):
         elif config.positions == "learned":
             self.pos_emb = LearnedPositionalEmbedding(config.max_len, config.d_model)
         self.rotary = (
-            RotaryEmbedding(config.d_head, config.rope_theta)
+            RotaryEmbedding(config.d_head, config.rope_theta, config.rope_llama3)
             if config.positions == "rotary"
             else None
         )

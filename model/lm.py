@@ -288,7 +288,7 @@ def unfilled_model(config: TransformerConfig, tokenizer) -> Transformer:
     assert computed <= COMPUTED_BUFFERS, computed  # a new computed buffer needs a line here
     emb = net.embedding
     if emb.rotary is not None:
-        emb.rotary = RotaryEmbedding(config.d_head, config.rope_theta)
+        emb.rotary = RotaryEmbedding(config.d_head, config.rope_theta, config.rope_llama3)
     if isinstance(emb.pos_emb, SinusoidalPositionalEncoding):
         emb.pos_emb = SinusoidalPositionalEncoding(config.max_len, config.d_model)
     return net.eval()

@@ -116,25 +116,34 @@ def _gpt2(hf: dict, name: str, what: str) -> dict:
     }
 
 
-def rope_theta(hf: dict, name: str, what: str) -> float:
-    """θ of plain RoPE from transformers 5's rope_parameters or 4's rope_theta / rope_scaling."""
+LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def rope(hf: dict, name: str, what: str) -> dict:
+    """rope_theta and rope_llama3 from transformers 5's rope_parameters or 4's rope_theta and
+    rope_scaling: plain RoPE, or LLaMA 3.1's scaling; other scalings are refused."""
     params, scaling = hf.get("rope_parameters"), hf.get("rope_scaling")
-    theta, kind = hf.get("rope_theta", 10000.0), "default"
+    settings, kind = {"rope_theta": hf.get("rope_theta", 10000.0)}, "default"
     for found in (params, scaling):
         if found is None:
             continue
         if not isinstance(found, dict):
             raise LMLoadError(f"{what} has rope settings that are not an object.")
-        theta = found.get("rope_theta", theta)
+        settings |= found
         kind = found.get("rope_type", found.get("type", kind))
-    if kind != "default":
+    if kind not in ("default", "llama3"):
         raise LMLoadError(
-            f"{name} scales its rotary positions ({shown(kind)}); only plain RoPE (rope_type "
-            "'default') is implemented."
+            f"{name} scales its rotary positions ({shown(kind)}); only plain RoPE and LLaMA 3's "
+            "scaling (rope_type 'default' or 'llama3') are implemented."
         )
-    if hf.get("partial_rotary_factor", 1.0) != 1.0:
+    if settings.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0)) != 1.0:
         raise LMLoadError(f"{name} turns only part of each head (partial_rotary_factor).")
-    return _number({"rope_theta": theta}, "rope_theta", 10000.0, 1, 1e12, what)
+    found = {"rope_theta": _number(settings, "rope_theta", 10000.0, 1, 1e12, what)}
+    if kind == "llama3":
+        factors = [_number(settings, key, None, 0, 1e9, what) for key in LLAMA3_KEYS[:3]]
+        context = whole_number(settings, LLAMA3_KEYS[3], 1, MAX_POSITIONS, None, what)
+        found["rope_llama3"] = (*factors, context)
+    return found
 
 
 def sliding_window(hf: dict, family: str, n_layers: int, name: str, what: str) -> int | None:
@@ -187,7 +196,7 @@ def _llama(hf: dict, family: str, name: str, what: str) -> dict:
         ),
         "activation": _activation(hf, "hidden_act", "silu", name, what),
         "positions": "rotary",
-        "rope_theta": rope_theta(hf, name, what),
+        **rope(hf, name, what),
         "norm_kind": "rms",
         "layer_norm_eps": _number(hf, "rms_norm_eps", 1e-6, 0, 1, what),
         "mlp": "gated",

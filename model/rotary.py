@@ -7,6 +7,7 @@ keys make the score q_m·k_n depend on the offset m − n alone: nothing is adde
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,13 +31,31 @@ class Rotation:
         return x * self.cos + rotate_half(x) * self.sin  # (B, H, T, d_head)
 
 
+def llama3_frequencies(
+    inv_freq: torch.Tensor, factor: float, low: float, high: float, context: int
+) -> torch.Tensor:
+    """LLaMA 3.1's scaled θ_i (HF's _compute_llama3_parameters, step for step): pairs whose
+    wavelength 2π/θ_i exceeds context/low turn ``factor`` times slower, those under
+    context/high unchanged, the ones between blended smoothly."""
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > context / low, inv_freq / factor, inv_freq)
+    smooth = (context / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    middle = ~(wavelen < context / high) * ~(wavelen > context / low)
+    return torch.where(middle, blended, scaled)
+
+
 class RotaryEmbedding(nn.Module):
     """θ_i held as a buffer; ``rotation(T)`` gives the cos and sin of positions 0..T−1."""
 
-    def __init__(self, d_head: int, theta: float) -> None:
+    def __init__(
+        self, d_head: int, theta: float, llama3: tuple[float, float, float, int] | None = None
+    ) -> None:
         super().__init__()
         # HF's compute_default_rope_parameters, in float32 as there: the same angles bit for bit.
         inv_freq = 1.0 / (theta ** (torch.arange(0, d_head, 2, dtype=torch.float) / d_head))
+        if llama3 is not None:
+            inv_freq = llama3_frequencies(inv_freq, *llama3)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (d_head/2,)
 
     def rotation(self, seq_len: int, dtype: torch.dtype = torch.float32) -> Rotation:

@@ -36,6 +36,12 @@ CASES = {
     "llama-biases": ("LlamaConfig", "LlamaForCausalLM", {
         **SMALL, "num_attention_heads": 4, "num_hidden_layers": 2, "attention_bias": True,
         "mlp_bias": True, "tie_word_embeddings": True}),
+    "llama3-rope": ("LlamaConfig", "LlamaForCausalLM", {
+        **SMALL, "num_attention_heads": 4, "num_key_value_heads": 1, "num_hidden_layers": 2,
+        "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16},
+        "tie_word_embeddings": True}),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {
         **SMALL, **GQA, "hidden_size": 128, "intermediate_size": 200, "num_hidden_layers": 3,
         "tie_word_embeddings": True}),
@@ -167,6 +173,8 @@ def test_the_config_says_what_the_checkpoint_is(loaded):
         return
     assert (cfg.norm_kind, cfg.positions, cfg.mlp) == ("rms", "rotary", "gated")
     assert cfg.rope_theta == hf_cfg.rope_parameters["rope_theta"]
+    assert (cfg.rope_llama3 is not None) == (case == "llama3-rope")
+    torch.testing.assert_close(net.embedding.rotary.inv_freq, hf.base_model.rotary_emb.inv_freq)
     assert cfg.kv_heads == hf_cfg.num_key_value_heads
     assert (cfg.attn_bias, cfg.attn_out_bias) == {
         "qwen2": (True, False),

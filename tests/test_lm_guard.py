@@ -76,7 +76,11 @@ def test_other_model_types_are_refused_naming_the_supported_ones(folder, never_b
 
 
 CONFIG_REFUSALS = {
-    "llama3 rope": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "llama3"),
+    "yarn rope": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5}}, "'yarn'"),
+    "llama3 rope without factors": (
+        {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}},
+        "sets factor to None",
+    ),
     "rope_scaling (v4)": ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "linear"),
     "head_dim": ({"head_dim": 16}, "heads of 16 dimensions"),
     "activation": ({"hidden_act": "gelu_fast"}, "gelu_fast"),
@@ -109,6 +113,18 @@ def test_qwen2_with_a_window_on_some_layers_only_is_refused():
         lm_config(hf, "q")
     hf["use_sliding_window"] = False
     assert lm_config(hf, "q").sliding_window is None
+
+
+def test_llama3_scaling_is_read_from_transformers_4_configs_too():
+    hf = {"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}
+    hf |= {"num_hidden_layers": 1, "intermediate_size": 8, "rope_theta": 500000.0}
+    hf["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0}
+    hf["rope_scaling"] |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    config = lm_config(hf, "llama-3.2")
+    assert (config.rope_theta, config.rope_llama3) == (500000.0, (32.0, 1.0, 4.0, 8192))
+    hf["rope_scaling"]["high_freq_factor"] = 0.5
+    with pytest.raises(LMLoadError, match="high above low"):
+        lm_config(hf, "llama-3.2")
 
 
 def test_mistral_without_a_window_has_none():

@@ -142,3 +142,20 @@ def test_a_tied_head_is_the_embedding_matrix():
     assert net.lm_head.weight is net.embedding.tok_emb.weight
     assert "LM head" not in net.param_counts()
     assert sum(net.param_counts().values()) == net.get_num_params()
+
+
+def test_llama3_rope_scaling_equals_transformers():
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    scaling = {"factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    scaling["original_max_position_embeddings"] = 8192
+    hf_config = LlamaConfig(  # Llama-3.2-1B's head and RoPE settings
+        hidden_size=2048, num_attention_heads=32,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, **scaling},
+    )  # fmt: skip
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](hf_config, "cpu")
+    ours = RotaryEmbedding(64, 500000.0, tuple(scaling.values())).inv_freq
+    plain = RotaryEmbedding(64, 500000.0).inv_freq
+    assert torch.equal(ours, theirs)
+    assert (ours < plain).sum() > 8 and torch.equal(ours[:4], plain[:4])  # slow pairs slowed
