@@ -1,9 +1,11 @@
 """Transformer Anatomy: type a sentence, see what happens inside a Transformer.
 
-This file only composes and launches. The page is built in ui/layout.py, its events are
-registered in ui/events.py over the handlers in ui/handlers.py, the page's JavaScript is in
-ui/js/, the guards that keep the server up are in serve/, models and the trace cache in
-engine.py, figures in viz/. docs/architecture.md tells how they fit.
+This file only composes and launches. The page is built in ui/layout.py; its handlers are built
+here (``handlers``: the views, the Train tab's, the corpus's and the deck's, peers each handed
+the engine, the pages' sessions or the trainings it needs; ui/handlers.py,
+ui/corpus_handlers.py, ui/deck.py) and its events registered over them in ui/events.py. The
+page's JavaScript is in ui/js/, the guards that keep the server up are in serve/, models and the
+trace cache in engine.py, figures in viz/. docs/architecture.md tells how they fit.
 Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto] [--public] [--share]``.
 """
 
@@ -21,11 +23,14 @@ from lang import Msg, speaking, tr
 from model import TRAINED
 from serve.lean import lean
 from serve.static import keep_page_files
+from serve.training import Trainings
 from serve.turns import Pages, share_queue
 from serve.unread import bound_unread
 from ui import events, layout
-from ui.events import API_NAMES, BOUND
-from ui.handlers import CUSTOM, Views, capped
+from ui.corpus_handlers import Corpus
+from ui.deck import Deck
+from ui.events import API_NAMES, BOUND, Handlers
+from ui.handlers import CUSTOM, Sessions, Training, Views, capped
 from ui.i18n import I18N
 from ui.state import ViewState
 from ui.status import sentence, status_markdown
@@ -38,6 +43,7 @@ __all__ = [  # what tests and scripts use from here
     "InputError",
     "build_demo",
     "capped",
+    "handlers",
     "is_public",
     "launch_kwargs",
     "sentence",
@@ -86,7 +92,24 @@ def in_both_languages(text: str) -> str:
     return f'<span class="ta-say-en">{english}</span><span class="ta-say-zh">{chinese}</span>'
 
 
-def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Views]:
+def handlers(
+    engine: Engine,
+    default: ViewState,
+    models: set[str],
+    choices=(),
+    trainings: Trainings | None = None,
+) -> Handlers:
+    """The page's handlers over this engine, each handed what it needs: one store of the pages'
+    sessions and one line of trainings (server-wide: TA_MAX_TRAININGS at once) for all."""
+    sessions, trainings = Sessions(), trainings or Trainings()
+    views = Views(engine, sessions, trainings, default, models, choices)
+    training = Training(trainings, views)
+    engine.live = training.loaded  # the engine finds a page's trained model by its secret id
+    corpus = Corpus(engine, sessions, views)
+    return Handlers(views=views, training=training, corpus=corpus, deck=Deck(views))
+
+
+def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
     """The page's models and first view, and the handlers over this engine."""
     bundled_error = engine.warm_up()
     choices, default_model = model_choices(), BUNDLED
@@ -98,7 +121,8 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Views]:
     default = ViewState(DEFAULT_TEXT, default_model, second=DEFAULT_SECOND)
     models = {value for _, value in choices if value != CUSTOM}
     models |= {f"{name}@{step}" for name, card in TRAINED.items() for step in card["snapshots"]}
-    views = Views(engine, default, models, choices)
+    peers = handlers(engine, default, models, choices)
+    views = peers.views
     # Every visitor's first view is the same: computed once here and sent as the components'
     # initial values, so opening the page waits on nobody's forward pass.
     analysis, first, _ = views.draw(default, {}, force=True)
@@ -117,17 +141,18 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Views]:
         bundled_error=bundled_error,
         banner_reason=in_both_languages(bundled_error or ""),
         public=public,
-    ), views
+    ), peers
 
 
 def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.Blocks:
     """The whole app; ``engine`` may be shared by tests."""
     public = is_public(public)
-    page_setup, views = setup(engine or Engine(public=public), public)
+    page_setup, peers = setup(engine or Engine(public=public), public)
     page = layout.build(page_setup)
     with page.demo:
-        events.wire(page, views, Pages(others_waiting=share_queue(page.demo)))
-    page.demo.views = views  # what the page's handlers keep (tests and benchmarks read it)
+        events.wire(page, peers, Pages(others_waiting=share_queue(page.demo)))
+    page.demo.handlers = peers  # what the page's handlers keep (tests and benchmarks read it)
+    page.demo.views = peers.views  # its sessions and trainings among them
     page.demo.queue(
         default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
     )

@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 
 from analysis.corpus import CACHE, MAX_SENTENCES, corpus_stats, parse_corpus
+from app import handlers
 from engine import Engine, InputError
 from lang import speaking
 from tests.apphost import CHROMIUM, serve_app
 from ui.corpus_handlers import Corpus
-from ui.handlers import Ask, Views
+from ui.handlers import Ask
 from ui.state import Selection, ViewState
 from ui.status import sentence
 
@@ -32,14 +33,14 @@ FIVE = [
 
 
 @pytest.fixture(scope="module")
-def views():
-    return Views(Engine(device="cpu"), ViewState("time flies like an arrow", "bert"), {"bert"})
+def peers():
+    return handlers(Engine(device="cpu"), ViewState("time flies like an arrow", "bert"), {"bert"})
 
 
 @pytest.mark.slow
-def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(views):
+def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(peers):
     CACHE.clear()
-    out = views.corpus.run(Ask(page="corpus-en"), "", "en", None)
+    out = peers.corpus.run(Ask(page="corpus-en"), "", "en", None)
     table = out["corpus_table"]
     assert table.shape[0] == 6 * 12  # one row per (layer, head) of the bundled BERT
     assert list(table.columns[:2]) == ["layer", "head"]
@@ -48,7 +49,7 @@ def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(views):
     assert "from the cache" not in said
     # The same sentences through the lower floor, computed afresh (another batch size).
     CACHE.clear()
-    net, tok = views.engine.model("bert").net, views.engine.model("bert").tokenizer
+    net, tok = peers.views.engine.model("bert").net, peers.views.engine.model("bert").tokenizer
     sentences = parse_corpus((ROOT / "assets" / "corpus" / "en.txt").read_text(encoding="utf-8"))
     expected = corpus_stats(net, tok, sentences, max_tokens=32, batch_size=101).stats
     means = [c for c in expected.columns if c.endswith("_mean")]
@@ -61,52 +62,52 @@ def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(views):
     np.testing.assert_allclose(csv["entropy_mean"], expected["entropy_mean"], rtol=1e-5)
     assert Path(out["corpus_npz"]).suffix == ".npz"
     # Asked again: from the cache, at once.
-    again = views.corpus.run(Ask(page="corpus-en"), "", "en", None)
+    again = peers.corpus.run(Ask(page="corpus-en"), "", "en", None)
     assert "from the cache" in again["corpus_said"]
 
 
-def test_pasted_sentences_on_a_decoder_and_an_encoder_decoder(views):
+def test_pasted_sentences_on_a_decoder_and_an_encoder_decoder(peers):
     for model, stack in (("induction", "decoder"), ("dates", "cross")):
-        views.sessions.of(f"corpus-{model}").run = ViewState("abc", model)
+        peers.views.sessions.of(f"corpus-{model}").run = ViewState("abc", model)
         ask = Ask(page=f"corpus-{model}", sel=Selection(stack=stack))
-        out = views.corpus.run(ask, "abcabc\nxyzxyz\nqwq", "none", None)
-        config = views.engine.model(model).net.config
+        out = peers.corpus.run(ask, "abcabc\nxyzxyz\nqwq", "none", None)
+        config = peers.views.engine.model(model).net.config
         assert out["corpus_table"].shape[0] == config.n_layers * config.n_heads, model
         assert "3 sentences (pasted)" in out["corpus_said"]
     assert "the encoder's self-attention is measured" in out["corpus_said"]  # dates, cross
 
 
-def test_too_many_lines_or_none_or_too_long_are_one_sentence(views):
+def test_too_many_lines_or_none_or_too_long_are_one_sentence(peers):
     too_many = "\n".join(f"sentence {i}" for i in range(MAX_SENTENCES + 1))
     with pytest.raises(InputError) as refused:
-        views.corpus.run(Ask(page="corpus-refused"), too_many, "none", None)
+        peers.corpus.run(Ask(page="corpus-refused"), too_many, "none", None)
     assert sentence(refused.value).startswith(f"The corpus has {MAX_SENTENCES + 1} sentences")
     with speaking("zh-CN"):
         assert "语料有" in sentence(refused.value)
     with pytest.raises(InputError, match="The corpus is empty"):
-        views.corpus.run(Ask(page="corpus-refused"), " \n\t\n", "none", None)
+        peers.corpus.run(Ask(page="corpus-refused"), " \n\t\n", "none", None)
     with pytest.raises(InputError, match="Sentence 2 has 501 characters"):
-        views.corpus.run(Ask(page="corpus-refused"), "short\n" + "x" * 501, "none", None)
+        peers.corpus.run(Ask(page="corpus-refused"), "short\n" + "x" * 501, "none", None)
 
 
 HOSTILE = [None, -1e308, 1e308, "NaN", {"a": 1}, [1, [2]], "x" * 30_000, "../../etc/passwd"]
 
 
-def test_any_value_in_any_field_is_an_answer_or_one_sentence(views):
+def test_any_value_in_any_field_is_an_answer_or_one_sentence(peers):
     for value in HOSTILE:
         for args in ((value, "none", None), ("", value, None), ("", "none", value)):
             try:
-                out = views.corpus.run(Ask(page="corpus-hostile"), *args)
+                out = peers.corpus.run(Ask(page="corpus-hostile"), *args)
             except InputError as exc:
                 assert sentence(exc) and "could not be analysed" not in sentence(exc)
             else:
                 assert "corpus_table" in out, args
 
 
-def test_uploads_are_read_and_closed_in_public_mode(views, tmp_path):
+def test_uploads_are_read_and_closed_in_public_mode(peers, tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("\ufeff" + "\n".join(FIVE) + "\n", encoding="utf-8")
-    out = views.corpus.run(Ask(page="corpus-upload"), "", "none", str(path))
+    out = peers.corpus.run(Ask(page="corpus-upload"), "", "none", str(path))
     assert "5 sentences (uploaded)" in out["corpus_said"]
     public = SimpleNamespace(engine=SimpleNamespace(public=True))
     with pytest.raises(InputError, match="Uploads are closed"):
@@ -115,7 +116,7 @@ def test_uploads_are_read_and_closed_in_public_mode(views, tmp_path):
     binary = tmp_path / "b.txt"
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(InputError, match="not UTF-8"):
-        views.corpus.run(Ask(page="corpus-upload"), "", "none", str(binary))
+        peers.corpus.run(Ask(page="corpus-upload"), "", "none", str(binary))
 
 
 def test_public_pages_show_no_upload():
@@ -160,11 +161,11 @@ def test_five_pasted_sentences_give_the_table_in_the_browser(page, tmp_path):
         )
 
 
-def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
+def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(peers):
     from tests.test_server_language import english_words, figure_texts
 
     with speaking("zh-CN"):
-        out = views.corpus.run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
+        out = peers.corpus.run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
     headers = list(out["corpus_table"].columns)
     assert headers[:4] == ["层", "头", "熵（均值）", "熵（标准差）"]
     assert "范数占比（均值）" in headers and "归纳模式（标准差）" in headers
@@ -172,7 +173,7 @@ def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
     assert [w for text in texts for w in english_words(text, set())] == []
     csv = pd.read_csv(out["corpus_csv"])
     assert {"layer", "head", "entropy_mean", "entropy_std", "norm_share_mean"} <= set(csv)
-    english = views.corpus.run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
+    english = peers.corpus.run(Ask(page="corpus-zh"), "\n".join(FIVE), "none", None)
     assert list(english["corpus_table"].columns[:4]) == [
         "layer",
         "head",
@@ -181,27 +182,27 @@ def test_the_table_speaks_the_pages_language_and_the_csv_keeps_its_names(views):
     ]
 
 
-def test_a_corpus_row_and_a_point_of_its_map_open_that_head(views):
+def test_a_corpus_row_and_a_point_of_its_map_open_that_head(peers):
     from analysis import mds_2d
 
-    out = views.corpus.run(Ask(page="corpus-pick", tab="heads"), "\n".join(FIVE), "none", None)
+    out = peers.corpus.run(Ask(page="corpus-pick", tab="heads"), "\n".join(FIVE), "none", None)
     table, fig = out["corpus_table"], out["corpus_distance_plot"]
     assert "over 5 sentences" in fig.layout.title.text
     points = fig.data[0]
     assert [list(c) for c in points.customdata] == [[la, h] for la in range(6) for h in range(12)]
     # the map of the corpus's mean distances (the one-text map's drawing, other distances)
-    net, tok = views.engine.model("bert").net, views.engine.model("bert").tokenizer
+    net, tok = peers.views.engine.model("bert").net, peers.views.engine.model("bert").tokenizer
     expected = mds_2d(corpus_stats(net, tok, FIVE, max_tokens=32).distances).numpy()
     np.testing.assert_allclose(points.x, expected[:, 0], atol=1e-5)
     # a row as the page sends it (layer, head, then the values): that head everywhere
     row = table.iloc[40].tolist()
-    picked = views.row_pick(
+    picked = peers.views.row_pick(
         Ask(page="corpus-pick", tab="heads"), [int(row[0]), int(row[1]), *row[2:]]
     )
     assert (picked["layer"], picked["head"]) == (3, 4)
     assert "Layer 3, head 4" in picked["breakdown"]
     # a point of the map: its "layer,head,time" (ta.tilePicker), as the one-text map's
-    picked = views.pick(Ask(page="corpus-pick", tab="heads"), "5,11,1700000000000")
+    picked = peers.views.pick(Ask(page="corpus-pick", tab="heads"), "5,11,1700000000000")
     assert (picked["layer"], picked["head"]) == (5, 11)
 
 
@@ -225,34 +226,34 @@ def test_a_link_names_a_shipped_corpus_and_the_status_link_carries_it():
 
 
 def test_opening_a_linked_corpus_measures_it_and_the_status_link_keeps_it_on_that_model():
-    views = Views(
+    peers = handlers(
         Engine(device="cpu"),
         ViewState("time flies like an arrow", "bert"),
         {"bert", "seed004-encoder"},
     )
     ask = Ask(page="corpus-link")
-    assert views.corpus.link(ask) == {}  # no link named one: nothing
-    opened = views.deeplink(ask, "?text=hello%20world&model=seed004-encoder&corpus=zh")
+    assert peers.corpus.link(ask) == {}  # no link named one: nothing
+    opened = peers.views.deeplink(ask, "?text=hello%20world&model=seed004-encoder&corpus=zh")
     assert opened["tabs"].selected == "heads" and "corpus=" not in opened["status"]
-    out = views.corpus.link(replace(ask, tab="heads"))
+    out = peers.corpus.link(replace(ask, tab="heads"))
     assert out["corpus_sample"] == "zh"
     assert out["corpus_table"].shape[0] == 2 * 4  # seed004-encoder: 2 layers × 4 heads
     assert "201 sentences (the Chinese sample)" in out["corpus_said"]
     assert "over 201 sentences" in out["corpus_distance_plot"].layout.title.text
     assert "corpus=zh" in out["status"] and "model=seed004-encoder" in out["status"]
-    assert views.corpus.link(replace(ask, tab="heads")) == {}  # once per link
+    assert peers.corpus.link(replace(ask, tab="heads")) == {}  # once per link
     # Another layer on the same model: still in the link; another model: not any more.
     heads = replace(ask, tab="heads", sel=Selection(layer=1))
-    assert "corpus=zh" in views.selection(heads, "layer")["status"]
-    rerun = views.run(heads, "hello world", "bert", "", "", "", "final", True)
+    assert "corpus=zh" in peers.views.selection(heads, "layer")["status"]
+    rerun = peers.views.run(heads, "hello world", "bert", "", "", "", "final", True)
     assert "corpus=" not in rerun["status"]
     # A pasted corpus is never put into a link.
-    pasted = views.corpus.run(heads, "\n".join(FIVE), "none", None)
+    pasted = peers.corpus.run(heads, "\n".join(FIVE), "none", None)
     assert "corpus=" not in pasted["status"]
     # An unknown sample in a link: named under the status line, nothing measured.
-    bad = views.deeplink(ask, "?text=hello&corpus=fr")
+    bad = peers.views.deeplink(ask, "?text=hello&corpus=fr")
     assert "corpus='fr' is not en or zh" in bad["link_notes"]
-    assert views.corpus.link(replace(ask, tab="heads")) == {}
+    assert peers.corpus.link(replace(ask, tab="heads")) == {}
 
 
 @pytest.mark.browser

@@ -123,9 +123,7 @@ def test_a_name_that_is_no_output_of_the_event_is_logged(caplog):
     def misspelt(ask):
         return {"status": "fine", "head_stats_tabel": 1}
 
-    fn = Wiring(None, None, Pages()).answer(
-        misspelt, [], ["status", "head_stats_table"], False, True
-    )
+    fn = Wiring(None, Pages()).answer(misspelt, [], ["status", "head_stats_table"], False, True)
     tail = [getattr(Selection(), name) for name in SELECTION_FIELDS] + ["heads", "en", "p1"]
     with caplog.at_level("ERROR", logger="ui.events"):
         answer = fn(*tail, None)
@@ -133,9 +131,7 @@ def test_a_name_that_is_no_output_of_the_event_is_logged(caplog):
     [message] = stray_names(caplog)
     assert "misspelt" in message and "'head_stats_tabel'" in message
     caplog.clear()
-    fn = Wiring(None, None, Pages()).answer(
-        misspelt, [], ["status", "head_stats_tabel"], False, True
-    )
+    fn = Wiring(None, Pages()).answer(misspelt, [], ["status", "head_stats_tabel"], False, True)
     fn(*tail, None)
     assert not stray_names(caplog)
 

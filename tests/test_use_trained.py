@@ -9,13 +9,14 @@ import threading
 
 import pytest
 
-from app import DEFAULT_TEXT
+from app import DEFAULT_TEXT, handlers
 from engine import Engine, is_live, model_choices, task_of
 from model import TRAINED, load_trained
 from serve.exports import model_part
 from serve.training import Trainings
 from tests.test_serve_training import wait_for
-from ui.handlers import RUN_INPUTS, Ask, Views
+from ui.events import Handlers
+from ui.handlers import RUN_INPUTS, Ask
 from ui.state import ViewState
 from ui.tabs import output
 from viz.output_facts import LESSON, step_marks
@@ -37,34 +38,35 @@ class ShippedFit:
 
 
 @pytest.fixture(scope="module")
-def views():
+def peers():
+    """The page's handlers (app.handlers), its trainings finishing at once with shipped weights."""
     default = ViewState(DEFAULT_TEXT, "bert")
-    views = Views(Engine(device="cpu"), default, {"bert", "induction"}, model_choices())
-    views.training.trainings = views.trainings = Trainings(fit=ShippedFit())
-    return views
+    trainings = Trainings(fit=ShippedFit())
+    models = {"bert", "induction"}
+    return handlers(Engine(device="cpu"), default, models, model_choices(), trainings=trainings)
 
 
-def trained(views: Views, page: str, task: str = "induction", positions: bool = True) -> str:
-    fit = views.trainings._fit
+def trained(peers: Handlers, page: str, task: str = "induction", positions: bool = True) -> str:
+    fit = peers.views.trainings._fit
     fit.release.clear()
-    views.trainings.start(page, task, 10, positions=positions)
-    assert views.trainings.model_id(page) is None  # not before the training has ended
+    peers.views.trainings.start(page, task, 10, positions=positions)
+    assert peers.views.trainings.model_id(page) is None  # not before the training has ended
     fit.release.set()
-    wait_for(lambda: views.trainings.model_id(page) is not None)
-    return views.trainings.model_id(page)
+    wait_for(lambda: peers.views.trainings.model_id(page) is not None)
+    return peers.views.trainings.model_id(page)
 
 
-def run(views: Views, page: str, text: str, model: str, tab: str = "output") -> dict:
+def run(peers: Handlers, page: str, text: str, model: str, tab: str = "output") -> dict:
     values = dict(zip(RUN_INPUTS, (text, model, "", "", "", "final", True), strict=True))
-    return views.run(Ask(tab=tab, page=page), **values)
+    return peers.views.run(Ask(tab=tab, page=page), **values)
 
 
-def test_use_opens_the_pages_model_on_the_output_tab_under_a_secret_id(views):
-    model_id = trained(views, "page-a")
+def test_use_opens_the_pages_model_on_the_output_tab_under_a_secret_id(peers):
+    model_id = trained(peers, "page-a")
     assert is_live(model_id) and task_of(model_id) == "induction"
     assert len(model_id) > len("page:induction:") + 12  # the secret part
 
-    out = views.training.use(Ask(tab="train", page="page-a"))
+    out = peers.training.use(Ask(tab="train", page="page-a"))
     assert out["model"]["value"] == model_id
     labels = {value: label for label, value in out["model"]["choices"]}
     assert labels[model_id] == "induction — trained on this page" and "bert" in labels
@@ -82,48 +84,48 @@ def test_use_opens_the_pages_model_on_the_output_tab_under_a_secret_id(views):
     assert model_part(model_id) == "induction-trained-here"
 
     # every other tab draws it, from the page's run
-    drawn = views.tab(Ask(tab="attention", page="page-a"), "attention")
+    drawn = peers.views.tab(Ask(tab="attention", page="page-a"), "attention")
     assert "head_plot" in drawn and "error" not in drawn["status"].lower()
 
 
-def test_another_page_and_a_link_cannot_open_it(views):
-    model_id = trained(views, "page-b")
-    said = run(views, "page-c", "abcabc", model_id)["status"]
+def test_another_page_and_a_link_cannot_open_it(peers):
+    model_id = trained(peers, "page-b")
+    said = run(peers, "page-c", "abcabc", model_id)["status"]
     assert "trained on this page is gone" in said
-    link = views.deeplink(Ask(page="page-c"), f"?model={model_id}&text=abc")
+    link = peers.views.deeplink(Ask(page="page-c"), f"?model={model_id}&text=abc")
     assert "trained on another page" in link["link_notes"]
     assert link["model"] == "bert"  # the link's view opens with the default model
-    assert "gone" not in run(views, "page-b", "abcabc", model_id)["status"]
+    assert "gone" not in run(peers, "page-b", "abcabc", model_id)["status"]
 
 
-def test_training_again_retires_the_old_id(views):
-    first = trained(views, "page-d")
-    run(views, "page-d", "abab", first)
-    second = trained(views, "page-d", "roles")
+def test_training_again_retires_the_old_id(peers):
+    first = trained(peers, "page-d")
+    run(peers, "page-d", "abab", first)
+    second = trained(peers, "page-d", "roles")
     assert second != first and task_of(second) == "roles"
-    assert "gone" in run(views, "page-d", "abab", first)["status"]
-    out = views.training.use(Ask(tab="train", page="page-d"))
+    assert "gone" in run(peers, "page-d", "abab", first)["status"]
+    out = peers.training.use(Ask(tab="train", page="page-d"))
     assert out["text"] == "我喜欢你" and "agent" in out["prediction"]
 
 
-def test_a_model_trained_without_positions_says_so_everywhere(views):
-    trained(views, "page-e", "roles", positions=False)
-    out = views.training.use(Ask(tab="train", page="page-e"))
+def test_a_model_trained_without_positions_says_so_everywhere(peers):
+    trained(peers, "page-e", "roles", positions=False)
+    out = peers.training.use(Ask(tab="train", page="page-e"))
     labels = {value: label for label, value in out["model"]["choices"]}
     said = "roles — trained on this page without positional encoding"
     assert labels[out["model"]["value"]] == said
     assert "without positional encoding, 321 steps" in out["status"]
 
 
-def test_use_before_training_says_so(views):
+def test_use_before_training_says_so(peers):
     with pytest.raises(ValueError, match="Train a model first"):
-        views.training.use(Ask(tab="train", page="page-nothing"))
+        peers.training.use(Ask(tab="train", page="page-nothing"))
 
 
-def test_steps_after_the_typed_text_carry_no_mark(views):
+def test_steps_after_the_typed_text_carry_no_mark(peers):
     """The continuation the model wrote itself is no answer to check it against."""
     assert step_marks([1, 2, 3, 4], [0, 1, 2, 3], typed=2) == ["✓", "", "", ""]
-    engine = views.engine
+    engine = peers.views.engine
     analysis = engine.analyse("hello hello", "induction")
     assert analysis.typed == 12  # <s> and 11 characters; the rest was written by the model
     trace = analysis.trace

@@ -10,19 +10,21 @@ import time
 from pathlib import Path
 
 from analysis import corpus
-from engine import InputError, cpu_share, n_params, well_formed
+from engine import Engine, InputError, cpu_share, n_params, well_formed
 from lang import Msg, tr
-from ui.handlers import Ask, Views, capped
+from ui.handlers import Ask, Sessions, Views, capped
 from ui.state import CORPORA
 from viz.attention import stack_title
 from viz.common import md_literal
 
 
 class Corpus:
-    """The corpus handlers, over the page handlers' engine and sessions."""
+    """The corpus handlers, over the engine and the pages' sessions (the corpus each page
+    measured, the one its link names); ``views`` gives the page's last run and its status line,
+    whose link then names the sample."""
 
-    def __init__(self, views: Views) -> None:
-        self.views, self.engine = views, views.engine
+    def __init__(self, engine: Engine, sessions: Sessions, views: Views) -> None:
+        self.engine, self.sessions, self.views = engine, sessions, views
 
     def run(self, ask: Ask, corpus_text, sample, upload) -> dict:
         """Head measures averaged over a corpus (pasted, uploaded or a shipped sample) for the
@@ -75,7 +77,7 @@ class Corpus:
             said += "  \n⚠️ " + tr(note)
         digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
         outputs = corpus_outputs(result, loaded.model_id, said, digest, net.config)
-        self.views.sessions.of(ask.page).corpus = (state.model, shipped) if shipped else None
+        self.sessions.of(ask.page).corpus = (state.model, shipped) if shipped else None
         try:  # the status line again, its link naming the sample (the run is in the cache)
             analysis = self.engine.analyse(
                 state.text, state.model, state.target, positions=state.positions
@@ -88,7 +90,7 @@ class Corpus:
     def link(self, ask: Ask) -> dict:
         """After a deep link's view opened: measure the shipped corpus the link names (nothing
         when it names none), and show it picked in the corpus section."""
-        session = self.views.sessions.of(ask.page)
+        session = self.sessions.of(ask.page)
         sample, session.linked_corpus = session.linked_corpus, ""
         if sample not in CORPORA:
             return {}

@@ -145,6 +145,17 @@ html, body {{ margin: 0; height: 100%; font-family: system-ui, "Noto Sans CJK SC
 """
 
 
+class Deck:
+    """The deck's handler (ui/events.py ``wire_deck``): its slides drawn by the page's views."""
+
+    def __init__(self, views) -> None:
+        self.views = views
+
+    def deck_file(self, ask, deck) -> dict:
+        """The lecture deck as one offline HTML file."""
+        return deck_file(self.views, deck)
+
+
 def deck_file(views, deck) -> dict:
     """The ``deck_<date>.html`` download for the browser's deck (bounded like every export)."""
     slides = [slide_of(views, query, figure) for query, figure in parse_deck(deck)]

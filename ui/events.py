@@ -14,7 +14,9 @@ What every Python event needs is applied here once:
   no output of the event is logged as an error (a misspelt name would otherwise do nothing);
 - **the concurrency group** (``BOUND``) and, for runs, **the stale marker**.
 
-Events that only the browser handles call ``ta.<name>`` (ui/js/). Handlers are in ui/handlers.py.
+Events that only the browser handles call ``ta.<name>`` (ui/js/). The handlers (``Handlers``: the
+views and the Train tab's in ui/handlers.py, the corpus's in ui/corpus_handlers.py, the deck's in
+ui/deck.py) are built by app.py.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ import inspect
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import gradio as gr
 
 from lang import speaking
 from serve.turns import PageBusy, Pages, client_address
-from ui.handlers import RUN_INPUTS, Ask, Views, model_boxes, said
+from ui.corpus_handlers import Corpus
+from ui.deck import Deck
+from ui.handlers import RUN_INPUTS, Ask, Training, Views, model_boxes, said
 from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
 from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
@@ -48,6 +53,17 @@ TAIL = (*SELECTION_FIELDS, "tab_box", "language", "page")
 API_TAIL = (*SELECTION_FIELDS, "tab", "lang", "page")  # the same, as the API names them
 API_NAMES = [*RUN_INPUTS, *API_TAIL]  # the Run endpoint's parameters, in order
 STAMP = "(...args) => ta.stamp(...args)"
+
+
+@dataclass(frozen=True)
+class Handlers:
+    """The page's handlers, peers built by app.py: the views, the Train tab's, the Heads tab's
+    corpus, the lecture deck's."""
+
+    views: Views
+    training: Training
+    corpus: Corpus
+    deck: Deck
 
 
 def ask_of(tail: Sequence, request: gr.Request | None) -> Ask:
@@ -70,8 +86,8 @@ def ask_of(tail: Sequence, request: gr.Request | None) -> Ask:
 class Wiring:
     """Registers the page's events over its handlers."""
 
-    def __init__(self, page: Page, views: Views, turns: Pages) -> None:
-        self.page, self.views, self.turns = page, views, turns
+    def __init__(self, page: Page, turns: Pages) -> None:
+        self.page, self.turns = page, turns
 
     def answer(self, handler: Callable, names: Sequence[str], outputs: Sequence[str], row, turn):
         """The function Gradio calls: the handler in the page's turn and language, its result
@@ -149,9 +165,9 @@ class Wiring:
         return event
 
 
-def wire(page: Page, views: Views, turns: Pages) -> None:
+def wire(page: Page, handlers: Handlers, turns: Pages) -> None:
     """Every event of the page."""
-    w, p = Wiring(page, views, turns), page
+    w, p, views = Wiring(page, turns), page, handlers.views
     every = [*p.outputs, *SELECTION_FIELDS, "link_notes", "stale"]
     run_outputs = [*every, "model", "target", "checkpoint", "second", "snapshot", "positions"]
     run_outputs += ["tabs"]
@@ -181,9 +197,9 @@ def wire(page: Page, views: Views, turns: Pages) -> None:
     w.on(p.examples.load_input_event.then, views.run, RUN_INPUTS, every, **busy)
     wire_typing(p, deep)
     wire_model_boxes(p)
-    wire_deck(w, views)
-    wire_training(w, views)
-    wire_corpus(w, views, deep)
+    wire_deck(w, handlers.deck)
+    wire_training(w, handlers.training)
+    wire_corpus(w, handlers.corpus, deep)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -260,7 +276,7 @@ def wire_tabs(w: Wiring, views: Views) -> None:
     w.on([p["tab_box"].change], views.tab, ["tab_box"], p.outputs, trigger_mode="always_last")
 
 
-def wire_training(w: Wiring, views: Views) -> None:
+def wire_training(w: Wiring, training: Training) -> None:
     """Live training (ui/tabs/train.py): start, a timer that redraws while the job works (and
     tells the server the page still watches), stop, download. Outside the page's turn: a Run
     never waits for a redraw of the training, nor the training's redraw for a Run."""
@@ -268,17 +284,17 @@ def wire_training(w: Wiring, views: Views) -> None:
     shown = ["train_status", "train_plot", "train_weights", "train_use", "train_timer"]
     free = {"turn": False, "trigger_mode": "always_last"}
     asked = ["train_task", "train_seconds", "train_positions"]
-    w.on([p["train_start"].click], views.training.start, asked, shown)
-    w.on([p["train_timer"].tick], views.training.tick, (), shown, **free)
-    w.on([p["train_stop"].click], views.training.stop, (), ["train_status"], turn=False)
-    w.on([p["train_save"].click], views.training.save, (), ["train_weights"])
+    w.on([p["train_start"].click], training.start, asked, shown)
+    w.on([p["train_timer"].tick], training.tick, (), shown, **free)
+    w.on([p["train_stop"].click], training.stop, (), ["train_status"], turn=False)
+    w.on([p["train_save"].click], training.save, (), ["train_weights"])
     # "Use this model": the page's model joins its model list and opens on the Output tab, as a
     # run would (then the browser's visible tab follows, as after a tab click).
     opened = [*p.outputs, *SELECTION_FIELDS, "link_notes", "stale", "model", "target"]
     opened += ["checkpoint", "snapshot", "positions", "tabs", "text"]
     used = w.on(
         [p["train_use"].click],
-        views.training.use,
+        training.use,
         (),
         opened,
         stale=True,
@@ -287,7 +303,7 @@ def wire_training(w: Wiring, views: Views) -> None:
     used.then(fn=None, js="() => ta.pickTab('output')", outputs=[p["tab_box"]])
 
 
-def wire_corpus(w: Wiring, views: Views, deep) -> None:
+def wire_corpus(w: Wiring, corpus: Corpus, deep) -> None:
     """The Heads tab's corpus (ui/tabs/heads.py build_corpus): measured for the page's last run
     model, in the page's turn like a run; the table shows Gradio's progress while it works. A
     deep link's corpus (``corpus=en``) is measured once the link's view is open."""
@@ -295,20 +311,20 @@ def wire_corpus(w: Wiring, views: Views, deep) -> None:
     inputs = ["corpus_text", "corpus_sample", "corpus_upload"]
     outputs = ["corpus_said", "corpus_table", "corpus_csv", "corpus_npz", "corpus_distance_plot"]
     progress = {"show_progress": "full", "show_progress_on": [p["corpus_table"]]}
-    ran = w.on([p["corpus_run"].click], views.corpus.run, inputs, outputs, **progress)
-    linked = w.on(deep.then, views.corpus.link, (), [*outputs, "corpus_sample"], **progress)
+    ran = w.on([p["corpus_run"].click], corpus.run, inputs, outputs, **progress)
+    linked = w.on(deep.then, corpus.link, (), [*outputs, "corpus_sample"], **progress)
     for event in (ran, linked):  # the address follows the status line's link (corpus=en)
         event.then(fn=None, js="() => ta.followLink()")
 
 
-def wire_deck(w: Wiring, views: Views) -> None:
+def wire_deck(w: Wiring, deck: Deck) -> None:
     """The lecture deck (ui/js/deck.js, ui/deck.py): a slide's text goes into the box from the
     browser (no typing event fires), and the offline file is made on the server."""
     p = w.page
     p["deck_go"].click(fn=None, js="() => ta.deckText()", outputs=[p["text"]])
     made = w.on(
         [p["deck_export"].click],
-        views.deck_file,
+        deck.deck_file,
         ["deck_box"],
         ["deck_file"],
         js="(...args) => ta.deckArgs(...args)",

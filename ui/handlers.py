@@ -153,11 +153,12 @@ TRY_TEXT = {"induction": "hello hello", "dates": "2026年11月22日", "roles": "
 
 class Training:
     """The Train tab's handlers (ui/tabs/train.py) over the server's one line of trainings
-    (serve/training.py): each page starts, watches, stops, saves and uses its own job only."""
+    (serve/training.py): each page starts, watches, stops, saves and uses its own job only.
+    ``views`` opens a trained model in every tab (``use``: a run); app.py makes the engine find
+    a page's model through ``loaded``."""
 
     def __init__(self, trainings: Trainings, views: Views) -> None:
         self.trainings, self.views = trainings, views
-        views.engine.live = self.loaded  # the engine finds a page's model by its secret id
 
     def loaded(self, model_id: str) -> LoadedModel | None:
         """A page's trained model as the engine serves it (None once it is gone)."""
@@ -251,18 +252,24 @@ class Training:
 
 
 class Views:
-    """The handlers, over one engine and the page's defaults."""
+    """The view handlers (run, tab, selection, pick, language, deep link) over one engine, the
+    pages' sessions and the page's defaults. ``trainings``: whose page a model trained on the
+    page is (a run names it). app.py builds it and its peers (``Training``, the corpus's
+    ``Corpus``, the deck's handler), and hands each what it needs."""
 
-    def __init__(self, engine: Engine, default: ViewState, models: set[str], choices=()) -> None:
-        self.engine, self.default, self.models = engine, default, models
+    def __init__(
+        self,
+        engine: Engine,
+        sessions: Sessions,
+        trainings: Trainings,
+        default: ViewState,
+        models: set[str],
+        choices=(),
+    ) -> None:
+        self.engine, self.sessions, self.trainings = engine, sessions, trainings
+        self.default, self.models = default, models
         # The model list as the page shows it ((label, id), labels translated in the browser).
         self.choices = [(t(label), value) for label, value in choices]
-        self.sessions = Sessions()
-        self.training = Training(Trainings(), self)  # server-wide: TA_MAX_TRAININGS at once
-        self.trainings = self.training.trainings
-        from ui.corpus_handlers import Corpus  # it builds on this module's Ask and Views
-
-        self.corpus = Corpus(self)  # the Heads tab's corpus section
 
     # ---- drawing ---------------------------------------------------------------------------
     def draw(self, state: ViewState, seen: dict, only=None, force=False, client=API):
@@ -491,12 +498,6 @@ class Views:
             else:
                 result[name] = getattr(state.sel, name)
         return result
-
-    def deck_file(self, ask: Ask, deck) -> dict:
-        """The lecture deck as one offline HTML file (ui/deck.py)."""
-        from ui.deck import deck_file
-
-        return deck_file(self, deck)
 
 
 def as_float(value, default: float) -> float:
