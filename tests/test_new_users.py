@@ -169,3 +169,29 @@ def test_on_a_phone_figures_print_nothing_over_anything(browser, lang):
         page.locator("#train-plot").scroll_into_view_if_needed()
         shot(page, f"phone_train_390x844_{lang}", full_page=False)
     context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_presented_at_720p_in_chinese_the_mask_rows_keep_apart(browser):
+    """Presentation mode at 1280 × 720 on the Chinese page, Masks tab: the second row's panel
+    titles printed over the first row's key labels (the rows were spaced for the page's small
+    labels); drawn for the room, the gap between rows grows to hold them."""
+    from urllib.parse import urlencode
+
+    from tests.apphost import serve_app
+    from tests.test_e2e_browser import shot
+
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    text = "the quick brown fox jumps over the lazy dog"
+    query = {"text": text, "tab": "masks", "lang": "zh-CN", "present": 1}
+    with serve_app() as (url, _):
+        page.goto(url + "?" + urlencode(query))
+        page.wait_for_selector("#padding-mask-plot .js-plotly-plot .main-svg")
+        page.wait_for_function("() => document.body.classList.contains('ta-present')")
+        page.wait_for_timeout(1500)
+        found = page.evaluate(OVERLAPS_JS, "#padding-mask-plot")
+        shot(page, "presentation_masks_1280x720_zh-CN", full_page=False)
+    context.close()
+    assert found["n"] > 10 and found["bad"] == [], found["bad"][:3]

@@ -4,6 +4,41 @@
 (() => {
   const ta = (window.ta = window.ta || {});
   const deep = (v) => (v && typeof v === 'object' ? JSON.parse(JSON.stringify(v)) : v);
+  /* Panels in several rows (the padding masks of two texts): the gap between two rows must hold
+     the upper row's key labels, standing upright at the room's font size, and the lower row's
+     panel titles. The server spaced the rows for the page's small labels; drawn big, the titles
+     of the lower row printed over the labels of the upper one. Rows keep their order and their
+     share of the height; only the gaps grow, where they are too small. */
+  const rowsApart = (data, out, height, top, font) => {
+    const rows = new Map();  /* "d0,d1" of a y domain -> its y axes */
+    for (const key of Object.keys(out)) {
+      const domain = /^yaxis\d*$/.test(key) && out[key] && out[key].domain;
+      if (domain) rows.set(String(domain), [...(rows.get(String(domain)) || []), key]);
+    }
+    if (rows.size < 2) return;
+    const ordered = [...rows.entries()].map(([d, keys]) => ({d: d.split(',').map(Number), keys}))
+      .sort((a, b) => b.d[1] - a.d[1]);
+    const chars = (row) => Math.max(0, ...data
+      .filter((t) => t && row.keys.includes('yaxis' + String(t.yaxis || 'y').slice(1)))
+      .flatMap((t) => (Array.isArray(t.x) ? t.x : []).map((v) => String(v).length)));
+    const plot = Math.max(100, height - top - font * 6);
+    const need = ordered.slice(0, -1).map((row) => (chars(row) * 0.62 + 3.4) * font / plot);
+    const gaps = ordered.slice(1).map((row, i) => ordered[i].d[0] - row.d[1]);
+    if (gaps.every((g, i) => g >= need[i])) return;
+    const want = gaps.map((g, i) => Math.max(g, need[i]));
+    const spans = ordered.map((row) => row.d[1] - row.d[0]);
+    const scale = (1 - want.reduce((a, b) => a + b, 0)) / spans.reduce((a, b) => a + b, 0);
+    if (scale <= 0.2) return;  /* no room: leave the server's layout */
+    let at = 1;
+    ordered.forEach((row, i) => {
+      const d = [at - spans[i] * scale, at];
+      for (const key of row.keys) out[key].domain = d;
+      for (const note of out.annotations || []) {  /* the row's panel titles ride on its top */
+        if ((note.yref || 'paper') === 'paper' && Math.abs((note.y ?? -1) - row.d[1]) < 1e-6) note.y = d[1];
+      }
+      at = d[0] - (want[i] || 0);
+    });
+  };
   /* A figure's layout and traces redrawn at width × height with text of `font` px: axes, titles,
      annotations, legends and colour bars (the traces are new objects; their arrays are shared). */
   ta.bigLayout = (data, layout, width, height, font) => {
@@ -31,9 +66,10 @@
     }
     for (const note of out.annotations || []) {
       note.font = {...(note.font || {}), size: font};
-      if ((note.yref || 'paper') === 'paper' && note.y >= 1) top = Math.max(top, lines * font * 1.45 + 14 + font * 2.2);
+      if ((note.yref || "paper") === "paper" && note.y >= 1) top = Math.max(top, lines * font * 1.45 + 14 + font * 2.8);
     }
     if (out.legend) out.legend.font = {...(out.legend.font || {}), size: font};
+    rowsApart(data, out, height, top, font);
     /* The title's lines (and ticks on top) set the top; the axes' labels push the other sides
        out (automargin). */
     out.margin = {...(out.margin || {}), t: Math.round(top), l: 16, r: 16, b: 16, pad: 0};
