@@ -147,7 +147,10 @@
       const p = ev && ev.points && ev.points[0], props = ta._pickers?.overview;
       if (!p || !props) return;
       const l = /^L(\d+)/.exec(String(p.y)), h = /^H(\d+)/.exec(String(p.x));
-      if (l && h) props.value = `${l[1]},${h[1]},${Date.now()}`;
+      if (!l || !h) return;
+      props.value = `${l[1]},${h[1]},${Date.now()}`;
+      /* The head opens in the head view above: bring it into sight. */
+      document.querySelector('#head-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'});
     });
   });
   /* ... and a head of the Heads tab's distance maps, one text's and the corpus's (their points
