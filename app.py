@@ -30,7 +30,7 @@ from ui import events, layout
 from ui.corpus_handlers import Corpus
 from ui.deck import Deck
 from ui.events import API_NAMES, BOUND, Handlers
-from ui.handlers import CUSTOM, Sessions, Training, Views, capped
+from ui.handlers import CUSTOM, Sessions, Training, Views, capped, position_bounds
 from ui.i18n import I18N
 from ui.state import ViewState
 from ui.status import sentence, status_markdown
@@ -126,6 +126,7 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
     # Every visitor's first view is the same: computed once here and sent as the components'
     # initial values, so opening the page waits on nobody's forward pass.
     analysis, first, _ = views.draw(default, {}, force=True)
+    first = {**first, **position_bounds(analysis)}  # query and key end at this text's last token
     config = analysis.trace.config
     rows = [[row[0], default_model if row[1] == BUNDLED else row[1], *row[2:]] for row in EXAMPLES]
     return layout.Setup(

@@ -45,12 +45,13 @@ from ui.state import (
     Client,
     Selection,
     ViewState,
+    as_int,
     parse_link,
     share_link,
 )
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
-from viz.common import md_literal
+from viz.common import md_literal, stack_tokens
 from viz.training import progress_bar, progress_figure
 
 CUSTOM = "custom"
@@ -353,7 +354,7 @@ class Views:
             value = getattr(clamped, name)
             changed = value != getattr(sel, name)
             updates[name] = gr.update(maximum=last, **({"value": value} if changed else {}))
-        return updates
+        return {**updates, **position_bounds(analysis, sel)}
 
     def latest(self, ask: Ask) -> ViewState:
         """The page's last run on the visible tab with the selection the page sent."""
@@ -498,6 +499,19 @@ class Views:
             else:
                 result[name] = getattr(state.sel, name)
         return result
+
+
+def position_bounds(analysis: Analysis, sel: Selection | None = None) -> dict:
+    """The score breakdown's query and key sliders (the Heads tab) end at this text's last
+    position: the longest of the trace's stacks (a view clamps to its own stack's), at least 1.
+    A value only where it had to be lowered."""
+    trace, updates = analysis.trace, {}
+    lengths = [tuple(map(len, stack_tokens(trace, stack))) for stack in trace.stacks]
+    for name, last in zip(("query", "key"), map(max, zip(*lengths, strict=True)), strict=True):
+        last = max(last - 1, 1)
+        value = as_int(getattr(sel, name, 0)) if sel is not None else 0
+        updates[name] = gr.update(maximum=last, **({"value": last} if value > last else {}))
+    return updates
 
 
 def as_float(value, default: float) -> float:

@@ -18,6 +18,8 @@ from gradio.data_classes import FileData
 import analysis
 import analysis.export
 from analysis.corpus import MAX_SENTENCES
+from analysis.head_stats import COLUMNS as STATS_COLUMNS
+from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from lang import message_of, tr
 from serve import exports
 from ui.i18n import t
@@ -124,6 +126,27 @@ def table_controls() -> tuple[Radio, gr.Textbox]:
     return convention, pattern
 
 
+# Before anything is drawn a table shows its own headers, not Gradio's "1 | 2 | 3" (the columns
+# every model has; the rest come with the first draw).
+def empty_stats() -> pd.DataFrame:
+    """The head table with no rows: the statistics' and the patterns' columns."""
+    names = [*STATS_COLUMNS, *PATTERN_COLUMNS[2:]]
+    return shown_columns(pd.DataFrame(columns=names))
+
+
+def empty_ablation() -> pd.DataFrame:
+    """The ablation table with no rows (argmax_changed and kl come with a model's output head)."""
+    return shown_columns(pd.DataFrame(columns=["kind", "layer", "head", "hidden_change"]))
+
+
+def empty_corpus() -> pd.DataFrame:
+    """The corpus table with no rows: mean and std of the head table's measures (the norms come
+    with the first corpus, where the model allows them)."""
+    measures = [*STATS_COLUMNS[2:], *PATTERN_COLUMNS[2:]]
+    names = ["layer", "head", *(f"{m}_{s}" for m in measures for s in ("mean", "std"))]
+    return corpus_columns(pd.DataFrame(columns=names))
+
+
 def ablation_controls() -> tuple[Radio, gr.Textbox, gr.Button]:
     """How heads are removed (zero or mean), which heads, and the button that runs it."""
     mode = Radio(
@@ -148,7 +171,7 @@ def ablation_controls() -> tuple[Radio, gr.Textbox, gr.Button]:
 def build() -> Built:
     gr.Markdown(t(STATS_CAPTION), elem_classes="ta-caption")
     convention, pattern = table_controls()
-    stats = gr.Dataframe(elem_id="head-stats", interactive=False, max_height=420)
+    stats = gr.Dataframe(empty_stats(), elem_id="head-stats", interactive=False, max_height=420)
     with gr.Row():
         csv = gr.DownloadButton(t("Head statistics (CSV)"), elem_id="stats-csv", size="sm")
         export = gr.Button(t("Export the whole trace (NPZ + JSON manifest)"), size="sm")
@@ -162,7 +185,7 @@ def build() -> Built:
     flow_plot = plot("flow-plot")
     gr.Markdown(t(ABLATION_CAPTION), elem_classes="ta-caption")
     mode, heads_set, ablate = ablation_controls()
-    ablation = gr.Dataframe(elem_id="ablation-table", interactive=False)
+    ablation = gr.Dataframe(empty_ablation(), elem_id="ablation-table", interactive=False)
     gr.Markdown(t(BREAKDOWN_CAPTION), elem_classes="ta-caption")
     with gr.Row():
         query = Slider(0, 511, value=0, step=1, label=t("Query position"), elem_id="query")
@@ -229,7 +252,7 @@ def build_corpus() -> Built:
             )
     run = gr.Button(t("Run corpus"), variant="primary", size="sm", elem_id="corpus-run")
     said = gr.Markdown(elem_id="corpus-said")
-    table = gr.Dataframe(elem_id="corpus-table", interactive=False, max_height=420)
+    table = gr.Dataframe(empty_corpus(), elem_id="corpus-table", interactive=False, max_height=420)
     with gr.Row():
         csv = gr.DownloadButton(t("Corpus statistics (CSV)"), elem_id="corpus-csv", size="sm")
         npz = gr.DownloadButton(

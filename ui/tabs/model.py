@@ -12,8 +12,15 @@ def build() -> Built:
     return Built(
         outputs={
             "architecture": gr.Markdown(elem_id="architecture"),
-            "param_table": gr.Dataframe(elem_id="param-table", interactive=False),
-            "config_table": gr.Dataframe(elem_id="config-table", interactive=False),
+            # their own headers before the tab is drawn, not Gradio's "1 | 2 | 3"
+            "param_table": gr.Dataframe(
+                headers=["component", "parameters", "share %"],
+                elem_id="param-table",
+                interactive=False,
+            ),
+            "config_table": gr.Dataframe(
+                headers=["field", "value"], elem_id="config-table", interactive=False
+            ),
         }
     )
 

@@ -37,7 +37,7 @@ LENS_CAPTION = (
 def build() -> Built:
     gr.Markdown(i18n.t(CAPTION), elem_classes="ta-caption")
     prediction = gr.Markdown(elem_id="prediction")
-    table = gr.Dataframe(elem_id="steps-table", interactive=False, wrap=True)
+    table = gr.Dataframe(no_steps(), elem_id="steps-table", interactive=False, wrap=True)
     steps = plot("steps-plot")
     gr.Markdown(i18n.t(LENS_CAPTION), elem_classes="ta-caption")
     lens = plot("lens-plot")
@@ -49,6 +49,13 @@ def build() -> Built:
             "lens_plot": lens,
         }
     )
+
+
+def no_steps() -> pd.DataFrame:
+    """The steps table with no step (before a run, and for a model with no output here): its
+    own headers, in the request's language, not Gradio's "1 | 2 | 3"."""
+    names = ["step", "reads", "predicts", "p", "next in text", "✓/✗", "alternatives"]
+    return pd.DataFrame(columns=[tr(name) if name not in ("p", "✓/✗") else name for name in names])
 
 
 def steps_table(trace, stack: str, tokenizer, top: int = 3, typed: int | None = None):
@@ -136,7 +143,7 @@ def no_output_makers(net) -> dict:
             "what a Transformer outputs.",
             why=why,
         ),
-        "steps_table": lambda: pd.DataFrame(),
+        "steps_table": no_steps,
         "steps_plot": lambda: None,
         "lens_plot": lambda: None,
     }
