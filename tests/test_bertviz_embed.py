@@ -85,6 +85,26 @@ def test_hostile_tokens_are_escaped(view):
     assert doc.count("</script>") == doc.count("<script")
 
 
+def test_the_iframes_own_scripts_come_from_their_js_file_in_order():
+    """viz/bertviz_embed.js holds the error, shim and loader sections (issue 27: no JavaScript
+    in Python strings); each is its own <script>, after the error handler and before bertviz."""
+    from viz import bertviz_embed
+
+    text = (ROOT / "viz" / "bertviz_embed.js").read_text(encoding="utf-8")
+    doc, _ = bertviz_document(_attention(2, 2, 5), _tokens(5))
+    places = []
+    for section, marker in (
+        ("error", "bertviz could not draw this view"),
+        ("shim", "window.requirejs = function"),
+        ("loader", "window.__bertvizParams = {"),
+    ):
+        code = bertviz_embed._script(section)
+        assert marker in code and code in text and f"<script>{code}</script>" in doc
+        assert "==== " not in code  # one section only
+        places.append(doc.index(code))
+    assert places == sorted(places)
+
+
 def test_prettify_matches_bertviz():
     toks = ["[CLS]", "Ġhello", "▁world", "end</w>", "[SEP]"]
     doc, _ = bertviz_document(_attention(1, 2, 5), toks)
