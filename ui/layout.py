@@ -145,7 +145,7 @@ def inputs(page: Page, setup: Setup) -> None:
         setup.examples,
         inputs=[page["text"], page["model"], page["target"]],
         label=t("Examples that teach (a click runs it)"),
-        examples_per_page=4,
+        examples_per_page=6,
         elem_id="examples",
     )
     page.example_words = plain_headers(page.examples.dataset)  # English in the config
