@@ -94,7 +94,8 @@ def test_the_cards_speak_chinese(engine):
     with speaking("zh-CN"):
         out = render("layer", analysis, Selection(step=9), None)
     steps = layer_steps(analysis.trace, "encoder", 0)
-    assert steps[3].note_zh in html.unescape(out["layer_cards"])
+    assert "被关注时每个词元传递出去的内容" in out["layer_cards"]  # V, "token" said in Chinese
+    assert steps[3].name == "V"
     assert "第 0 层" in out["layer_cards"]
     assert "注意力权重" in out["layer_plot"].layout.title.text
 

@@ -10,6 +10,8 @@ tokens) and kept for the last few layers asked for.
 
 from __future__ import annotations
 
+import re
+
 import gradio as gr
 
 from analysis.layer_steps import Step, layer_steps
@@ -78,6 +80,21 @@ def say(en: str, zh: str) -> str:
     return zh if LOCALE.get() == "zh-CN" else en
 
 
+# The Chinese notes keep a few English words of their own; the page says those it has words for
+# (as its other views do), and sets the names that stay (Pre-norm, Add & Norm, decoder, a
+# tensor's name) as code.
+ZH_WORDS = {"token": "词元", "padding": "填充", "causal": "因果"}
+NAMES = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:\[[^\]]*\]| &amp; [A-Za-z]+)?")
+
+
+def note_html(step: Step) -> str:
+    """What the step does, in the page's language, escaped (a Chinese note's names as code)."""
+    if LOCALE.get() != "zh-CN":
+        return safe(step.note_en)
+    text = re.sub(r" ?\b(token|padding|causal)s?\b ?", lambda m: ZH_WORDS[m[1]], step.note_zh)
+    return NAMES.sub(lambda m: f"<code>{m[0]}</code>", safe(text))
+
+
 def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
     """Every step as a card (number, name, formula, shape with its sizes, note, seed line)."""
     head = tr(
@@ -90,7 +107,6 @@ def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
     rows = [f'<p class="ta-layer-head">{safe(head)}</p>']
     for i, s in enumerate(steps):
         sizes = " × ".join(str(n) for n in s.value.shape)
-        note = say(s.note_en, s.note_zh)
         mark = " ta-step-chosen" if i == chosen else ""
         rows.append(
             f'<div class="ta-step{mark}" data-step="{i}">'
@@ -98,7 +114,7 @@ def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
             f'<div class="ta-step-formula"><code>{safe(s.formula)}</code></div>'
             f'<div class="ta-step-shape">{safe(tr("shape"))} <code>{safe(s.shape)}</code> = '
             f"{sizes}</div>"
-            f'<div class="ta-step-note">{safe(note)}</div>'
+            f'<div class="ta-step-note">{note_html(s)}</div>'
             f'<div class="ta-step-seed">{safe(s.seed)}:'
             f"<pre><code>{safe(s.seed_line)}</code></pre></div></div>"
         )
