@@ -613,6 +613,15 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     )
 
 
+def step_count(config, stack: str) -> int:
+    """How many steps ``layer_steps`` returns for this config and stack, without computing them:
+    input and output, the attention taken apart (12 steps from Q to W_O) with its residual and
+    its LayerNorm, a decoder layer's other attention (3 steps), the FFN (4)."""
+    home = "decoder" if stack == "cross" else stack
+    other = 3 if home == "decoder" and config.has_encoder else 0
+    return 1 + 14 + other + 4 + 1
+
+
 def layer_steps(
     trace: Trace,
     stack: str = "encoder",

@@ -26,6 +26,7 @@ TAB_PLOTS = {
     "tokens": [],
     "embeddings": ["embedding-plot", "position-table-plot", "position-curves-plot"],
     "attention": ["head-plot", "overview-plot", "compare-plot"],
+    "layer": ["layer-step-plot"],
     "masks": ["padding-mask-plot", "causal-mask-plot", "score-steps-plot"],
     "hidden": ["norms-heatmap", "norms-lines"],
     "bertviz": [],

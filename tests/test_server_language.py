@@ -42,6 +42,7 @@ SYMBOLS = set(
 def english_words(text: str, allowed: set[str]) -> list[str]:
     """The English words left in ``text`` once markup, placeholders and names are taken out."""
     text = re.sub(r"<style>.*?</style>", " ", str(text), flags=re.S)
+    text = re.sub(r"<code>.*?</code>", " ", text, flags=re.S)  # code and formulas, as in `…`
     text = re.sub(r"<[^>]*>|&#?\w+;|%\{[^}]*\}|`[^`]*`|\]\([^)]*\)", " ", text)
     names = {w for name in allowed for w in re.findall(r"[A-Za-z][A-Za-z_]*", name)}
     words = re.findall(r"[A-Za-z][A-Za-z_]*", text)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from analysis.layer_steps import step_count
 from engine import (
     CUSTOM_PREFIX,
     MAX_CHARS,
@@ -48,6 +49,7 @@ from ui.state import (
     as_int,
     parse_link,
     share_link,
+    text_length,
 )
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
@@ -354,6 +356,14 @@ class Views:
             value = getattr(clamped, name)
             changed = value != getattr(sel, name)
             updates[name] = gr.update(maximum=last, **({"value": value} if changed else {}))
+        # The Inside-a-layer tab's token and step: bounded by this text and this layer's steps.
+        for name, last in (
+            ("token", text_length(analysis.trace, clamped.stack) - 1),
+            ("step", step_count(cfg, clamped.stack) - 1),
+        ):
+            changed = getattr(clamped, name) != getattr(sel, name)
+            value = {"value": getattr(clamped, name)} if changed else {}
+            updates[name] = gr.update(maximum=max(last, 1), **value)
         return {**updates, **position_bounds(analysis, sel)}
 
     def latest(self, ask: Ask) -> ViewState:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qsl, urlencode
 
+from analysis.layer_steps import step_count
 from lang import tr
 
 STACKS = ("encoder", "decoder", "cross")
@@ -49,6 +50,8 @@ class Selection:
     convention: str = "ours"  # the head statistics' conventions
     pattern: str = ""  # a pattern column of the head table ("first", "previous", …); empty: none
     units: str = "tokens"  # the attention views over tokens or over words
+    token: int = 0  # the token the Inside-a-layer tab walks through the layer
+    step: int = 0  # the step of that layer whose numbers it draws
 
     def clamp(self, analysis) -> Selection:
         """The same selection made valid for this model (layer, head and stack in range)."""
@@ -78,11 +81,32 @@ class Selection:
             convention=self.convention if self.convention in CONVENTIONS else "ours",
             pattern=str(self.pattern or "")[:80],
             units=self.units if self.units in UNITS else "tokens",
+            token=fit(self.token, text_length(analysis.trace, stack) - 1),
+            step=fit(self.step, step_count(cfg, stack) - 1),
         )
 
 
+def text_length(trace, stack: str) -> int:
+    """The real tokens of the stack's queries (the first text): what ``token`` may name."""
+    mask = trace.attention_mask
+    if stack != "encoder" and trace.tgt_attention_mask is not None:
+        mask = trace.tgt_attention_mask
+    return max(int(mask[0].sum()), 1)
+
+
 SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
-INT_FIELDS = ("layer", "head", "layer_a", "head_a", "layer_b", "head_b", "query", "key")
+INT_FIELDS = (
+    "layer",
+    "head",
+    "layer_a",
+    "head_a",
+    "layer_b",
+    "head_b",
+    "query",
+    "key",
+    "token",
+    "step",
+)
 # Every parameter a deep link may carry (docs/link-parameters.md lists them; a test keeps the two
 # equal). "present", "fig", "deck", "slide" and "lang" are read by the browser alone (presentation
 # mode and the lecture deck: ui/js/present.js, deck.js; the language: ui/i18n.py).

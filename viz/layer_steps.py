@@ -150,7 +150,7 @@ def _rows_heatmap(step, values, labels, token, title, dim_name) -> go.Figure:
         list(range(d)),
         labels,
         x_title=dim_name,
-        y_title=say("token", "token"),
+        y_title=say("token", "词元"),
         value_name=say("value", "数值"),
         **_scale(step),
     )
@@ -169,7 +169,7 @@ def vector_figure(step, tokens: list[str], token: int) -> go.Figure:
     labels = token_labels(tokens)
     d = values.shape[1]
     if d < FOLD_AT:
-        what = say(f"[T, {d}], its row outlined", f"[T, {d}]，框出该 token 的行")
+        what = say(f"[T, {d}], its row outlined", f"[T, {d}]，框出该词元的行")
         title = _title(step, labels[token], what)
         dim_name = step.shape.strip("[]").split(", ")[-1]  # d_model or d_ff
         return _rows_heatmap(step, values, labels, token, title, dim_name)

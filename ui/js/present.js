@@ -8,7 +8,8 @@
 
    Keys, outside the text boxes: ←/→ head, ↑/↓ layer (through the sliders, so the head switch
    draws in the browser as it does for a slider), PageDown/PageUp the next/previous slide of a
-   deck (deck.js) or, without a deck, the tab's next/previous figure. */
+   deck (deck.js) or, without a deck, the tab's next/previous figure (on the Inside-a-layer tab:
+   its next/previous step). */
 (() => {
   const ta = (window.ta = window.ta || {});
   ta.drawHooks = ta.drawHooks || [];
@@ -121,6 +122,17 @@
     range.dispatchEvent(new Event('change', {bubbles: true}));
     setTimeout(bar, 0);
   };
+  /* The Inside-a-layer tab has one figure: PageDown/PageUp go to its next/previous step (the
+     step slider), up to the last card the server drew (its data-steps). */
+  const stepLayer = (delta) => {
+    const range = number('step');
+    const cards = document.querySelector('#layer-cards .ta-steps[data-steps]');
+    if (!range) return;
+    const last = cards ? +cards.dataset.steps - 1 : +range.max;
+    const v = Math.min(Math.max(+range.value + delta, 0), last, +range.max);
+    if (v === +range.value) return;
+    step('step', v - +range.value);
+  };
   const typing = (t) => t instanceof Element
     && (t.closest('input, textarea, select, [contenteditable=true]') !== null);
   document.addEventListener('keydown', (e) => {
@@ -133,7 +145,8 @@
     if (e.key === 'PageDown' || e.key === 'PageUp') {
       e.preventDefault();
       const delta = e.key === 'PageDown' ? 1 : -1;
-      if (!(ta.deckStep && ta.deckStep(delta))) ta.figureStep(delta);
+      if (ta.deckStep && ta.deckStep(delta)) return;
+      if (ta.tab === 'layer') stepLayer(delta); else ta.figureStep(delta);
     }
   });
 

@@ -1,0 +1,172 @@
+"""Inside a layer: the chosen layer and one token walked through, one card per step (issue 29).
+
+The steps are analysis.layer_steps' (docs/layer-steps.md): every card holds the step's formula,
+its shape, what it does and the seed tutorial's line that does it; the chosen step's numbers for
+the chosen token are one figure (viz.layer_steps.step_figure). Few components for every visitor:
+two number controls, one figure, one HTML block for all the cards. Nothing runs the model again:
+the steps are recomputed from the cached trace's residual stream (one layer, a few ms at 128
+tokens) and kept for the last few layers asked for.
+"""
+
+from __future__ import annotations
+
+import re
+
+import gradio as gr
+
+from analysis.layer_steps import Step, layer_steps
+from lang import LOCALE, tr
+from serve.lru import LockedLRU
+from ui.i18n import t
+from ui.tabs.base import Built, Slider, Tab, View, plot
+from viz.common import display_token, safe, stack_tokens
+from viz.layer_steps import step_figure, step_name
+
+CAPTION = (
+    "**Inside a layer**: the chosen layer (and stack) taken apart step by step, from its input to "
+    "its output, for one token. Each card gives the step's formula, its shape, what it does and "
+    "the seed tutorial's line of code that does it; the figure shows the chosen step's numbers "
+    "for the chosen token (a per-head step: the chosen head). In presentation mode PageDown and "
+    "PageUp go to the next and previous step."
+)
+
+# The last few layers taken apart, shared by the worker threads: a step or token change redraws
+# from here. A 512-token BERT layer holds ~45 MB (its [H, T, T] scores three times).
+_STEPS: LockedLRU[tuple, list[Step]] = LockedLRU(2)
+
+
+def build() -> Built:
+    gr.Markdown(t(CAPTION), elem_classes="ta-caption")
+    with gr.Row():
+        token = Slider(0, 511, value=0, step=1, label=t("Token"), elem_id="token")
+        step = Slider(0, 29, value=0, step=1, label=t("Step"), elem_id="step")
+    figure = plot("layer-step-plot")
+    cards = gr.HTML("", elem_id="layer-cards")
+    return Built(
+        outputs={"layer_plot": figure, "layer_cards": cards},
+        controls={"token": token, "step": step},
+    )
+
+
+def refusal(config) -> str | None:
+    """What of this model the steps do not take apart yet, as a sentence; None when they do."""
+    missing = []
+    if getattr(config, "positions", "") == "rotary":
+        missing.append(tr("rotary positions (RoPE turns Q and K after the split)"))
+    if getattr(config, "mlp", "ffn") != "ffn":
+        missing.append(tr("a gated MLP"))
+    if getattr(config, "n_kv_heads", None) not in (None, config.n_heads):
+        missing.append(tr("grouped-query attention (fewer K, V heads than Q heads)"))
+    if not missing:
+        return None
+    return tr("This tab does not take apart {what} yet.", what="; ".join(missing))
+
+
+def steps_of(view: View) -> list[Step] | str:
+    """The layer's steps for the view's stack and layer (cached), or the refusal sentence."""
+    trace, sel = view.analysis.trace, view.sel
+    refused = refusal(trace.config)
+    if refused:
+        return refused
+    key = (view.analysis.key, sel.stack, sel.layer)
+    found = _STEPS.get(key)
+    if found is None:
+        found = layer_steps(trace, sel.stack, sel.layer)
+        _STEPS.put(key, found)
+    return found
+
+
+def say(en: str, zh: str) -> str:
+    return zh if LOCALE.get() == "zh-CN" else en
+
+
+# The Chinese notes keep a few English words of their own; the page says those it has words for
+# (as its other views do), and sets the names that stay (Pre-norm, Add & Norm, decoder, a
+# tensor's name) as code.
+ZH_WORDS = {"token": "词元", "padding": "填充", "causal": "因果"}
+NAMES = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:\[[^\]]*\]| &amp; [A-Za-z]+)?")
+
+
+def note_html(step: Step) -> str:
+    """What the step does, in the page's language, escaped (a Chinese note's names as code)."""
+    if LOCALE.get() != "zh-CN":
+        return safe(step.note_en)
+    text = re.sub(r" ?\b(token|padding|causal)s?\b ?", lambda m: ZH_WORDS[m[1]], step.note_zh)
+    return NAMES.sub(lambda m: f"<code>{m[0]}</code>", safe(text))
+
+
+def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
+    """Every step as a card (number, name, formula, shape with its sizes, note, seed line)."""
+    head = tr(
+        "Layer {layer}, token {token}: {n} steps; step {step} is drawn above.",
+        layer=layer,
+        token=token,
+        n=len(steps),
+        step=chosen,
+    )
+    rows = [f'<p class="ta-layer-head">{safe(head)}</p>']
+    for i, s in enumerate(steps):
+        sizes = " × ".join(str(n) for n in s.value.shape)
+        mark = " ta-step-chosen" if i == chosen else ""
+        rows.append(
+            f'<div class="ta-step{mark}" data-step="{i}">'
+            f'<div class="ta-step-title"><b>{i}</b> · {safe(step_name(s.name))}</div>'
+            f'<div class="ta-step-formula"><code>{safe(s.formula)}</code></div>'
+            f'<div class="ta-step-shape">{safe(tr("shape"))} <code>{safe(s.shape)}</code> = '
+            f"{sizes}</div>"
+            f'<div class="ta-step-note">{note_html(s)}</div>'
+            f'<div class="ta-step-seed">{safe(s.seed)}:'
+            f"<pre><code>{safe(s.seed_line)}</code></pre></div></div>"
+        )
+    return f'<div class="ta-steps" data-steps="{len(steps)}">{"".join(rows)}</div>{STYLE}'
+
+
+STYLE = """<style>
+#layer-cards .ta-steps{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));
+gap:8px}
+#layer-cards .ta-layer-head{grid-column:1/-1;margin:0}
+#layer-cards .ta-step{border:1px solid #d1d5db;border-radius:6px;padding:6px 8px;font-size:13px;
+min-width:0}
+#layer-cards .ta-step-chosen{border:2px solid #dc2626;background:#fef2f2}
+#layer-cards .ta-step-title{font-size:14px;margin-bottom:2px}
+#layer-cards code{white-space:pre-wrap;word-break:break-word}
+#layer-cards pre{margin:2px 0 0;padding:4px 6px;background:#f3f4f6;border-radius:4px;
+white-space:pre-wrap;word-break:break-word}
+#layer-cards .ta-step-note{margin:3px 0;color:#374151}
+#layer-cards .ta-step-seed{color:#6b7280}
+</style>"""
+
+
+def makers(view: View) -> dict:
+    trace, sel = view.analysis.trace, view.sel
+    tokens, keys = stack_tokens(trace, sel.stack)
+    token = min(sel.token, len(tokens) - 1)
+    label = f"{token} “{display_token(tokens[token])}”"
+
+    def figure():
+        steps = steps_of(view)
+        if isinstance(steps, str):
+            return None
+        step = steps[min(sel.step, len(steps) - 1)]
+        cross = keys if sel.stack == "cross" else None
+        return step_figure(step, tokens, token, head=sel.head, key_tokens=cross)
+
+    def cards():
+        steps = steps_of(view)
+        if isinstance(steps, str):
+            return f'<p class="ta-refusal">{safe(steps)}</p>'
+        return cards_html(steps, min(sel.step, len(steps) - 1), sel.layer, label)
+
+    return {"layer_plot": figure, "layer_cards": cards}
+
+
+TAB = Tab(
+    "layer",
+    "Inside a layer",
+    build,
+    makers,
+    depends={
+        "layer_plot": ("stack", "layer", "head", "token", "step"),
+        "layer_cards": ("stack", "layer", "token", "step"),
+    },
+)
