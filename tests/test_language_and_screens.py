@@ -165,7 +165,7 @@ def test_the_switch_changes_the_language_and_is_remembered(app_url, browser):
         seen = texts(page)
         assert seen["run"] == "Run" and seen["text"] == "Text"
         # Every tab's name, opened or not (the switch names the tabs Gradio leaves alone).
-        assert seen["tabs"][:5] == ["Tokens", "Embeddings", "Attention", "Heads", "Masks"]
+        assert seen["tabs"][:5] == ["Tokens", "Embeddings", "Attention", "Inside a layer", "Heads"]
         assert_examples_speak(page, "en")  # no reload: the table is renamed in place
         page.click("#examples .paginate button:has-text('2')")  # a page turn redraws the rows
         page.wait_for_timeout(300)
@@ -193,7 +193,7 @@ def test_a_lang_link_opens_the_page_in_chinese(app_url, browser):
     try:
         page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
         assert_chinese(page)
-        assert texts(page)["tabs"][:5] == ["词元", "嵌入", "注意力", "注意力头", "掩码"]
+        assert texts(page)["tabs"][:5] == ["词元", "嵌入", "注意力", "层内部", "注意力头"]
         assert page.is_checked("#lang input[value='zh-CN']")
         notes = page.evaluate("() => document.querySelector('#link-notes')?.innerText || ''")
         assert "lang" not in notes  # a language link is no deep-link error
