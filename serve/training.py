@@ -26,7 +26,7 @@ from lang import Msg, message_of, tr
 from model.trained import save_weights
 from model.transformer import Transformer
 from serve.turns import env_count
-from train.progress import Progress
+from train.progress import BELOW_LESSON, Progress, below_lesson
 
 LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
@@ -180,7 +180,10 @@ class Trainings:
         fields["score"] = (
             "" if p.score is None else tr("; held-out score {score}", score=f"{p.score:.0%}")
         )
-        return tr(STATES[job.state], **fields)
+        said = tr(STATES[job.state], **fields)
+        if job.state in ("done", "stopped") and below_lesson(p.score, p.lesson, p.positions):
+            said += " " + tr(BELOW_LESSON, lesson=f"{p.lesson:.0%}")  # before "use this model"
+        return said
 
     def touch(self, page: str) -> None:
         """The page still watches its job (its timer asks every second): a job whose page has

@@ -68,6 +68,16 @@ def test_a_model_below_its_lesson_says_so_where_it_is_used():
 
 
 def test_the_train_tab_says_when_a_finished_model_missed_its_lesson():
+    from serve.training import Job, Trainings
+
+    trainings = Trainings()
+    cases = (("done", 0.31, True), ("stopped", 0.31, True), ("done", 0.93, False))
+    for state, score, warned in (*cases, ("running", 0.31, False)):
+        job = Job(page="p", name="induction", seconds=30.0, seed=0)
+        job.state, job.progress = state, progress(score, done=state != "running")
+        trainings._jobs["p"] = job
+        line = trainings.status("p")  # the Train tab's status line
+        assert ("below its lesson" in line) == warned, line
     assert "below its lesson" in progress_sentence(progress(0.31))
     assert "below its lesson" not in progress_sentence(progress(0.93))
     assert "below its lesson" not in progress_sentence(progress(0.31, done=False))

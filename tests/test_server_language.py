@@ -155,6 +155,7 @@ def source_patterns() -> dict[str, str]:
     constant given instead (Msg(CANNOT_READ, …)) counts as its text."""
     files = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
     files += [*ROOT.glob("model/*.py"), *ROOT.glob("serve/*.py")]  # checkpoint errors, refusals
+    files += [*ROOT.glob("train/*.py")]  # what a live model says of its lesson
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
     constants = {  # NAME = "text" at the top of a module
         target.id: node.value.value
@@ -206,6 +207,7 @@ def test_no_translation_is_stale():
     code = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
     code += [*ROOT.glob("analysis/*.py"), *ROOT.glob("model/*.py")]  # reasons, role labels
     code += [*ROOT.glob("serve/*.py")]  # the server's refusals (serve.exports)
+    code += [*ROOT.glob("train/*.py")]  # a live model's lesson (train.progress.BELOW_LESSON)
     for path in code:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -29,6 +29,19 @@ class Progress:
     lesson: float | None = None  # the held-out score at which it teaches its lesson
 
 
+# What a finished live model says when its held-out score missed its lesson's (lang.tr pattern).
+BELOW_LESSON = (
+    "That is below its lesson ({lesson} or more): it will make mistakes where the lesson needs "
+    "it right. Train it longer (more seconds) before using it."
+)
+
+
+def below_lesson(score: float | None, lesson: float | None, positions: bool = True) -> bool:
+    """A finished live model whose held-out score never reached its lesson's. Without positional
+    encoding a low score is the lesson itself (blind to order), so it is not flagged."""
+    return positions and score is not None and lesson is not None and score < lesson
+
+
 def pick_head(attn: torch.Tensor, score: torch.Tensor | None = None) -> tuple[int, int]:
     """(layer, head) with the highest score [L, H]; by default the sharpest head: the highest
     mean over queries of its largest weight (attn [L, H, T_q, T_k])."""

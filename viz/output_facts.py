@@ -8,7 +8,7 @@ can be copied), and which step the view should open at.
 from __future__ import annotations
 
 from lang import LOCALE, tr
-from viz.training import below_lesson
+from train.progress import below_lesson
 
 RIGHT, WRONG = "✓", "✗"
 LESSON = "▶"  # the step the Output tab opens at (its table row and its attention row)

@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lang import tr
+from train.progress import BELOW_LESSON, below_lesson
 from viz.common import ATTENTION_SCALE, base_layout, heatmap, safe, subplots, token_labels
 
 SMOOTH = 20  # steps in the loss curve's moving mean
@@ -35,12 +36,6 @@ def smoothed(losses: list[float], window: int = SMOOTH) -> np.ndarray:
     return (sums[ends] - sums[starts]) / (ends - starts)
 
 
-def below_lesson(score: float | None, lesson: float | None, positions: bool = True) -> bool:
-    """A finished live model whose held-out score never reached its lesson's. Without positional
-    encoding a low score is the lesson itself (blind to order), so it is not flagged."""
-    return positions and score is not None and lesson is not None and score < lesson
-
-
 def progress_sentence(progress) -> str:
     """Where a run stands, as one sentence in the page's language."""
     fields = {"name": progress.name, "step": f"{progress.step:,}"}
@@ -60,11 +55,7 @@ def progress_sentence(progress) -> str:
     if progress.done:
         said = tr("Done: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
         if below_lesson(progress.score, progress.lesson, progress.positions):
-            said += " " + tr(
-                "That is below its lesson ({lesson} or more): it will make mistakes where the "
-                "lesson needs it right. Train it longer (more seconds) before using it.",
-                lesson=f"{progress.lesson:.0%}",
-            )
+            said += " " + tr(BELOW_LESSON, lesson=f"{progress.lesson:.0%}")
         return said
     return tr("Training: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
 
