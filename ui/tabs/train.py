@@ -35,6 +35,13 @@ TASKS = [
 ]
 
 
+def seconds_follow(task, seconds) -> None:
+    """Each task starts at the time its lesson needs on a busy server (train.live): 30 s gave a
+    first induction model that copies "hello hello" as "lo lo ko lo". In the browser alone."""
+    defaults = json.dumps({name: recipe.seconds for name, recipe in LIVE.items()})
+    task.change(fn=None, js=f"(task) => ({defaults})[task]", inputs=[task], outputs=[seconds])
+
+
 def build() -> Built:
     gr.Markdown(t(CAPTION), elem_classes="ta-caption")
     with gr.Row():
@@ -59,10 +66,7 @@ def build() -> Built:
             info=t("Off: trained blind to order (roles: 我喜欢你 = 你喜欢我)"),
             elem_id="train-positions",
         )
-    # Each task starts at the time its lesson needs on a busy server (train.live): 30 s gave a
-    # first induction model that copies "hello hello" as "lo lo ko lo".
-    defaults = json.dumps({name: recipe.seconds for name, recipe in LIVE.items()})
-    task.change(fn=None, js=f"(task) => ({defaults})[task]", inputs=[task], outputs=[seconds])
+    seconds_follow(task, seconds)
     with gr.Row():
         start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
         stop = gr.Button(t("Stop"), elem_id="train-stop")
