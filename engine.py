@@ -28,7 +28,7 @@ from model import (
     load_trained,
     pick_device,
 )
-from serve.cpu import CpuShare, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
+from serve.cpu import CpuShare, one_blas_thread, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
 from serve.lru import LockedLRU
 from serve.training import LIVE_PREFIX
 
@@ -273,6 +273,7 @@ class Engine:
         self.device = pick_device(device)
         self.public = public
         return_big_blocks()  # before any worker thread allocates a trace
+        one_blas_thread()
         self.cache = TraceCache()
         # A trained decoder's greedy output decides the trace's cache key, so it is asked for on
         # every redraw: keep the last few instead of decoding again (strings only, small).

@@ -7,7 +7,7 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 """
 
 from analysis.ablation import ablation_effects
-from analysis.block import mixing_ratio, norm_attention_block
+from analysis.block import attention_block, mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
 from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
@@ -22,6 +22,7 @@ from analysis.words import word_attention
 
 __all__ = [
     "ablation_effects",
+    "attention_block",
     "attention_flow",
     "attention_flow_row",
     "head_distances",

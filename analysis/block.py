@@ -51,13 +51,30 @@ def _parts(
     n_heads = trace.config.n_heads
     with torch.no_grad():
         alpha = trace.attentions[stack].detach().cpu().double()  # (B, L, H, T, T)
-        w_o = torch.stack([output_per_head(m.self_attn.w_o.weight, n_heads) for m in layers])
-        values = trace.values[stack].detach().cpu().double()  # (B, L, H, T, d_head)
-        f = torch.einsum("blhtv,lhvd->blhtd", values, w_o.cpu().double())  # (B, L, H, T, d)
+        values = trace.values[stack].detach().cpu()  # (B, L, H, T, d_head)
+        # f_h(x_j) = v_j^h W_O^h, one layer at a time in the model's own precision (a stacked
+        # float64 W_O is 7 MB for six layers of d = 384: more time than the products themselves)
+        f = torch.stack(
+            [
+                torch.einsum(
+                    "bhtv,hvd->bhtd",
+                    values[:, n],
+                    output_per_head(m.self_attn.w_o.weight.detach().cpu(), n_heads),
+                )
+                for n, m in enumerate(layers)
+            ],
+            dim=1,
+        ).double()  # (B, L, H, T, d)
         x = trace.hidden_states[stack][:, :-1].detach().cpu().double()  # (B, L, T, d) inputs
         if trace.config.norm == "pre":
             return alpha, f, x, torch.ones(x.shape[:-1], dtype=torch.float64)
-        attn_out = trace.attn_out[stack].detach().cpu().double()  # (B, L, T, d) incl. b_O
+        if trace.head_mask:  # heads removed: the replayed sublayer output says how
+            attn_out = trace.attn_out[stack].detach().cpu().double()  # (B, L, T, d) incl. b_O
+        else:  # Σ_h Σ_j α_ij f_h(x_j) + b_O: the same sum, without running the layers again
+            attn_out = torch.einsum("blhik,blhkd->blid", alpha, f)  # (B, L, T, d)
+            for n, m in enumerate(layers):
+                if m.self_attn.w_o.bias is not None:
+                    attn_out[:, n] += m.self_attn.w_o.bias.detach().cpu().double()
         pre_ln = x + attn_out  # (B, L, T, d): what the LayerNorm reads
         norms = [layer.add_norm1.norm for layer in layers]
         gamma = torch.stack([n.weight.detach().cpu().double() for n in norms])  # (L, d)
@@ -78,23 +95,7 @@ def norm_attention_block(
     without it they come from the model the trace was made by. Padded positions' rows and columns
     are 0. float32.
     """
-    alpha, f, x, inv_s = _parts(trace, stack, net)
-    batch, n_layers, n_heads, t, _ = alpha.shape
-    real = real_tokens(trace, stack)[0].cpu()  # (B, T)
-    out = torch.zeros(batch, n_layers, t, t, dtype=torch.float64)  # (B, L, T, T)
-    eye = torch.eye(t, dtype=torch.float64)  # (T, T)
-    for b in range(batch):
-        for layer in range(n_layers):
-            # Per key j, the H+1 vectors [f_1(x_j)·M … f_H(x_j)·M, x_j·M] = Q_j R_j; the vector of
-            # (i, j) is Q_j R_j c_ij, c_ij = (α_ij^1 … α_ij^H, δ_ij), so its norm is ‖R_j c_ij‖.
-            vectors = torch.cat([f[b, layer], x[b, layer][None]], 0)  # (H+1, T_k, d)
-            r = torch.linalg.qr(vectors.permute(1, 2, 0), mode="r")[1]  # (T_k, H+1, H+1)
-            coeff = torch.cat([alpha[b, layer], eye[None]], 0)  # (H+1, T_q, T_k)
-            u = torch.bmm(r, coeff.permute(2, 0, 1))  # (T_k, H+1, T_q)
-            norms = u.square().sum(1).sqrt().T  # (T_q, T_k)
-            out[b, layer] = norms * inv_s[b, layer][:, None]
-    keep = (real[:, :, None] & real[:, None, :]).double()  # (B, T, T)
-    return (out * keep[:, None]).float()
+    return _norms(*_parts(trace, stack, net), real_tokens(trace, stack)[0].cpu())
 
 
 def mixing_ratio(
@@ -107,7 +108,37 @@ def mixing_ratio(
     from every other token. ``per_token=True``: the ratio of every token, [B, L, T] (0 on padding).
     """
     alpha, f, x, _ = _parts(trace, stack, net)  # 1/s_i cancels in the ratio
-    real = real_tokens(trace, stack)[0].cpu()  # (B, T)
+    return _ratio(alpha, f, x, real_tokens(trace, stack)[0].cpu(), per_token)
+
+
+def attention_block(
+    trace: Trace, stack: str = "encoder", net: nn.Module | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(norm_attention_block, mixing_ratio) from one pass over the parts they share: the
+    Attention tab draws both, and the parts are most of their cost."""
+    alpha, f, x, inv_s = _parts(trace, stack, net)
+    real = real_tokens(trace, stack)[0].cpu()
+    return _norms(alpha, f, x, inv_s, real), _ratio(alpha, f, x, real, per_token=False)
+
+
+def _norms(alpha, f, x, inv_s, real) -> torch.Tensor:
+    """norm_attention_block from its parts and the real-token mask [B, T]."""
+    t = alpha.shape[-1]
+    # Per key j, the H+1 vectors V_j = [f_1(x_j)·M … f_H(x_j)·M, x_j·M]; the vector of (i, j) is
+    # Σ_h c_ij^h V_j^h, c_ij = (α_ij^1 … α_ij^H, δ_ij), so its squared norm is c_ijᵀ G_j c_ij
+    # with G_j = V_j V_jᵀ, an (H+1) × (H+1) Gram matrix per key: every layer in three products.
+    vectors = torch.cat([f, x[:, :, None]], 2)  # (B, L, H+1, T_k, d)
+    gram = torch.einsum("blhkd,blgkd->blkhg", vectors, vectors)  # (B, L, T_k, H+1, H+1)
+    eye = torch.eye(t, dtype=torch.float64).expand(*alpha.shape[:2], 1, t, t)  # (B, L, 1, T, T)
+    coeff = torch.cat([alpha, eye], 2)  # (B, L, H+1, T_q, T_k)
+    squared = torch.einsum("blhik,blkhg,blgik->blik", coeff, gram, coeff)  # (B, L, T_q, T_k)
+    out = squared.clamp_min(0).sqrt() * inv_s[..., None]  # (B, L, T_q, T_k)
+    keep = (real[:, :, None] & real[:, None, :]).double()  # (B, T, T)
+    return (out * keep[:, None]).float()
+
+
+def _ratio(alpha, f, x, real, per_token: bool) -> torch.Tensor:
+    """mixing_ratio from its parts and the real-token mask [B, T]."""
     everything = torch.einsum("blhik,blhkd->blid", alpha, f) + x  # (B, L, T, d): Σ_j of it all
     diagonal = alpha.diagonal(dim1=-2, dim2=-1)  # (B, L, H, T): α_ii
     keep = torch.einsum("blhi,blhid->blid", diagonal, f) + x  # (B, L, T, d)

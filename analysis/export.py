@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.block import mixing_ratio, norm_attention_block
+from analysis.block import attention_block
 from analysis.distances import head_distances, mds_2d, query_rows
 from analysis.flow import attention_flow
 from analysis.head_stats import head_stats
@@ -296,8 +296,9 @@ def measure_arrays(
     arrays["word_attention"] = by_word[0].cpu().float().numpy()  # (L, H, W, W)
     notes["words"] = words
     if net is not None or trace._replay is not None:
-        arrays["norm_attention_block"] = norm_attention_block(trace, stack, net)[item].numpy()
-        arrays["mixing_ratio"] = mixing_ratio(trace, stack, net)[item].numpy()
+        block, ratio = attention_block(trace, stack, net)
+        arrays["norm_attention_block"] = block[item].numpy()
+        arrays["mixing_ratio"] = ratio[item].numpy()
     else:
         notes["norm_attention_block"] = "left out: the trace no longer reaches its model"
     return arrays, notes

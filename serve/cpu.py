@@ -12,6 +12,7 @@ import threading
 from collections import deque
 
 import torch
+from threadpoolctl import threadpool_limits
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 SMALL_INPUT = 64  # token positions in a batch below which one forward pass takes milliseconds
@@ -24,6 +25,18 @@ HEAVY_AT_ONCE = 2  # heavy passes, loads or big draws at once (two 111M-preset p
 # it peaked at 3.2 GB with two at once), and one always may when none runs.
 HEAVY_BYTES = 640 * 1024**2
 LIGHT_AT_ONCE = 2
+
+
+def one_blas_thread() -> None:
+    """numpy's BLAS (OpenBLAS) on one thread, for the whole process.
+
+    The views' small numpy linear algebra (the heads' MDS map: a 72 × 72 eigen-decomposition)
+    runs between PyTorch calls; OpenBLAS's own threads and PyTorch's OpenMP threads then spin
+    waiting for each other, and a 0.3 ms decomposition cost 7-150 ms of CPU (the Heads tab's
+    switch 209 -> 45 core-ms with this, bench/serving_cost.py). No view's numpy work is big enough
+    to gain from a second thread.
+    """
+    threadpool_limits(1, user_api="blas")
 
 
 class CpuShare:

@@ -11,7 +11,7 @@ from lang import message_of, tr
 from serve.lru import LockedLRU
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
-from viz.common import compact, fixed_margins, safe
+from viz.common import compact, compact_json, fixed_margins, safe
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
 # the tab, the language, what the asking page fills itself): the same view asked by another page
@@ -61,26 +61,29 @@ def finish(value):
     return value
 
 
-def title_above_panels(fig) -> None:
+def title_above_panels(layout: dict) -> None:
     """A figure with panel titles over its top row ("A = L3 H0"): its title hangs from the top of
     the figure and the top margin is made tall enough for all its lines (the slide caption
     included) and a gap above the panel titles. (Plotly anchors only a title's first line, so a
-    title stood on the panels would run its later lines into them.)"""
+    title stood on the panels would run its later lines into them.) ``layout``: the figure's
+    layout as plain JSON, changed in place."""
     panel_titles = [
         a
-        for a in fig.layout.annotations
-        if a.yref == "paper" and a.yanchor == "bottom" and (a.y or 0) >= 0.999
+        for a in layout.get("annotations", ())
+        if a.get("yref") == "paper" and a.get("yanchor") == "bottom" and (a.get("y") or 0) >= 0.999
     ]
     if not panel_titles:
         return
-    size = max(a.font.size or fig.layout.font.size or 12 for a in panel_titles)
+    font = layout.get("font", {}).get("size") or 12
+    size = max(a.get("font", {}).get("size") or font for a in panel_titles)
     room = round(1.4 * size) + PANEL_TITLE_GAP  # a panel title's box is about 1.4 of its font
-    lines = (fig.layout.title.text or "").count("<br>")  # each further line: a <sup> line
+    title = layout.setdefault("title", {})
+    lines = (title.get("text") or "").count("<br>")  # each further line: a <sup> line
     need = TITLE_TOP + TITLE_LINE + SUP_LINE * lines + room
-    fig.update_layout(
-        title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": TITLE_TOP}},
-        margin={"t": max(fig.layout.margin.t or 48, need)},
-    )
+    title.update(yref="container", y=1, yanchor="top")
+    title.setdefault("pad", {})["t"] = TITLE_TOP
+    margin = layout.setdefault("margin", {})
+    margin["t"] = max(margin.get("t") or 48, need)
 
 
 def slide_ready(
@@ -88,15 +91,22 @@ def slide_ready(
 ):
     """A figure a lecturer can put on a slide: its title names the model (``label``: the model
     and any non-default switch) and the text, and the camera button saves a 3× PNG named after
-    the view (the SVG button beside it saves the same)."""
+    the view (the SVG button beside it saves the same).
+
+    The changes are made on the figure's plain JSON, which is then written once: Plotly's
+    validated setters cost more than the figure's serialisation."""
     from gradio.components.plot import PlotData
 
+    figure = fig.to_plotly_json()  # {"data": [...], "layout": {...}}, a copy
+    layout = figure["layout"]
     short = text if len(text) <= 60 else text[:59] + "…"
-    fig.layout.title.text = (
-        f"{fig.layout.title.text or ''}<br><sup>{safe(label or model)} · “{safe(short)}”</sup>"
+    title = layout.setdefault("title", {})
+    title["text"] = (
+        f"{title.get('text') or ''}<br><sup>{safe(label or model)} · “{safe(short)}”</sup>"
     )
-    fig.layout.margin.t = (fig.layout.margin.t or 48) + 26
-    title_above_panels(fig)
+    margin = layout.setdefault("margin", {})
+    margin["t"] = (margin.get("t") or 48) + 26
+    title_above_panels(layout)
     stem = f"{name.removesuffix('_plot')}_{model}" + (f"_{what}" if what else "")
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)[:80]
     config = {  # the PNG and SVG buttons save it cropped for a slide (ui/js/exports.js)
@@ -106,7 +116,7 @@ def slide_ready(
     }
     # gr.Plot hands a top-level "config" to Plotly (its toImageButtonOptions name the download);
     # the figure JSON is reused as is.
-    plot = '{"config":' + json.dumps(config) + "," + fig.to_json()[1:]
+    plot = '{"config":' + json.dumps(config) + "," + compact_json(figure)[1:]
     return PlotData(type="plotly", plot=plot)
 
 

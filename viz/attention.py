@@ -169,10 +169,15 @@ def token_axes(fig: go.Figure, n_x: int, n_y: int, **where) -> go.Figure:
     ``square_axes`` thins by token count; for panels narrower than a full-width plot we let
     Plotly thin by pixel width instead (nticks=0 keeps ~15 px per category label).
     """
+    update_axes(fig, *token_axis_props(n_x, n_y), **where)
+    return fig
+
+
+def token_axis_props(n_x: int, n_y: int) -> tuple[dict, dict]:
+    """(x axis, y axis) properties of ``token_axes``."""
     x, y = square_axis_props(n_x, n_y)
     small = {"nticks": 0, "tickfont": {"size": 10}, "showgrid": False}
-    update_axes(fig, {**x, **small}, {**y, **small}, **where)
-    return fig
+    return {**x, **small}, {**y, **small}
 
 
 def label_px(labels: list[str]) -> int:
@@ -197,25 +202,32 @@ def three_panels(
     """Three heatmaps in a row sharing one token y axis; panels 1–2 share a colour bar, panel 3
     has its own, both horizontal under the panels (``colorbars_below`` makes room for them once
     the figure's height is set). Three axes, not a subplot grid: fast to draw."""
-    fig = go.Figure()
     domains = [(0.0, 0.31), (0.345, 0.655), (0.69, 1.0)]
+    x_props, y_props = token_axis_props(n_x, n_y)
+    layout = {"annotations": [], "yaxis": {"title": {"text": y_title}, **y_props}}
     for i, (cells, dom) in enumerate(zip(panels, domains, strict=True)):
         suffix = "" if i == 0 else str(i + 1)
         cells.update(
             xaxis=f"x{suffix}", yaxis="y", coloraxis="coloraxis2" if i == 2 else "coloraxis"
         )
-        fig.add_trace(cells)
-        fig.layout[f"xaxis{suffix}"] = {"domain": dom, "anchor": "y", "title": {"text": x_title}}
-        fig.add_annotation(
-            text=titles[i],
-            x=(dom[0] + dom[1]) / 2,
-            y=1.0,
-            xref="paper",
-            yref="paper",
-            xanchor="center",
-            yanchor="bottom",
-            showarrow=False,
-            font={"size": 13},
+        layout[f"xaxis{suffix}"] = {
+            "domain": dom,
+            "anchor": "y",
+            "title": {"text": x_title},
+            **x_props,
+        }
+        layout["annotations"].append(
+            {
+                "text": titles[i],
+                "x": (dom[0] + dom[1]) / 2,
+                "y": 1.0,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 13},
+            }
         )
     # Vertical bars between or beside the panels covered panel 3 on a phone; under the panels
     # they take no width, so they overlap nothing at any screen width.
@@ -236,10 +248,9 @@ def three_panels(
         colorbar["nticks"] = 5 if name == "coloraxis" else 3  # a short bar: labels stay upright
         span = right - left
         colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
-        fig.layout[name] = {**bar, "colorbar": colorbar}
-    fig.layout.yaxis = {"title": {"text": y_title}}
-    token_axes(fig, n_x, n_y)  # no row/col: every x axis and the shared y axis
-    return fig
+        layout[name] = {**bar, "colorbar": colorbar}
+    # One go.Figure(data, layout): Plotly validates it all once, not once per update.
+    return go.Figure(panels, layout)
 
 
 def colorbars_below(fig: go.Figure) -> go.Figure:

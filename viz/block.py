@@ -45,11 +45,12 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
     tokens only the mixing ratios are drawn, and the title says why.
     """
     q_tok, k_tok = stack_tokens(trace, stack)
-    ratio = analysis.mixing_ratio(trace, stack, net)[0].numpy()  # (L,)
     if max(len(q_tok), len(k_tok)) > BLOCK_TOKENS:
+        ratio = analysis.mixing_ratio(trace, stack, net)[0].numpy()  # (L,)
         return ratio_figure(stack, ratio, len(k_tok))
-    block = analysis.norm_attention_block(trace, stack, net)[0]  # (L, T, T)
-    block = block[:, : len(q_tok), : len(k_tok)].numpy()
+    block, ratio = analysis.attention_block(trace, stack, net)  # (B, L, T, T), (B, L)
+    block = block[0, :, : len(q_tok), : len(k_tok)].numpy()
+    ratio = ratio[0].numpy()
     n_layers = block.shape[0]
     cols = columns(n_layers)
     rows = math.ceil(n_layers / cols)

@@ -186,6 +186,12 @@ class CompactFigure(go.Figure):
         return super().to_json(*args, **kwargs).replace("\\u002f", "/")
 
 
+def compact_json(figure: dict) -> str:
+    """A figure's plain JSON ({"data", "layout"}, as ``to_plotly_json`` gives it) written as
+    CompactFigure writes it, without validating it again."""
+    return pio.to_json(figure, validate=False).replace("\\u002f", "/")
+
+
 def compact(fig: go.Figure) -> go.Figure:
     """The same figure (no copy), serialised compactly (see CompactFigure)."""
     if isinstance(fig, go.Figure) and not isinstance(fig, CompactFigure):
@@ -208,30 +214,30 @@ def fixed_margins(fig: go.Figure) -> go.Figure:
     time a tab takes to appear. Labels here are short and known, so their space is estimated
     (about 6.5 px a character, rotated x labels 5.5 px) and reserved once.
     """
+    layout = fig.layout.to_plotly_json()  # a plain copy: Plotly's getters cost more, key by key
+    xs = ["xaxis", *sorted(k for k in layout if k.startswith("xaxis") and k != "xaxis")]
+    ys = ["yaxis", *sorted(k for k in layout if k.startswith("yaxis") and k != "yaxis")]
+    x_axes, y_axes = [layout.get(k, {}) for k in xs], [layout.get(k, {}) for k in ys]
     y_chars = x_chars = 0
     for trace in fig.data:
         if getattr(trace, "yaxis", "y") in (None, "y"):
             y_chars = max(y_chars, _label_chars(getattr(trace, "y", None)))
         x_chars = max(x_chars, _label_chars(getattr(trace, "x", None)))
-    layout = fig.layout
-    for axis in [a for a in layout if a.startswith("yaxis")]:
-        y_chars = max(y_chars, _label_chars(layout[axis].ticktext))
-    for axis in [a for a in layout if a.startswith("xaxis")]:
-        x_chars = max(x_chars, _label_chars(layout[axis].ticktext))
-    y_title = any(layout[a].title.text for a in layout if a.startswith("yaxis"))
-    x_title = any(layout[a].title.text for a in layout if a.startswith("xaxis"))
-    rotated = any((layout[a].tickangle or 0) != 0 for a in layout if a.startswith("xaxis"))
+    y_chars = max([y_chars, *(_label_chars(a.get("ticktext")) for a in y_axes)])
+    x_chars = max([x_chars, *(_label_chars(a.get("ticktext")) for a in x_axes)])
+    y_title = any(a.get("title", {}).get("text") for a in y_axes)
+    x_title = any(a.get("title", {}).get("text") for a in x_axes)
+    rotated = any((a.get("tickangle") or 0) != 0 for a in x_axes)
     left = 16 + 6.5 * max(y_chars, 3) + (22 if y_title else 0)
     bottom = 16 + (5.5 * max(x_chars, 3) if rotated else 16) + (22 if x_title else 0)
-    margin = layout.margin
-    fig.update_layout(
+    margin = layout.get("margin", {})
+    fig.update_layout(  # one update: Plotly's update_xaxes / update_yaxes cost ms a call
         margin={
-            "l": int(max(margin.l or 0, min(left, 220))),
-            "b": int(max(margin.b or 0, min(bottom, 200))),
-        }
+            "l": int(max(margin.get("l") or 0, min(left, 220))),
+            "b": int(max(margin.get("b") or 0, min(bottom, 200))),
+        },
+        **{key: {"automargin": False} for key in xs + ys},
     )
-    fig.update_xaxes(automargin=False)
-    fig.update_yaxes(automargin=False)
     return fig
 
 

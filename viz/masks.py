@@ -28,13 +28,15 @@ from viz.attention import (
     stack_title,
     three_panels,
     token_axes,
+    token_axis_props,
 )
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
+    axis_key,
     base_layout,
+    grid,
     heatmap,
-    subplots,
     token_labels,
     update_axes,
 )
@@ -164,21 +166,23 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
     panel = mask_size_px(min(max(mask_b.shape[1:]), MAX_MASK_CELLS))
     lab = label_px(token_labels(k_all[0]) + token_labels(k_all[1]))
     gap = lab + 30  # rotated key labels + the next row's panel titles
-    fig = subplots(
-        rows=2,
-        cols=2,
-        subplot_titles=titles,
-        horizontal_spacing=0.1,
-        vertical_spacing=gap / (2 * panel + gap),
+    # One go.Figure(data, layout) from a plain grid: Plotly validates each panel once, not once
+    # per add_trace and axis update (a third of the Masks tab's server time went there).
+    layout, cells = grid(
+        2, 2, h_space=0.1, v_space=gap / (2 * panel + gap), titles=titles, title_size=12
     )
+    panels = []
     for b in (0, 1):
-        for col, mask in ((1, mask_b[b]), (2, mask_a[b])):
-            cells, pooled = mask_heatmap(mask, q_all[b], k_all[b], stack)
-            fig.add_trace(cells, row=b + 1, col=col)
-            _square(fig, len(cells.x), len(cells.y), row=b + 1, col=col)
-    for i in range(1, 5):  # square cells: each panel's y axis follows its own x axis
-        suffix = "" if i == 1 else str(i)
-        fig.layout[f"yaxis{suffix}"].scaleanchor = f"x{suffix}"
+        for col, mask in ((0, mask_b[b]), (1, mask_a[b])):
+            heat, pooled = mask_heatmap(mask, q_all[b], k_all[b], stack)
+            xaxis, yaxis = cells[2 * b + col]
+            heat.update(xaxis=xaxis, yaxis=yaxis)
+            panels.append(heat)
+            x, y = token_axis_props(len(heat.x), len(heat.y))
+            layout[axis_key(xaxis)].update(x, constrain="domain")
+            # square cells: each panel's y axis follows its own x axis
+            layout[axis_key(yaxis)].update(y, constrain="domain", scaleanchor=xaxis)
+    fig = go.Figure(panels, layout)
     n_pad = int((q_mask[:2] == 0).sum() + (k_mask[:2] == 0).sum())
     note = "" if n_pad else tr(" · these two texts have the same length: nothing is padded")
     key = tr("{legend}   rows = queries, columns = keys{pooled}", legend=legend(), pooled=pooled)
@@ -190,7 +194,6 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
     )
     base_layout(fig, title, height=80 + 2 * panel + gap + lab + 10)
     fig.update_layout(margin={"l": 10, "r": 10, "t": 80, "b": lab + 10})
-    fig.update_annotations(font={"size": 12})
     return fig
 
 
