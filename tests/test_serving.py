@@ -292,3 +292,22 @@ def test_head_switches_ask_nothing_and_every_colour_bar_keeps_its_gradient(demo,
     assert gradients, "no colour bar gradient found on the Attention tab"
     broken = [r for r in refs if not r["found"] or (r["base"] and r["base"] != r["here"])]
     assert broken == [], f"references to another document or a missing id: {broken[:3]}"
+
+
+def test_a_big_draw_hands_its_memory_back_and_a_short_one_does_not(demo, monkeypatch):
+    """A 512-token view frees hundreds of MB of temporaries: they go back to the OS as the draw
+    ends (bench/unread_links.py: +705 MiB left without, +520 with), not at the next trace."""
+    from gradio.state_holder import SessionState
+
+    import ui.handlers
+
+    trims = []
+    monkeypatch.setattr(ui.handlers, "release_freed_memory", lambda: trims.append(1))
+    run = dependency(demo, api_name="run")
+    short = inputs_for(demo, run, "attention", "guard-trim", text="A short sentence.")
+    event_calls(demo, run, short, SessionState(demo))
+    assert not trims
+    long_text = " ".join(f"word{n}" for n in range(300))
+    big = inputs_for(demo, run, "attention", "guard-trim", text=long_text)
+    event_calls(demo, run, big, SessionState(demo))
+    assert trims

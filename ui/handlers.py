@@ -30,6 +30,7 @@ from engine import (
     is_live,
     n_params,
     positions_of,
+    release_freed_memory,
     task_of,
     well_formed,
 )
@@ -57,6 +58,9 @@ from viz.common import md_literal, stack_tokens
 from viz.training import progress_bar, progress_figure
 
 CUSTOM = "custom"
+# Token positions from which a tab's drawing frees enough (tens to hundreds of MB of figures,
+# replayed fields and norms at 512 tokens) to hand it back to the OS at once (~1 ms a trim).
+BIG_DRAW = 256
 RUN_INPUTS = ("text", "model", "checkpoint", "target", "second", "snapshot", "positions")
 
 
@@ -302,6 +306,8 @@ class Views:
             with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
                 values = render(state.tab, analysis, state.sel, batch, only, client)
             values = DRAWN.put(key, self.finished(values, state, state.sel.clamp(analysis)))
+            if positions >= BIG_DRAW:  # its temporaries go back to the OS now, not at the next
+                release_freed_memory()  # trace (bench/unread_links.py: 115 MiB held otherwise)
         if only is None:
             seen = {**seen, state.tab: signature}
         else:
