@@ -11,7 +11,7 @@ from lang import message_of, tr
 from serve.lru import LockedLRU
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
-from viz.common import compact, compact_json, fixed_margins, safe
+from viz.common import compact, compact_json, fixed_margins_json, safe
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
 # the tab, the language, what the asking page fills itself): the same view asked by another page
@@ -55,9 +55,10 @@ def failed_view(name: str, exc: Exception):
 
 
 def finish(value):
-    """Figures leave with fixed margins (one layout pass) and compact JSON."""
+    """Figures leave with compact JSON; their margins are fixed (one layout pass in the browser)
+    as ``slide_ready`` writes them."""
     if hasattr(value, "layout"):
-        value = compact(fixed_margins(value))
+        value = compact(value)
     return value
 
 
@@ -97,7 +98,7 @@ def slide_ready(
     validated setters cost more than the figure's serialisation."""
     from gradio.components.plot import PlotData
 
-    figure = fig.to_plotly_json()  # {"data": [...], "layout": {...}}, a copy
+    figure = fixed_margins_json(fig.to_plotly_json())  # {"data", "layout"}: a copy
     layout = figure["layout"]
     short = text if len(text) <= 60 else text[:59] + "…"
     title = layout.setdefault("title", {})

@@ -83,13 +83,17 @@ def token_labels(tokens: list[str]) -> list[str]:
 def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
     """The common look: white template, tight margins, title left, a fixed height (gr.Plot has
     none)."""
-    fig.update_layout(  # the template: TEMPLATE, every figure's default (set above)
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
-        height=height,
-        margin={"l": 10, "r": 10, "t": 48, "b": 10},
-        font={"family": FONT, "size": 12},
-        **kw,
-    )
+    # Leaf by leaf, as update_layout merges them, at an eighth of its cost (1.4 -> 0.17 ms:
+    # update_layout parses every path through Plotly's object model). The template: TEMPLATE,
+    # every figure's default (set above).
+    layout = fig.layout
+    layout.title.text, layout.title.x, layout.title.xanchor = title, 0.01, "left"
+    layout.title.font.size = 15
+    layout.height = height
+    layout.margin.l, layout.margin.r, layout.margin.t, layout.margin.b = 10, 10, 48, 10
+    layout.font.family, layout.font.size = FONT, 12
+    if kw:
+        fig.update_layout(**kw)
     return fig
 
 
@@ -201,7 +205,7 @@ def compact(fig: go.Figure) -> go.Figure:
 
 def _label_chars(values) -> int:
     """Longest label, in characters, among an axis's category values or tick texts."""
-    if values is None:
+    if values is None or isinstance(values, dict):  # none, or numbers as a typed array
         return 0
     texts = [v for v in values if isinstance(v, str)]
     return max((len(html.unescape(t)) for t in texts), default=0)
@@ -214,15 +218,30 @@ def fixed_margins(fig: go.Figure) -> go.Figure:
     time a tab takes to appear. Labels here are short and known, so their space is estimated
     (about 6.5 px a character, rotated x labels 5.5 px) and reserved once.
     """
-    layout = fig.layout.to_plotly_json()  # a plain copy: Plotly's getters cost more, key by key
+    traces = [{"x": t.x, "y": t.y, "yaxis": t.yaxis} for t in fig.data]
+    # one update: Plotly's update_xaxes / update_yaxes cost milliseconds a call
+    fig.update_layout(_margin_changes(traces, fig.layout.to_plotly_json()))
+    return fig
+
+
+def fixed_margins_json(figure: dict) -> dict:
+    """``fixed_margins`` on a figure's plain JSON ({"data", "layout"}), changed in place."""
+    layout = figure["layout"]
+    for key, value in _margin_changes(figure["data"], layout).items():
+        layout.setdefault(key, {}).update(value)
+    return figure
+
+
+def _margin_changes(traces: list[dict], layout: dict) -> dict:
+    """The layout changes of ``fixed_margins``: {"margin": {"l", "b"}, axis: {"automargin"}}."""
     xs = ["xaxis", *sorted(k for k in layout if k.startswith("xaxis") and k != "xaxis")]
     ys = ["yaxis", *sorted(k for k in layout if k.startswith("yaxis") and k != "yaxis")]
     x_axes, y_axes = [layout.get(k, {}) for k in xs], [layout.get(k, {}) for k in ys]
     y_chars = x_chars = 0
-    for trace in fig.data:
-        if getattr(trace, "yaxis", "y") in (None, "y"):
-            y_chars = max(y_chars, _label_chars(getattr(trace, "y", None)))
-        x_chars = max(x_chars, _label_chars(getattr(trace, "x", None)))
+    for trace in traces:
+        if trace.get("yaxis") in (None, "y"):
+            y_chars = max(y_chars, _label_chars(trace.get("y")))
+        x_chars = max(x_chars, _label_chars(trace.get("x")))
     y_chars = max([y_chars, *(_label_chars(a.get("ticktext")) for a in y_axes)])
     x_chars = max([x_chars, *(_label_chars(a.get("ticktext")) for a in x_axes)])
     y_title = any(a.get("title", {}).get("text") for a in y_axes)
@@ -231,14 +250,14 @@ def fixed_margins(fig: go.Figure) -> go.Figure:
     left = 16 + 6.5 * max(y_chars, 3) + (22 if y_title else 0)
     bottom = 16 + (5.5 * max(x_chars, 3) if rotated else 16) + (22 if x_title else 0)
     margin = layout.get("margin", {})
-    fig.update_layout(  # one update: Plotly's update_xaxes / update_yaxes cost ms a call
-        margin={
+    changes: dict = {
+        "margin": {
             "l": int(max(margin.get("l") or 0, min(left, 220))),
             "b": int(max(margin.get("b") or 0, min(bottom, 200))),
-        },
-        **{key: {"automargin": False} for key in xs + ys},
-    )
-    return fig
+        }
+    }
+    changes.update({key: {"automargin": False} for key in xs + ys})
+    return changes
 
 
 def axis_key(name: str) -> str:
