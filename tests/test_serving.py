@@ -22,11 +22,11 @@ from tests.apphost import CHROMIUM
 
 # Python calls of one event (this thread and the handler's worker thread), measured on
 # 2026-11-27 for the bundled BERT and a short sentence: a Run 17.7k (116k before serve.lean:
-# Gradio rebuilt every output the Run left as it was); a switch to the Attention tab 142k (232k
+# Gradio rebuilt every output the Run left as it was); a switch to the Attention tab 117k (232k
 # before its figures were built in fewer steps), Masks 102k (225k), Heads 96k (124k). The
 # guards leave room for ordinary growth, not for a doubling.
 RUN_CALLS = 30_000
-TAB_CALLS = 220_000  # the Attention tab: four figures and every head's switch data
+TAB_CALLS = 200_000  # the Attention tab: four figures and every head's switch data
 COMPONENTS_PER_RUN = 16  # components Gradio builds for a Run: the updates it sends (12 today)
 
 
