@@ -42,7 +42,7 @@ from bench.capacity import sentence  # noqa: E402
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app_process  # noqa: E402
 
 BUDGETS = {"run_kept": 50, "run_fresh": 80, "tab_switch": 60, "page_open": 100}
-TABS = ["embeddings", "attention", "masks", "hidden", "heads", "output", "model"]
+TABS = ["embeddings", "attention", "layer", "masks", "hidden", "heads", "output", "model"]
 
 
 def cpu_ns(pid: int) -> int:
