@@ -205,3 +205,85 @@ def test_presented_at_720p_in_chinese_the_mask_rows_keep_apart(browser):
         shot(page, "presentation_masks_1280x720_zh-CN", full_page=False)
     context.close()
     assert found["n"] > 10 and found["bad"] == [], found["bad"][:3]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    from tests.apphost import serve_app
+
+    with serve_app() as (url, _):
+        yield url
+
+
+def open_at(browser, url: str, width: int, height: int):
+    """A page of ``width`` × ``height`` at ``url``, its first view drawn in its own language."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.ta?.ready === true", timeout=60_000)
+    chinese = "lang=zh-CN" in url
+    page.wait_for_function(  # a Chinese page draws its first view again, in Chinese
+        "(zh) => (zh ? /词元/ : /tokens/).test(document.querySelector('#status')?.innerText)",
+        arg=chinese,
+        timeout=60_000,
+    )
+    return context, page
+
+
+BOXES_JS = """(sels) => Object.fromEntries(sels.map((sel) => {
+  const el = [...document.querySelectorAll(sel)].find((e) => e.getClientRects().length);
+  const r = el && el.getBoundingClientRect();
+  return [sel, r ? [Math.round(r.top), Math.round(r.bottom)] : null];
+}))"""
+BROWSER_BARS = 130  # a browser's own bars and a task bar take this much of a 1080p screen
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_at_1080p_the_first_screen_shows_the_first_tabs_figure(app_url, browser, lang):
+    """At 1920 × 1080 the header, the text box and the examples filled the first screen (the tabs
+    began ~950 px down). The examples now sit under the text box, beside the model and Run, and
+    the title shares its line with the introduction: the first tab's figure (the token chips)
+    shows whole, also under a browser's own bars, and the Attention tab's head view starts on
+    the first screen. The examples stay six a page, one click away."""
+    from tests.test_e2e_browser import shot
+
+    context, page = open_at(browser, f"{app_url}?lang={lang}", 1920, 1080)
+    page.wait_for_selector("#token-chips .ta-chip")
+    seen = page.evaluate(BOXES_JS, ["#token-chips", "#tabs [role=tablist]", "#examples", "#run"])
+    assert page.evaluate("() => scrollY") == 0
+    assert seen["#token-chips"][1] <= 1080 - BROWSER_BARS, seen
+    assert seen["#examples"][0] < seen["#run"][1], seen  # beside Run, not under it
+    assert page.locator("#examples tbody tr").count() == 6
+    shot(page, f"first_screen_1920x1080_{lang}", full_page=False)
+    page.goto(f"{app_url}?lang={lang}&tab=attention")
+    page.wait_for_selector("#head-plot .js-plotly-plot .main-svg", timeout=60_000)
+    top = page.evaluate(BOXES_JS, ["#head-plot .js-plotly-plot"])["#head-plot .js-plotly-plot"]
+    assert top[0] < 1080 - 100, top  # its title and first rows
+    context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_a_projector_shows_the_tabs_and_a_phone_keeps_run_before_the_examples(
+    app_url, browser, lang
+):
+    """At 1280 × 720 (a projector) the tab strip is on the first screen (it began ~885 px down);
+    on a 390 × 844 phone the page reads as before: the text, the model, Run, then the examples
+    (built under the text box for wide screens, placed after Run by the phone's CSS)."""
+    from tests.test_e2e_browser import shot
+
+    context, page = open_at(browser, f"{app_url}?lang={lang}", 1280, 720)
+    tabs = page.evaluate(BOXES_JS, ["#tabs [role=tablist]"])["#tabs [role=tablist]"]
+    assert tabs[1] <= 720, tabs
+    shot(page, f"first_screen_1280x720_{lang}", full_page=False)
+    context.close()
+    context, page = open_at(browser, f"{app_url}?lang={lang}", 390, 844)
+    seen = page.evaluate(BOXES_JS, ["#text", "#model", "#run", "#examples", "#status"])
+    order = [seen[sel][0] for sel in ("#text", "#model", "#run", "#examples", "#status")]
+    assert order == sorted(order), seen
+    assert seen["#run"][1] <= 844, seen  # Run on the phone's first screen, as before
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    context.close()
