@@ -287,3 +287,107 @@ def test_a_projector_shows_the_tabs_and_a_phone_keeps_run_before_the_examples(
     assert seen["#run"][1] <= 844, seen  # Run on the phone's first screen, as before
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
     context.close()
+
+
+# What Gradio itself says on the page: its buttons' and inputs' labels (aria-label, title,
+# placeholder; Plotly's own toolbar aside) and the footer.
+GRADIO_SAYS_JS = """() => {
+  const said = [], named = [];
+  for (const el of document.querySelectorAll('[aria-label], [title], [placeholder]')) {
+    if (el.closest('.js-plotly-plot')) continue;
+    for (const name of ['aria-label', 'title', 'placeholder']) {
+      const value = el.getAttribute(name);
+      if (!value) continue;
+      said.push(value);
+      if (name !== 'placeholder' && el.matches('button, input, [role=button], [role=tab]')) {
+        named.push(value);
+      }
+    }
+  }
+  return {said, named, footer: document.querySelector('footer')?.innerText || ''};
+}"""
+FORMATS = {"PNG", "SVG", "CSV", "NPZ", "JSON", "Gradio", "API", "BERT"}  # names, in any language
+
+
+def gradio_english() -> list[str]:
+    """Gradio's own English that ui/zh_CN_gradio.json says in Chinese (a pattern's fixed part)."""
+    import json
+
+    from ui.i18n import GRADIO_FILE
+
+    words = json.loads(GRADIO_FILE.read_text(encoding="utf-8"))
+    return [label.split("{label}")[0] or label for label in words["labels"]]
+
+
+def assert_gradio_speaks(page, lang: str) -> None:
+    import re
+
+    seen = page.evaluate(GRADIO_SAYS_JS)
+    english = [w for w in gradio_english() if any(w in said for said in seen["said"])]
+    if lang == "zh-CN":
+        assert english == [], english
+        words = {w for said in seen["named"] for w in re.findall(r"[A-Za-z]{3,}", said)}
+        assert words <= FORMATS, words  # every button and input is named in Chinese
+        assert "全屏" in seen["said"] and "层：输入数值" in seen["said"], seen["said"]
+        assert "Runs" not in seen["footer"] and "运行记录" in seen["footer"], seen["footer"]
+    else:
+        assert "Fullscreen" in seen["said"] and "number input for Layer" in seen["said"]
+        assert not [said for said in seen["said"] if "：输入数值" in said or said == "全屏"]
+        assert "Runs" in seen["footer"], seen["footer"]
+
+
+def table_headers(page, elem_id: str) -> list[str]:
+    return page.locator(f"#{elem_id} thead th").all_inner_texts()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_on_the_chinese_page_gradio_and_the_empty_tables_speak_chinese(app_url, browser):
+    """Gradio writes some labels as fixed English ("Fullscreen", "Copy table data", "number
+    input for Layer", …) and its Chinese lacks a few of its own words (the footer's "Runs"); the
+    tables drawn on demand showed English headers before they were drawn. On the Chinese page
+    all of them are Chinese, they follow the language switch both ways, and a state Gradio
+    redraws (fullscreen, copied) is said in Chinese too."""
+    from lang import speaking
+    from tests.test_e2e_browser import shot
+    from ui.tabs.heads import empty_ablation, empty_corpus
+
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(f"{app_url}?lang=zh-CN")
+    page.wait_for_function("() => window.ta?.ready === true", timeout=60_000)
+    page.click("#run")  # a run saved in this browser: Gradio's footer then shows "Runs"
+    page.wait_for_function("() => /运行记录/.test(document.querySelector('footer')?.innerText)")
+    assert_gradio_speaks(page, "zh-CN")
+    tools = page.locator("#token-table").locator("xpath=..")
+    tools.locator("button[aria-label='复制表格数据']").click()
+    tools.locator("button[aria-label='已复制到剪贴板']").wait_for()
+    tools.locator("button[aria-label='全屏']").click()
+    page.locator("button[aria-label='退出全屏']").click()
+    page.click("#tab-heads-button")
+    page.wait_for_selector("#corpus-table thead th")
+    with speaking("zh-CN"):
+        chinese = {"ablation-table": empty_ablation(), "corpus-table": empty_corpus()}
+    for elem_id, frame in chinese.items():
+        page.wait_for_function(
+            "([id, h]) => document.querySelector(`#${id} thead th`)?.innerText.trim() === h",
+            arg=[elem_id, frame.columns[0]],
+        )
+        assert table_headers(page, elem_id)[:6] == list(frame.columns[:6])
+    assert_gradio_speaks(page, "zh-CN")
+    shot(page, "gradio_words_zh-CN", full_page=False)
+    page.click("#lang label:has-text('English')")
+    page.wait_for_function("() => document.documentElement.lang === 'en'")
+    page.wait_for_function(
+        "() => /entropy_mean/.test(document.querySelector('#corpus-table')?.innerText)"
+    )
+    assert table_headers(page, "ablation-table")[:3] == ["kind", "layer", "head"]
+    assert_gradio_speaks(page, "en")
+    page.click("#lang label:has-text('简体中文')")
+    page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
+    page.wait_for_function(
+        "() => /熵（均值）/.test(document.querySelector('#corpus-table')?.innerText)"
+    )
+    assert_gradio_speaks(page, "zh-CN")
+    context.close()

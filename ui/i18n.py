@@ -12,30 +12,44 @@ writes per run (the status line, figure titles, tables) in the same language (``
 
 Gradio's examples table never translates its column headers and choice names (a marker shows
 raw): they stay English in the config (``plain_headers``) and ``relabel_examples`` names them in
-the browser from the same dictionaries, again after each switch and page turn.
+the browser from the same dictionaries, again after each switch and page turn. A table's headers
+are no marker either: the tables drawn only on demand show their empty value's headers in English
+in the config, and the browser names them in the page's language until they are drawn
+(``empty_table``; keys ``th-…``, ta.relabelHeaders in ui/js/language.js).
+
+Gradio's own words: its dictionaries lack a few keys in Chinese (the footer's "Runs", a queue's
+"In queue: 2 of 5"), and its frontend writes some labels as fixed English ("Fullscreen", "Copy
+table data", "number input for Layer"). ``ui/zh_CN_gradio.json`` says both in Chinese: the
+missing keys under Gradio's own names, the fixed labels as page words (keys ``gradio-…``) that
+ui/js/gradio_words.js puts in place of Gradio's English on a Chinese page.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 from gradio.i18n import I18nData
 
-from lang import bold_tags
+from lang import bold_tags, speaking
 
 ZH_FILE = Path(__file__).with_name("zh_CN.json")
 ZH_TEXT: dict[str, str] = json.loads(ZH_FILE.read_text(encoding="utf-8"))
+GRADIO_FILE = Path(__file__).with_name("zh_CN_gradio.json")
+GRADIO_ZH: dict[str, dict[str, str]] = json.loads(GRADIO_FILE.read_text(encoding="utf-8"))
 LOCALES = (("English", "en"), ("简体中文", "zh-CN"))
 PAGES = "Pages:"  # Gradio's own word before an examples table's page numbers
 USED: set[str] = set()  # the English strings t() was asked for (tests find stale entries)
 
 
-def key_of(english: str) -> str:
-    """A stable translation key: Gradio's lookup splits keys at dots, so no text as key."""
-    return "ta-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
+def key_of(english: str, kind: str = "ta") -> str:
+    """A stable translation key: Gradio's lookup splits keys at dots, so no text as key. The
+    browser finds some words by their kind: ``th`` a table's header, ``gradio`` Gradio's label."""
+    return f"{kind}-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
 
 
 def t(english: str) -> I18nData | str:
@@ -80,8 +94,25 @@ def relabel_examples(elem_id: str, keys: list[str]) -> str:
     return f"() => ta.relabelExamples({json.dumps(elem_id)}, {json.dumps(keys)})"
 
 
+def empty_table(make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """A table's value before it is drawn: ``make()`` (its headers through ``lang.tr``) in
+    English for the config, its headers also page words (key ``th-…``) that the browser says in
+    the page's language, as the page opens and after a switch (ta.relabelHeaders)."""
+    english = make()
+    with speaking("zh-CN"):
+        chinese = make()
+    for en, zh in zip(english.columns, chinese.columns, strict=True):
+        if en != zh:
+            EN[key_of(en, "th")], ZH[key_of(en, "th")] = en, zh
+    return english
+
+
 EN = {key_of(en): en for en in ZH_TEXT}
 ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
+# Gradio's fixed English labels, for ui/js/gradio_words.js; its own keys its Chinese lacks.
+EN |= {key_of(en, "gradio"): en for en in GRADIO_ZH["labels"]}
+ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_ZH["labels"].items()}
+ZH |= GRADIO_ZH["keys"]
 I18N = gr.I18n(
     # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
     en=EN,
