@@ -310,13 +310,33 @@ FORMATS = {"PNG", "SVG", "CSV", "NPZ", "JSON", "Gradio", "API", "BERT"}  # names
 
 
 def gradio_english() -> list[str]:
-    """Gradio's own English that ui/zh_CN_gradio.json says in Chinese (a pattern's fixed part)."""
+    """Gradio's own English labels that ui/zh_CN_gradio.json says in Chinese (a pattern's fixed
+    part)."""
     import json
 
     from ui.i18n import GRADIO_FILE
 
     words = json.loads(GRADIO_FILE.read_text(encoding="utf-8"))
     return [label.split("{label}")[0] or label for label in words["labels"]]
+
+
+# A status line as Gradio writes one while an event waits ("queue: 3/5 |") and then runs
+# ("processing |", the same text node written again).
+STATUS_JS = """async (step) => {
+  let line = document.getElementById('ta-test-status');
+  if (!line) {
+    line = document.createElement('div');
+    line.id = 'ta-test-status';
+    line.dataset.testid = 'status-tracker';
+    line.append(document.createElement('div'));
+    line.firstChild.append(document.createTextNode(' queue: 3/5 | '));
+    document.body.append(line);
+  } else if (step === 'run') {
+    line.firstChild.firstChild.nodeValue = ' processing | ';
+  }
+  await new Promise((done) => setTimeout(done, 50));
+  return line.innerText.trim();
+}"""
 
 
 def assert_gradio_speaks(page, lang: str) -> None:
@@ -360,6 +380,8 @@ def test_on_the_chinese_page_gradio_and_the_empty_tables_speak_chinese(app_url, 
     page.click("#run")  # a run saved in this browser: Gradio's footer then shows "Runs"
     page.wait_for_function("() => /运行记录/.test(document.querySelector('footer')?.innerText)")
     assert_gradio_speaks(page, "zh-CN")
+    assert page.evaluate(STATUS_JS, "wait") == "排队：3/5 |"
+    assert page.evaluate(STATUS_JS, "run") == "处理中 |"
     tools = page.locator("#token-table").locator("xpath=..")
     tools.locator("button[aria-label='复制表格数据']").click()
     tools.locator("button[aria-label='已复制到剪贴板']").wait_for()
@@ -379,6 +401,7 @@ def test_on_the_chinese_page_gradio_and_the_empty_tables_speak_chinese(app_url, 
     shot(page, "gradio_words_zh-CN", full_page=False)
     page.click("#lang label:has-text('English')")
     page.wait_for_function("() => document.documentElement.lang === 'en'")
+    assert page.evaluate(STATUS_JS, "again") == "processing |"
     page.wait_for_function(
         "() => /entropy_mean/.test(document.querySelector('#corpus-table')?.innerText)"
     )

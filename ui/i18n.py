@@ -18,10 +18,11 @@ in the config, and the browser names them in the page's language until they are 
 (``empty_table``; keys ``th-…``, ta.relabelHeaders in ui/js/language.js).
 
 Gradio's own words: its dictionaries lack a few keys in Chinese (the footer's "Runs", a queue's
-"In queue: 2 of 5"), and its frontend writes some labels as fixed English ("Fullscreen", "Copy
-table data", "number input for Layer"). ``ui/zh_CN_gradio.json`` says both in Chinese: the
-missing keys under Gradio's own names, the fixed labels as page words (keys ``gradio-…``) that
-ui/js/gradio_words.js puts in place of Gradio's English on a Chinese page.
+"In queue: 2 of 5"), and its frontend writes some words as fixed English: labels ("Fullscreen",
+"Copy table data", "number input for Layer") and its status line's "processing |" and "queue:
+3/5 |". ``ui/zh_CN_gradio.json`` says them in Chinese: the missing keys under Gradio's own names,
+the fixed words as page words (keys ``gradio-…``) that ui/js/gradio_words.js puts in place of
+Gradio's English on a Chinese page.
 """
 
 from __future__ import annotations
@@ -109,9 +110,11 @@ def empty_table(make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
 
 EN = {key_of(en): en for en in ZH_TEXT}
 ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
-# Gradio's fixed English labels, for ui/js/gradio_words.js; its own keys its Chinese lacks.
-EN |= {key_of(en, "gradio"): en for en in GRADIO_ZH["labels"]}
-ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_ZH["labels"].items()}
+# Gradio's fixed English (its labels, its status line's words), for ui/js/gradio_words.js; its
+# own keys its Chinese lacks.
+GRADIO_WORDS = GRADIO_ZH["labels"] | GRADIO_ZH["status"]
+EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
+ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
 ZH |= GRADIO_ZH["keys"]
 I18N = gr.I18n(
     # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
