@@ -285,6 +285,10 @@ def test_a_projector_shows_the_tabs_and_a_phone_keeps_run_before_the_examples(
     order = [seen[sel][0] for sel in ("#text", "#model", "#run", "#examples", "#status")]
     assert order == sorted(order), seen
     assert seen["#run"][1] <= 844, seen  # Run on the phone's first screen, as before
+    widths = page.evaluate(
+        "() => ['#text', '#model', '#run'].map((s) => document.querySelector(s).offsetWidth)"
+    )
+    assert max(widths) - min(widths) <= 2, widths  # one column, each the screen's width
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
     context.close()
 
