@@ -120,6 +120,8 @@ def test_gradios_own_words_are_still_gradios():
         assert any(q + fixed in code for q in '`"'), f"Gradio no longer writes {english!r}"
         assert re.findall(r"\{\w+\}", english) == re.findall(r"\{\w+\}", chinese), chinese
         assert len(re.findall(r"\{\w+\}", english)) <= 1, english  # one slot (gradio_words.js)
+    for english in i18n.GRADIO_ZH["plotly"]:  # the words of Plotly's toolbar, as Gradio's Plotly
+        assert f"`{english}`" in code, f"Gradio's Plotly no longer writes {english!r}"
     for key, chinese in i18n.GRADIO_ZH["keys"].items():
         assert f"`{key}`" in code, f"Gradio no longer asks for {key!r}"
         assert i18n.I18N.translations["zh-CN"][key] == chinese

@@ -360,6 +360,21 @@ def assert_gradio_speaks(page, lang: str) -> None:
         assert "Runs" in seen["footer"], seen["footer"]
 
 
+TOOLBAR_JS = """() => [...document.querySelectorAll('#tabs .js-plotly-plot [data-title]')]
+  .filter((e) => e.closest('.js-plotly-plot').getClientRects().length)
+  .map((e) => e.getAttribute('data-title'))"""
+
+
+def assert_toolbars_speak(page, lang: str) -> None:
+    """The visible figures' Plotly toolbars ("Zoom", "Reset axes" …) in ``lang``."""
+    import re
+
+    said = page.evaluate(TOOLBAR_JS)
+    assert len(said) >= 6, said
+    chinese = [bool(re.search(r"[\u4e00-\u9fff]", title)) for title in said]
+    assert all(chinese) if lang == "zh-CN" else not any(chinese), said
+
+
 def table_headers(page, elem_id: str) -> list[str]:
     return page.locator(f"#{elem_id} thead th").all_inner_texts()
 
@@ -402,6 +417,8 @@ def test_on_the_chinese_page_gradio_and_the_empty_tables_speak_chinese(app_url, 
         )
         assert table_headers(page, elem_id)[:6] == list(frame.columns[:6])
     assert_gradio_speaks(page, "zh-CN")
+    page.wait_for_selector("#rollout-plot .js-plotly-plot .modebar-btn")
+    assert_toolbars_speak(page, "zh-CN")
     shot(page, "gradio_words_zh-CN", full_page=False)
     page.click("#lang label:has-text('English')")
     page.wait_for_function("() => document.documentElement.lang === 'en'")
@@ -411,6 +428,10 @@ def test_on_the_chinese_page_gradio_and_the_empty_tables_speak_chinese(app_url, 
     )
     assert table_headers(page, "ablation-table")[:3] == ["kind", "layer", "head"]
     assert_gradio_speaks(page, "en")
+    page.wait_for_function(  # the visible tab is drawn again, in English
+        "() => /Rollout after/.test(document.querySelector('#rollout-plot .gtitle')?.textContent)"
+    )
+    assert_toolbars_speak(page, "en")
     page.click("#lang label:has-text('简体中文')")
     page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
     page.wait_for_function(

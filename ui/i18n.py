@@ -22,7 +22,8 @@ Gradio's own words: its dictionaries lack a few keys in Chinese (the footer's "R
 "Copy table data", "number input for Layer") and its status line's "processing |" and "queue:
 3/5 |". ``ui/zh_CN_gradio.json`` says them in Chinese: the missing keys under Gradio's own names,
 the fixed words as page words (keys ``gradio-…``) that ui/js/gradio_words.js puts in place of
-Gradio's English on a Chinese page.
+Gradio's English on a Chinese page; the figures' Plotly toolbar ("Zoom", "Reset axes") as words
+with keys ``plotly-…``, a Plotly locale for the figures a Chinese page draws.
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ GRADIO_WORDS = GRADIO_ZH["labels"] | GRADIO_ZH["status"]
 EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
 ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
 ZH |= GRADIO_ZH["keys"]
+# The figures' Plotly toolbar ("Zoom", "Reset axes"), for ta.plotConfig in the same file.
+EN |= {key_of(en, "plotly"): en for en in GRADIO_ZH["plotly"]}
+ZH |= {key_of(en, "plotly"): zh for en, zh in GRADIO_ZH["plotly"].items()}
 I18N = gr.I18n(
     # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
     en=EN,

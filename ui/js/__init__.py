@@ -12,7 +12,7 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``language.js``: English / 简体中文 through Gradio's own dictionaries, and the words Gradio
   leaves alone (the examples' and the empty tables' headers).
 - ``gradio_words.js``: Gradio's own fixed English labels ("Fullscreen", a slider's "number input
-  for …") said in Chinese on a Chinese page.
+  for …", its status line) and the figures' Plotly toolbar said in Chinese on a Chinese page.
 - ``slides.js``: a figure drawn for a room or a slide (big text, the colour bar beside it).
 - ``present.js``: presentation mode (one figure fills the screen; keys switch head and layer).
 - ``exports.js``: PNG and SVG downloads cropped for a slide.

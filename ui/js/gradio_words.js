@@ -81,6 +81,7 @@
     if (!words && !learn()) return;
     const lang = (document.documentElement.lang || 'en').startsWith('zh') ? 'zh-CN' : 'en';
     sweep(document.body, lang);
+    retitle();
     if (lang === 'en') {
       observer?.disconnect();
       observer = null;
@@ -96,6 +97,38 @@
     });
     observer.observe(document.body, {subtree: true, childList: true, characterData: true,
                                      attributes: true, attributeFilter: ATTRS});
+  };
+
+  /* The figures' Plotly toolbar ("Zoom", "Reset axes": words with keys "plotly-…"), as a Plotly
+     locale: a figure drawn on a Chinese page gets it in its config (ui/js/fill.js draws every
+     figure through ta.plotConfig); a figure drawn before the page changed language (the
+     server's redraw can win that race) has its toolbar renamed in place (retitle). */
+  let plotLocale = null;
+  const toolbarWords = () => {
+    if (plotLocale) return plotLocale;
+    const all = window.gradio_config?.i18n_translations || {}, dictionary = {};
+    for (const [k, english] of Object.entries(all.en || {})) {
+      if (k.startsWith('plotly-') && all['zh-CN']?.[k]) dictionary[english] = all['zh-CN'][k];
+    }
+    return (plotLocale = {'zh-CN': {dictionary}});
+  };
+  const plotLang = () => (
+    (document.documentElement.lang || '').startsWith('zh') ? 'zh-CN' : 'en-US');
+  ta.plotConfig = (config) => {
+    if (plotLang() === 'en-US' && !plotLocale) return config;  /* English, as Plotly is */
+    return {...(config || {}), locale: plotLang(), locales: toolbarWords()};
+  };
+  const retitle = () => {
+    const lang = plotLang(), zh = toolbarWords()['zh-CN'].dictionary, en = {};
+    for (const [english, chinese] of Object.entries(zh)) en[chinese] = english;
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+      if (gd._context) Object.assign(gd._context, {locale: lang, locales: plotLocale});
+      for (const button of gd.querySelectorAll('.modebar-btn[data-title]')) {
+        const title = button.getAttribute('data-title');
+        const said = (lang === 'zh-CN' ? zh : en)[title];
+        if (said) button.setAttribute('data-title', said);
+      }
+    }
   };
 
   /* As the page opens (ta.loadLocale): now, and whenever the language changes. */
