@@ -50,7 +50,8 @@ USED: set[str] = set()  # the English strings t() was asked for (tests find stal
 
 def key_of(english: str, kind: str = "ta") -> str:
     """A stable translation key: Gradio's lookup splits keys at dots, so no text as key. The
-    browser finds some words by their kind: ``th`` a table's header, ``gradio`` Gradio's label."""
+    browser finds some words by their kind: ``th`` a table's header, ``gradio`` Gradio's own
+    word, ``plotly`` a figure toolbar's."""
     return f"{kind}-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
 
 
@@ -96,6 +97,26 @@ def relabel_examples(elem_id: str, keys: list[str]) -> str:
     return f"() => ta.relabelExamples({json.dumps(elem_id)}, {json.dumps(keys)})"
 
 
+EN = {key_of(en): en for en in ZH_TEXT}
+ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
+# Gradio's fixed English (its labels, its status line's words), for ui/js/gradio_words.js; its
+# own keys its Chinese lacks.
+GRADIO_WORDS = GRADIO_ZH["labels"] | GRADIO_ZH["status"]
+EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
+ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
+ZH |= GRADIO_ZH["keys"]
+# The figures' Plotly toolbar ("Zoom", "Reset axes"), for ta.plotConfig (the same JS file).
+EN |= {key_of(en, "plotly"): en for en in GRADIO_ZH["plotly"]}
+ZH |= {key_of(en, "plotly"): zh for en, zh in GRADIO_ZH["plotly"].items()}
+I18N = gr.I18n(
+    # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
+    en=EN,
+    # zh-CN is picked from the browser's language; "zh" catches zh-TW, zh-HK and the Settings
+    # panel's other Chinese (Gradio falls back from a locale to its base language).
+    **{"zh-CN": ZH, "zh": ZH},
+)
+
+
 def empty_table(make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """A table's value before it is drawn: ``make()`` (its headers through ``lang.tr``) in
     English for the config, its headers also page words (key ``th-…``) that the browser says in
@@ -107,26 +128,6 @@ def empty_table(make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         if en != zh:
             EN[key_of(en, "th")], ZH[key_of(en, "th")] = en, zh
     return english
-
-
-EN = {key_of(en): en for en in ZH_TEXT}
-ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
-# Gradio's fixed English (its labels, its status line's words), for ui/js/gradio_words.js; its
-# own keys its Chinese lacks.
-GRADIO_WORDS = GRADIO_ZH["labels"] | GRADIO_ZH["status"]
-EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
-ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
-ZH |= GRADIO_ZH["keys"]
-# The figures' Plotly toolbar ("Zoom", "Reset axes"), for ta.plotConfig in the same file.
-EN |= {key_of(en, "plotly"): en for en in GRADIO_ZH["plotly"]}
-ZH |= {key_of(en, "plotly"): zh for en, zh in GRADIO_ZH["plotly"].items()}
-I18N = gr.I18n(
-    # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
-    en=EN,
-    # zh-CN is picked from the browser's language; "zh" catches zh-TW, zh-HK and the Settings
-    # panel's other Chinese (Gradio falls back from a locale to its base language).
-    **{"zh-CN": ZH, "zh": ZH},
-)
 
 
 class Blocks(gr.Blocks):
