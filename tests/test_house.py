@@ -67,3 +67,15 @@ def test_a_model_with_no_output_shows_the_steps_tables_headers_in_the_pages_lang
     with speaking("zh-CN"):
         table = render("output", bert, Selection(), only={"steps_table"})["steps_table"]
     assert "step" not in table.columns and "p" in table.columns
+
+
+def test_drawing_the_heads_tab_clears_the_ablation_table_to_its_headers(engine):
+    """The ablation table is drawn on demand: drawing the tab again clears it (it showed an older
+    text) to its own headers in the request's language, not to Gradio's "1 | 2 | 3"."""
+    bert = engine.analyse("time flies like an arrow", "bert")
+    table = render("heads", bert, Selection())["ablation_table"]
+    assert len(table) == 0 and list(table.columns)[:3] == ["kind", "layer", "head"]
+    with speaking("zh-CN"):
+        table = render("heads", bert, Selection())["ablation_table"]
+    assert len(table) == 0 and "kind" not in table.columns and "层" in table.columns
+    assert render("heads", bert, Selection())["trace_npz"] is None  # a file: cleared to nothing

@@ -10,6 +10,7 @@ import pytest
 
 import app
 import ui.js as ui_js
+from lang import speaking
 from ui import i18n
 
 
@@ -102,3 +103,40 @@ def test_a_lang_link_is_no_link_error():
     default = ViewState("time flies", "bert")
     _, invalid = parse_link("?lang=zh-CN&tab=attention", {"bert"}, ("attention",), default)
     assert invalid == []
+
+
+def test_gradios_own_words_are_still_gradios():
+    """ui/zh_CN_gradio.json says Gradio's own words in Chinese: each fixed word (a pattern's
+    fixed part) is still written by the installed Gradio's frontend, and each key is one its
+    frontend asks its dictionaries for, so an upgrade that renames one shows here."""
+    from pathlib import Path
+
+    import gradio
+
+    assets = Path(gradio.__file__).parent / "templates" / "frontend" / "assets"
+    code = "".join(p.read_text(encoding="utf-8", errors="ignore") for p in assets.glob("*.js"))
+    for english, chinese in i18n.GRADIO_WORDS.items():
+        fixed = re.split(r"\{\w+\}", english)[0] or english
+        assert any(q + fixed in code for q in '`"'), f"Gradio no longer writes {english!r}"
+        assert re.findall(r"\{\w+\}", english) == re.findall(r"\{\w+\}", chinese), chinese
+        assert len(re.findall(r"\{\w+\}", english)) <= 1, english  # one slot (gradio_words.js)
+    for english in i18n.GRADIO_ZH["plotly"]:  # the words of Plotly's toolbar, as Gradio's Plotly
+        assert f"`{english}`" in code, f"Gradio's Plotly no longer writes {english!r}"
+    for key, chinese in i18n.GRADIO_ZH["keys"].items():
+        assert f"`{key}`" in code, f"Gradio no longer asks for {key!r}"
+        assert i18n.I18N.translations["zh-CN"][key] == chinese
+
+
+def test_gradios_labels_are_page_words_the_browser_finds_by_kind():
+    """Gradio's fixed labels reach the page as words with keys "gradio-…" in both languages
+    (ui/js/gradio_words.js finds them so), and an empty table's headers as "th-…" words."""
+    from lang import tr
+    from ui.tabs.heads import empty_ablation
+
+    words = i18n.I18N.translations
+    key = i18n.key_of("Fullscreen", "gradio")
+    assert words["en"][key] == "Fullscreen" and words["zh-CN"][key] == "全屏"
+    assert i18n.empty_table(empty_ablation).columns[0] == "kind"  # English in the config
+    assert words["zh-CN"][i18n.key_of("kind", "th")] == i18n.ZH[i18n.key_of("kind", "th")]
+    with speaking("zh-CN"):
+        assert words["zh-CN"][i18n.key_of("kind", "th")] == tr("kind") != "kind"

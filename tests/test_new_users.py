@@ -205,3 +205,237 @@ def test_presented_at_720p_in_chinese_the_mask_rows_keep_apart(browser):
         shot(page, "presentation_masks_1280x720_zh-CN", full_page=False)
     context.close()
     assert found["n"] > 10 and found["bad"] == [], found["bad"][:3]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    from tests.apphost import serve_app
+
+    with serve_app() as (url, _):
+        yield url
+
+
+def open_at(browser, url: str, width: int, height: int):
+    """A page of ``width`` × ``height`` at ``url``, its first view drawn in its own language."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.ta?.ready === true", timeout=60_000)
+    chinese = "lang=zh-CN" in url
+    page.wait_for_function(  # a Chinese page draws its first view again, in Chinese
+        "(zh) => (zh ? /词元/ : /tokens/).test(document.querySelector('#status')?.innerText)",
+        arg=chinese,
+        timeout=60_000,
+    )
+    return context, page
+
+
+BOXES_JS = """(sels) => Object.fromEntries(sels.map((sel) => {
+  const el = [...document.querySelectorAll(sel)].find((e) => e.getClientRects().length);
+  const r = el && el.getBoundingClientRect();
+  return [sel, r ? [Math.round(r.top), Math.round(r.bottom)] : null];
+}))"""
+BROWSER_BARS = 130  # a browser's own bars and a task bar take this much of a 1080p screen
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_at_1080p_the_first_screen_shows_the_first_tabs_figure(app_url, browser, lang):
+    """At 1920 × 1080 the header, the text box and the examples filled the first screen (the tabs
+    began ~950 px down). The examples now sit under the text box, beside the model and Run, and
+    the title shares its line with the introduction: the first tab's figure (the token chips)
+    shows whole, also under a browser's own bars, and the Attention tab's head view starts on
+    the first screen. The examples stay six a page, one click away."""
+    from tests.test_e2e_browser import shot
+
+    context, page = open_at(browser, f"{app_url}?lang={lang}", 1920, 1080)
+    page.wait_for_selector("#token-chips .ta-chip")
+    seen = page.evaluate(BOXES_JS, ["#token-chips", "#tabs [role=tablist]", "#examples", "#run"])
+    assert page.evaluate("() => scrollY") == 0
+    assert seen["#token-chips"][1] <= 1080 - BROWSER_BARS, seen
+    assert seen["#examples"][0] < seen["#run"][1], seen  # beside Run, not under it
+    assert page.locator("#examples tbody tr").count() == 6
+    shot(page, f"first_screen_1920x1080_{lang}", full_page=False)
+    page.goto(f"{app_url}?lang={lang}&tab=attention")
+    page.wait_for_selector("#head-plot .js-plotly-plot .main-svg", timeout=60_000)
+    top = page.evaluate(BOXES_JS, ["#head-plot .js-plotly-plot"])["#head-plot .js-plotly-plot"]
+    assert top[0] < 1080 - 100, top  # its title and first rows
+    context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_a_projector_shows_the_tabs_and_a_phone_keeps_run_before_the_examples(
+    app_url, browser, lang
+):
+    """At 1280 × 720 (a projector) the tab strip is on the first screen (it began ~885 px down);
+    on a 390 × 844 phone the page reads as before: the text, the model, Run, then the examples
+    (built under the text box for wide screens, placed after Run by the phone's CSS)."""
+    from tests.test_e2e_browser import shot
+
+    context, page = open_at(browser, f"{app_url}?lang={lang}", 1280, 720)
+    tabs = page.evaluate(BOXES_JS, ["#tabs [role=tablist]"])["#tabs [role=tablist]"]
+    assert tabs[1] <= 720, tabs
+    shot(page, f"first_screen_1280x720_{lang}", full_page=False)
+    context.close()
+    context, page = open_at(browser, f"{app_url}?lang={lang}", 390, 844)
+    seen = page.evaluate(BOXES_JS, ["#text", "#model", "#run", "#examples", "#status"])
+    order = [seen[sel][0] for sel in ("#text", "#model", "#run", "#examples", "#status")]
+    assert order == sorted(order), seen
+    assert seen["#run"][1] <= 844, seen  # Run on the phone's first screen, as before
+    widths = page.evaluate(
+        "() => ['#text', '#model', '#run'].map((s) => document.querySelector(s).offsetWidth)"
+    )
+    assert max(widths) - min(widths) <= 2, widths  # one column, each the screen's width
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    context.close()
+
+
+# What Gradio itself says on the page: its buttons' and inputs' labels (aria-label, title,
+# placeholder; Plotly's own toolbar aside) and the footer.
+GRADIO_SAYS_JS = """() => {
+  const said = [], named = [];
+  for (const el of document.querySelectorAll('[aria-label], [title], [placeholder]')) {
+    if (el.closest('.js-plotly-plot')) continue;
+    for (const name of ['aria-label', 'title', 'placeholder']) {
+      const value = el.getAttribute(name);
+      if (!value) continue;
+      said.push(value);
+      if (name !== 'placeholder' && el.matches('button, input, [role=button], [role=tab]')) {
+        named.push(value);
+      }
+    }
+  }
+  return {said, named, footer: document.querySelector('footer')?.innerText || ''};
+}"""
+FORMATS = {"PNG", "SVG", "CSV", "NPZ", "JSON", "Gradio", "API", "BERT"}  # names, in any language
+
+
+def gradio_english() -> list[str]:
+    """Gradio's own English labels that ui/zh_CN_gradio.json says in Chinese (a pattern's fixed
+    part)."""
+    import json
+
+    from ui.i18n import GRADIO_FILE
+
+    words = json.loads(GRADIO_FILE.read_text(encoding="utf-8"))
+    return [label.split("{label}")[0] or label for label in words["labels"]]
+
+
+# A status line as Gradio writes one while an event waits ("queue: 3/5 |") and then runs
+# ("processing |", the same text node written again).
+STATUS_JS = """async (step) => {
+  let line = document.getElementById('ta-test-status');
+  if (!line) {
+    line = document.createElement('div');
+    line.id = 'ta-test-status';
+    line.dataset.testid = 'status-tracker';
+    line.append(document.createElement('div'));
+    line.firstChild.append(document.createTextNode(' queue: 3/5 | '));
+    document.body.append(line);
+  } else if (step === 'run') {
+    line.firstChild.firstChild.nodeValue = ' processing | ';
+  }
+  await new Promise((done) => setTimeout(done, 50));
+  return line.innerText.trim();
+}"""
+
+
+def assert_gradio_speaks(page, lang: str) -> None:
+    import re
+
+    seen = page.evaluate(GRADIO_SAYS_JS)
+    english = [w for w in gradio_english() if any(w in said for said in seen["said"])]
+    if lang == "zh-CN":
+        assert english == [], english
+        words = {w for said in seen["named"] for w in re.findall(r"[A-Za-z]{3,}", said)}
+        assert words <= FORMATS, words  # every button and input is named in Chinese
+        assert "全屏" in seen["said"] and "层：输入数值" in seen["said"], seen["said"]
+        assert "Runs" not in seen["footer"] and "运行记录" in seen["footer"], seen["footer"]
+    else:
+        assert "Fullscreen" in seen["said"] and "number input for Layer" in seen["said"]
+        assert not [said for said in seen["said"] if "：输入数值" in said or said == "全屏"]
+        assert "Runs" in seen["footer"], seen["footer"]
+
+
+TOOLBAR_JS = """() => [...document.querySelectorAll('#tabs .js-plotly-plot [data-title]')]
+  .filter((e) => e.closest('.js-plotly-plot').getClientRects().length)
+  .map((e) => e.getAttribute('data-title'))"""
+
+
+def assert_toolbars_speak(page, lang: str) -> None:
+    """The visible figures' Plotly toolbars ("Zoom", "Reset axes" …) in ``lang``."""
+    import re
+
+    said = page.evaluate(TOOLBAR_JS)
+    assert len(said) >= 6, said
+    chinese = [bool(re.search(r"[\u4e00-\u9fff]", title)) for title in said]
+    assert all(chinese) if lang == "zh-CN" else not any(chinese), said
+
+
+def table_headers(page, elem_id: str) -> list[str]:
+    return page.locator(f"#{elem_id} thead th").all_inner_texts()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_on_the_chinese_page_gradio_and_the_empty_tables_speak_chinese(app_url, browser):
+    """Gradio writes some labels as fixed English ("Fullscreen", "Copy table data", "number
+    input for Layer", …) and its Chinese lacks a few of its own words (the footer's "Runs"); the
+    tables drawn on demand showed English headers before they were drawn. On the Chinese page
+    all of them are Chinese, they follow the language switch both ways, and a state Gradio
+    redraws (fullscreen, copied) is said in Chinese too."""
+    from lang import speaking
+    from tests.test_e2e_browser import shot
+    from ui.tabs.heads import empty_ablation, empty_corpus
+
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(f"{app_url}?lang=zh-CN")
+    page.wait_for_function("() => window.ta?.ready === true", timeout=60_000)
+    page.click("#run")  # a run saved in this browser: Gradio's footer then shows "Runs"
+    page.wait_for_function("() => /运行记录/.test(document.querySelector('footer')?.innerText)")
+    assert_gradio_speaks(page, "zh-CN")
+    assert page.evaluate(STATUS_JS, "wait") == "排队：3/5 |"
+    assert page.evaluate(STATUS_JS, "run") == "处理中 |"
+    tools = page.locator("#token-table").locator("xpath=..")
+    tools.locator("button[aria-label='复制表格数据']").click()
+    tools.locator("button[aria-label='已复制到剪贴板']").wait_for()
+    tools.locator("button[aria-label='全屏']").click()
+    page.locator("button[aria-label='退出全屏']").click()
+    page.click("#tab-heads-button")
+    page.wait_for_selector("#corpus-table thead th")
+    with speaking("zh-CN"):
+        chinese = {"ablation-table": empty_ablation(), "corpus-table": empty_corpus()}
+    for elem_id, frame in chinese.items():
+        page.wait_for_function(
+            "([id, h]) => document.querySelector(`#${id} thead th`)?.innerText.trim() === h",
+            arg=[elem_id, frame.columns[0]],
+        )
+        assert table_headers(page, elem_id)[:6] == list(frame.columns[:6])
+    assert_gradio_speaks(page, "zh-CN")
+    page.wait_for_selector("#rollout-plot .js-plotly-plot .modebar-btn")
+    assert_toolbars_speak(page, "zh-CN")
+    shot(page, "gradio_words_zh-CN", full_page=False)
+    page.click("#lang label:has-text('English')")
+    page.wait_for_function("() => document.documentElement.lang === 'en'")
+    assert page.evaluate(STATUS_JS, "again") == "processing |"
+    page.wait_for_function(
+        "() => /entropy_mean/.test(document.querySelector('#corpus-table')?.innerText)"
+    )
+    assert table_headers(page, "ablation-table")[:3] == ["kind", "layer", "head"]
+    assert_gradio_speaks(page, "en")
+    page.wait_for_function(  # the visible tab is drawn again, in English
+        "() => /Rollout after/.test(document.querySelector('#rollout-plot .gtitle')?.textContent)"
+    )
+    assert_toolbars_speak(page, "en")
+    page.click("#lang label:has-text('简体中文')")
+    page.wait_for_function("() => document.documentElement.lang === 'zh-CN'")
+    page.wait_for_function(
+        "() => /熵（均值）/.test(document.querySelector('#corpus-table')?.innerText)"
+    )
+    assert_gradio_speaks(page, "zh-CN")
+    context.close()

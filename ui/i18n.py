@@ -12,30 +12,47 @@ writes per run (the status line, figure titles, tables) in the same language (``
 
 Gradio's examples table never translates its column headers and choice names (a marker shows
 raw): they stay English in the config (``plain_headers``) and ``relabel_examples`` names them in
-the browser from the same dictionaries, again after each switch and page turn.
+the browser from the same dictionaries, again after each switch and page turn. A table's headers
+are no marker either: the tables drawn only on demand show their empty value's headers in English
+in the config, and the browser names them in the page's language until they are drawn
+(``empty_table``; keys ``th-…``, ta.relabelHeaders in ui/js/language.js).
+
+Gradio's own words: its dictionaries lack a few keys in Chinese (the footer's "Runs", a queue's
+"In queue: 2 of 5"), and its frontend writes some words as fixed English: labels ("Fullscreen",
+"Copy table data", "number input for Layer") and its status line's "processing |" and "queue:
+3/5 |". ``ui/zh_CN_gradio.json`` says them in Chinese: the missing keys under Gradio's own names,
+the fixed words as page words (keys ``gradio-…``) that ui/js/gradio_words.js puts in place of
+Gradio's English on a Chinese page; the figures' Plotly toolbar ("Zoom", "Reset axes") as words
+with keys ``plotly-…``, a Plotly locale for the figures a Chinese page draws.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 from gradio.i18n import I18nData
 
-from lang import bold_tags
+from lang import bold_tags, speaking
 
 ZH_FILE = Path(__file__).with_name("zh_CN.json")
 ZH_TEXT: dict[str, str] = json.loads(ZH_FILE.read_text(encoding="utf-8"))
+GRADIO_FILE = Path(__file__).with_name("zh_CN_gradio.json")
+GRADIO_ZH: dict[str, dict[str, str]] = json.loads(GRADIO_FILE.read_text(encoding="utf-8"))
 LOCALES = (("English", "en"), ("简体中文", "zh-CN"))
 PAGES = "Pages:"  # Gradio's own word before an examples table's page numbers
 USED: set[str] = set()  # the English strings t() was asked for (tests find stale entries)
 
 
-def key_of(english: str) -> str:
-    """A stable translation key: Gradio's lookup splits keys at dots, so no text as key."""
-    return "ta-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
+def key_of(english: str, kind: str = "ta") -> str:
+    """A stable translation key: Gradio's lookup splits keys at dots, so no text as key. The
+    browser finds some words by their kind: ``th`` a table's header, ``gradio`` Gradio's own
+    word, ``plotly`` a figure toolbar's."""
+    return f"{kind}-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
 
 
 def t(english: str) -> I18nData | str:
@@ -82,6 +99,15 @@ def relabel_examples(elem_id: str, keys: list[str]) -> str:
 
 EN = {key_of(en): en for en in ZH_TEXT}
 ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
+# Gradio's fixed English (its labels, its status line's words), for ui/js/gradio_words.js; its
+# own keys its Chinese lacks.
+GRADIO_WORDS = GRADIO_ZH["labels"] | GRADIO_ZH["status"]
+EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
+ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
+ZH |= GRADIO_ZH["keys"]
+# The figures' Plotly toolbar ("Zoom", "Reset axes"), for ta.plotConfig (the same JS file).
+EN |= {key_of(en, "plotly"): en for en in GRADIO_ZH["plotly"]}
+ZH |= {key_of(en, "plotly"): zh for en, zh in GRADIO_ZH["plotly"].items()}
 I18N = gr.I18n(
     # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
     en=EN,
@@ -89,6 +115,19 @@ I18N = gr.I18n(
     # panel's other Chinese (Gradio falls back from a locale to its base language).
     **{"zh-CN": ZH, "zh": ZH},
 )
+
+
+def empty_table(make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """A table's value before it is drawn: ``make()`` (its headers through ``lang.tr``) in
+    English for the config, its headers also page words (key ``th-…``) that the browser says in
+    the page's language, as the page opens and after a switch (ta.relabelHeaders)."""
+    english = make()
+    with speaking("zh-CN"):
+        chinese = make()
+    for en, zh in zip(english.columns, chinese.columns, strict=True):
+        if en != zh:
+            EN[key_of(en, "th")], ZH[key_of(en, "th")] = en, zh
+    return english
 
 
 class Blocks(gr.Blocks):

@@ -93,7 +93,7 @@ def header(page: Page, setup: Setup) -> None:
 
 def inputs(page: Page, setup: Setup) -> None:
     with gr.Row(equal_height=False, elem_id="inputs"):
-        with gr.Column(scale=3):
+        with gr.Column(scale=3, elem_id="inputs-text") as left:
             page.add(
                 text=gr.Textbox(
                     label=t("Text"), value=setup.default_text, lines=2, max_lines=8, elem_id="text"
@@ -141,6 +141,12 @@ def inputs(page: Page, setup: Setup) -> None:
                     ),
                 )
             page.add(run=gr.Button(t("Run"), variant="primary", elem_id="run"))
+        with left:  # beside the model and Run: the first screen keeps room for a figure
+            examples(page, setup)
+
+
+def examples(page: Page, setup: Setup) -> None:
+    """The examples table, under the text box (assets/app.css puts it after Run on a phone)."""
     page.examples = gr.Examples(
         setup.examples,
         inputs=[page["text"], page["model"], page["target"]],
@@ -148,6 +154,8 @@ def inputs(page: Page, setup: Setup) -> None:
         examples_per_page=6,
         elem_id="examples",
     )
+    if not any(row[2] for row in setup.examples):  # no example names a target: no column
+        page.examples.dataset.elem_classes = ["ta-no-target"]
     page.example_words = plain_headers(page.examples.dataset)  # English in the config
     safe_index(page.examples.dataset)
 

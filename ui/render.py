@@ -144,9 +144,9 @@ def render(
 
     A view that raises is replaced by a sentence saying so; the other views are still drawn.
     """
-    lazy = ()
+    lazy, cleared = (), {}
     if only is None:  # the whole tab: its on-demand outputs are cleared (they showed older input)
-        only, lazy = BY_ID[tab].eager, BY_ID[tab].lazy
+        only, lazy, cleared = BY_ID[tab].eager, BY_ID[tab].lazy, BY_ID[tab].cleared
     view = View(analysis, sel.clamp(analysis), batch, client, frozenset(only))
     makers = BY_ID[tab].makers(view)
     run = run_id(analysis.key)
@@ -158,4 +158,4 @@ def render(
             out[name] = stamp(finish(make()), run)
         except Exception as exc:  # one broken view must not take the others down
             out[name] = failed_view(name, exc)
-    return {**out, **dict.fromkeys(lazy)}
+    return {**out, **{name: cleared[name]() if name in cleared else None for name in lazy}}

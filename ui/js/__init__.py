@@ -9,7 +9,10 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``figures.js``: long titles wrap, overview tiles pick a head.
 - ``head_switch.js``: the head switch (the server's side: ui/tabs/attention.py), and the gates
   that ask the server only when the browser cannot draw a change itself.
-- ``language.js``: English / 简体中文 through Gradio's own dictionaries.
+- ``language.js``: English / 简体中文 through Gradio's own dictionaries, and the words Gradio
+  leaves alone (the examples' and the empty tables' headers).
+- ``gradio_words.js``: Gradio's own fixed English labels ("Fullscreen", a slider's "number input
+  for …", its status line) and the figures' Plotly toolbar said in Chinese on a Chinese page.
 - ``slides.js``: a figure drawn for a room or a slide (big text, the colour bar beside it).
 - ``present.js``: presentation mode (one figure fills the screen; keys switch head and layer).
 - ``exports.js``: PNG and SVG downloads cropped for a slide.
@@ -30,6 +33,7 @@ FILES = (
     "figures.js",
     "head_switch.js",
     "language.js",
+    "gradio_words.js",
     "slides.js",
     "present.js",
     "exports.js",

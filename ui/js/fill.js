@@ -124,7 +124,9 @@
         let adjusted = null;
         try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; } catch (e) {}
         const [d, l] = adjusted || [data, layout];
-        return drawn(gd, react.call(self, gd, d, l, ...rest));
+        const [config, ...more] = rest;  /* its toolbar in the page's language (gradio_words.js) */
+        const said = ta.plotConfig ? ta.plotConfig(config) : config;
+        return drawn(gd, react.call(self, gd, d, l, said, ...more));
       };
       const spec = layout && layout.meta && layout.meta.fill;
       if (!spec || !Array.isArray(data)) return draw();

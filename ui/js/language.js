@@ -61,6 +61,8 @@
      drawn in English: a page that opens in Chinese with no view in its address (a linked view
      is drawn in the page's language anyway) asks the server to draw it again (#relang-go). */
   ta.loadLocale = async () => {
+    ta.sayGradio();  /* Gradio's own fixed labels (ui/js/gradio_words.js) */
+    ta.relabelHeaders();
     const wanted = ta.wantedLang();
     if (wanted && wanted !== document.documentElement.lang) await ta.setLocale(wanted);
     const lang = ta.lang();
@@ -74,21 +76,21 @@
      nodes whose words are one of `keys`' translations, in any language, are said in <html
      lang>'s (Gradio sets it on every locale change). Setting a node to the words it already has
      changes nothing, so the observer's own writes end the loop. */
+  const relabel = (box, words, keyOf) => {
+    const lang = document.documentElement.lang || 'en';
+    const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      const text = node.nodeValue.trim(), k = keyOf[text], want = k && pick(words, lang, k);
+      if (want && want !== text) node.nodeValue = node.nodeValue.replace(text, want);
+    }
+  };
   ta.relabelExamples = (elemId, keys) => {
     const words = wordsOf(), keyOf = {};
     for (const loc in words) for (const k of keys) if (words[loc]?.[k]) keyOf[words[loc][k]] = k;
-    const relabel = (box) => {
-      const lang = document.documentElement.lang || 'en';
-      const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
-      for (let node = walk.nextNode(); node; node = walk.nextNode()) {
-        const text = node.nodeValue.trim(), k = keyOf[text], want = k && pick(words, lang, k);
-        if (want && want !== text) node.nodeValue = node.nodeValue.replace(text, want);
-      }
-    };
     const start = (tries) => {
       const box = document.getElementById(elemId);
       if (!box) return tries > 0 && setTimeout(() => start(tries - 1), 200);
-      const again = () => relabel(box);
+      const again = () => relabel(box, words, keyOf);
       again();
       new MutationObserver(again).observe(box, {subtree: true, childList: true,
                                                 characterData: true});
@@ -96,5 +98,33 @@
                                           {attributes: true, attributeFilter: ['lang']});
     };
     start(50);
+  };
+
+  /* The tables drawn on demand (ablation, corpus, a model's steps …) show their empty value's
+     headers, English in the page's config (ui/i18n.py empty_table, keys "th-…"): a header of a
+     table in the tabs said in another language is said in <html lang>'s, as a tab opens and
+     mounts its tables, when a table redraws, and after a switch (a drawn table's headers too,
+     where they are such words). Only <thead>: a table's cells are data. */
+  ta.relabelHeaders = () => {
+    const tabs = document.getElementById('tabs'), words = wordsOf(), keyOf = {};
+    for (const loc in words) {
+      for (const k in words[loc]) if (k.startsWith('th-')) keyOf[words[loc][k]] = k;
+    }
+    if (!tabs || ta._headersWatched || !Object.keys(keyOf).length) return;
+    ta._headersWatched = true;
+    const again = () => {
+      for (const head of tabs.querySelectorAll('thead')) {
+        relabel(head, words, keyOf);
+        for (const th of head.querySelectorAll('th[title]')) {
+          const k = keyOf[th.title], want = k && pick(words, document.documentElement.lang, k);
+          if (want && want !== th.title) th.title = want;
+        }
+      }
+    };
+    again();
+    new MutationObserver(again).observe(tabs, {subtree: true, childList: true,
+                                                characterData: true});
+    new MutationObserver(again).observe(document.documentElement,
+                                        {attributes: true, attributeFilter: ['lang']});
   };
 })();

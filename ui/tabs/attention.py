@@ -27,30 +27,34 @@ from viz.common import stack_tokens
 
 def build() -> Built:
     gr.Markdown(t(CAPTIONS["head"]), elem_classes="ta-caption")
-    scale = Radio(
-        [
-            (t("auto: 0–1, or the head's max when it is faint"), "auto"),
-            (t("0–1, every head alike"), "fixed"),
-            (t("0–this head's max"), "head"),
-        ],
-        value="auto",
-        label=t("Colour scale"),
-        elem_id="scale",
-    )
-    measure = Radio(
-        [(t("weights α"), "weights"), (t("norms ‖α·f(x)‖"), "norms")],
-        value="weights",
-        label=t("Show"),
-        info=t("norms: how much each key actually moves the output (Kobayashi et al. 2020)"),
-        elem_id="measure",
-    )
-    units = Radio(
-        [(t("tokens"), "tokens"), (t("words"), "words")],
-        value="tokens",
-        label=t("Over"),
-        info=t("words: a word's key pieces summed, its query pieces averaged (Clark et al. 2019)"),
-        elem_id="units",
-    )
+    with gr.Row(equal_height=False, elem_id="head-controls"):  # one row on a wide screen
+        scale = Radio(
+            [
+                (t("auto: 0–1, or the head's max when it is faint"), "auto"),
+                (t("0–1, every head alike"), "fixed"),
+                (t("0–this head's max"), "head"),
+            ],
+            value="auto",
+            label=t("Colour scale"),
+            elem_id="scale",
+            scale=2,
+        )
+        measure = Radio(
+            [(t("weights α"), "weights"), (t("norms ‖α·f(x)‖"), "norms")],
+            value="weights",
+            label=t("Show"),
+            info=t("norms: how much each key actually moves the output (Kobayashi et al. 2020)"),
+            elem_id="measure",
+        )
+        units = Radio(
+            [(t("tokens"), "tokens"), (t("words"), "words")],
+            value="tokens",
+            label=t("Over"),
+            info=t(
+                "words: a word's key pieces summed, its query pieces averaged (Clark et al. 2019)"
+            ),
+            elem_id="units",
+        )
     head_plot = plot("head-plot")
     gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
     overview_plot = plot("overview-plot")

@@ -112,6 +112,9 @@ class Tab:
     depends: dict[str, tuple[str, ...]]
     needs_batch: bool = False  # draws from a two-text padded batch (the Masks view)
     lazy: tuple[str, ...] = ()  # outputs drawn only by their action button, not with the tab
+    # lazy output -> what it shows when the tab is drawn again (a table's empty headers, in the
+    # request's language); the others are cleared to nothing
+    cleared: dict[str, Callable[[], object]] = field(default_factory=dict)
     # output -> the selection fields whose change the browser redraws by itself (no request),
     # with ``ta.switches[<tab id>]`` (ui/js/head_switch.js): an async JS function of the values
     # named in ``switch_inputs`` (selection fields or this tab's outputs) that redraws them and

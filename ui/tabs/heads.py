@@ -21,7 +21,7 @@ from analysis.head_stats import COLUMNS as STATS_COLUMNS
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from lang import message_of, tr
 from serve import exports
-from ui.i18n import t
+from ui.i18n import empty_table, t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
 from viz.common import display_token, md_literal, stack_tokens
 from viz.heads import (
@@ -165,7 +165,9 @@ def ablation_controls() -> tuple[Radio, gr.Textbox, gr.Button]:
 def build() -> Built:
     gr.Markdown(t(STATS_CAPTION), elem_classes="ta-caption")
     convention, pattern = table_controls()
-    stats = gr.Dataframe(empty_stats(), elem_id="head-stats", interactive=False, max_height=420)
+    stats = gr.Dataframe(
+        empty_table(empty_stats), elem_id="head-stats", interactive=False, max_height=420
+    )
     with gr.Row():
         csv = gr.DownloadButton(t("Head statistics (CSV)"), elem_id="stats-csv", size="sm")
         export = gr.Button(t("Export the whole trace (NPZ + JSON manifest)"), size="sm")
@@ -179,7 +181,9 @@ def build() -> Built:
     flow_plot = plot("flow-plot")
     gr.Markdown(t(ABLATION_CAPTION), elem_classes="ta-caption")
     mode, heads_set, ablate = ablation_controls()
-    ablation = gr.Dataframe(empty_ablation(), elem_id="ablation-table", interactive=False)
+    ablation = gr.Dataframe(
+        empty_table(empty_ablation), elem_id="ablation-table", interactive=False
+    )
     gr.Markdown(t(BREAKDOWN_CAPTION), elem_classes="ta-caption")
     with gr.Row():
         query = Slider(0, 511, value=0, step=1, label=t("Query position"), elem_id="query")
@@ -246,7 +250,9 @@ def build_corpus() -> Built:
             )
     run = gr.Button(t("Run corpus"), variant="primary", size="sm", elem_id="corpus-run")
     said = gr.Markdown(elem_id="corpus-said")
-    table = gr.Dataframe(empty_corpus(), elem_id="corpus-table", interactive=False, max_height=420)
+    table = gr.Dataframe(
+        empty_table(empty_corpus), elem_id="corpus-table", interactive=False, max_height=420
+    )
     with gr.Row():
         csv = gr.DownloadButton(t("Corpus statistics (CSV)"), elem_id="corpus-csv", size="sm")
         npz = gr.DownloadButton(
@@ -631,4 +637,5 @@ TAB = Tab(
         "breakdown": ("stack", "layer", "head", "query", "key"),
     },
     lazy=("trace_npz", "ablation_table"),
+    cleared={"ablation_table": empty_ablation},
 )

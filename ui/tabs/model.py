@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import gradio as gr
+import pandas as pd
 
+from lang import tr
+from ui.i18n import empty_table
 from ui.tabs.base import Built, Tab, View
 from viz import model_info
+
+
+def empty(*columns: str) -> pd.DataFrame:
+    """A table with no rows, its headers in the request's language (as viz.model_info's)."""
+    return pd.DataFrame(columns=[tr(column) for column in columns])
 
 
 def build() -> Built:
@@ -14,12 +22,14 @@ def build() -> Built:
             "architecture": gr.Markdown(elem_id="architecture"),
             # their own headers before the tab is drawn, not Gradio's "1 | 2 | 3"
             "param_table": gr.Dataframe(
-                headers=["component", "parameters", "share %"],
+                empty_table(lambda: empty("component", "parameters", "share %")),
                 elem_id="param-table",
                 interactive=False,
             ),
             "config_table": gr.Dataframe(
-                headers=["field", "value"], elem_id="config-table", interactive=False
+                empty_table(lambda: empty("field", "value")),
+                elem_id="config-table",
+                interactive=False,
             ),
         }
     )

@@ -37,7 +37,9 @@ LENS_CAPTION = (
 def build() -> Built:
     gr.Markdown(i18n.t(CAPTION), elem_classes="ta-caption")
     prediction = gr.Markdown(elem_id="prediction")
-    table = gr.Dataframe(no_steps(), elem_id="steps-table", interactive=False, wrap=True)
+    table = gr.Dataframe(
+        i18n.empty_table(no_steps), elem_id="steps-table", interactive=False, wrap=True
+    )
     steps = plot("steps-plot")
     gr.Markdown(i18n.t(LENS_CAPTION), elem_classes="ta-caption")
     lens = plot("lens-plot")
