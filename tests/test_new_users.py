@@ -236,6 +236,22 @@ BOXES_JS = """(sels) => Object.fromEntries(sels.map((sel) => {
   return [sel, r ? [Math.round(r.top), Math.round(r.bottom)] : null];
 }))"""
 BROWSER_BARS = 130  # a browser's own bars and a task bar take this much of a 1080p screen
+# The page's words that the floating deck button covers: every text node's boxes that meet it.
+DECK_COVERS_JS = """() => {
+  const button = document.getElementById('ta-deck-open').getBoundingClientRect();
+  const covered = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    if (!node.textContent.trim() || node.parentElement.closest('#ta-deck-open, #ta-deck')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) {
+      if (r.width && r.left < button.right && r.right > button.left
+          && r.top < button.bottom && r.bottom > button.top) covered.push(node.textContent.trim());
+    }
+  }
+  return covered;
+}"""
 
 
 @pytest.mark.browser
@@ -256,6 +272,7 @@ def test_at_1080p_the_first_screen_shows_the_first_tabs_figure(app_url, browser,
     assert seen["#token-chips"][1] <= 1080 - BROWSER_BARS, seen
     assert seen["#examples"][0] < seen["#run"][1], seen  # beside Run, not under it
     assert page.locator("#examples tbody tr").count() == 6
+    assert page.evaluate(DECK_COVERS_JS) == []  # the floating deck button hides no word
     shot(page, f"first_screen_1920x1080_{lang}", full_page=False)
     page.goto(f"{app_url}?lang={lang}&tab=attention")
     page.wait_for_selector("#head-plot .js-plotly-plot .main-svg", timeout=60_000)
@@ -278,6 +295,7 @@ def test_a_projector_shows_the_tabs_and_a_phone_keeps_run_before_the_examples(
     context, page = open_at(browser, f"{app_url}?lang={lang}", 1280, 720)
     tabs = page.evaluate(BOXES_JS, ["#tabs [role=tablist]"])["#tabs [role=tablist]"]
     assert tabs[1] <= 720, tabs
+    assert page.evaluate(DECK_COVERS_JS) == []  # at the bottom left it hid the first tab's name
     shot(page, f"first_screen_1280x720_{lang}", full_page=False)
     context.close()
     context, page = open_at(browser, f"{app_url}?lang={lang}", 390, 844)
@@ -290,6 +308,8 @@ def test_a_projector_shows_the_tabs_and_a_phone_keeps_run_before_the_examples(
     )
     assert max(widths) - min(widths) <= 2, widths  # one column, each the screen's width
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    assert page.evaluate(DECK_COVERS_JS) == []
+    shot(page, f"first_screen_390x844_{lang}", full_page=False)
     context.close()
 
 

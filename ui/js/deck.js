@@ -118,7 +118,7 @@
     const el = panel();
     const count = document.getElementById('ta-deck-open');
     if (count) {
-      count.innerHTML = '🎞 <span class="ta-deck-word"></span> (<span class="n"></span>)';
+      count.innerHTML = '▤ <span class="ta-deck-word"></span> (<span class="n"></span>)';
       count.querySelector('.ta-deck-word').textContent = say('deck');
       count.querySelector('.n').textContent = D.slides.length;
       count.title = say('deck');
