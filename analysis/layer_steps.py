@@ -22,6 +22,7 @@ reaches a real token). STEP_NAMES lists every name in order; docs/layer-steps.md
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +32,7 @@ from torch import nn
 from analysis.tokens import check_stack, real_tokens
 from analysis.weights import check_net
 from model.attention import HeadAblation
+from model.rotary import Rotation
 from model.trace import Trace
 
 # Every step name, in the order data flows; each architecture's list is a subsequence of this
@@ -44,12 +46,17 @@ STEP_NAMES: tuple[str, ...] = (
     "self-attention residual",  # stack "cross"
     "LayerNorm after self-attention",  # stack "cross", post-norm
     "LayerNorm before attention",  # pre-norm
+    "RMSNorm before attention",  # pre-norm with RMSNorm (LLaMA, Qwen2, Mistral)
     "Q",
     "K",
     "V",
     "Q heads",
     "K heads",
     "V heads",
+    "RoPE on Q",  # rotary positions (LLaMA …)
+    "RoPE on K",  # rotary positions
+    "K heads repeated",  # grouped-query attention: H_kv key heads shared by H query heads
+    "V heads repeated",  # grouped-query attention
     "scores",
     "masked scores",
     "attention weights",
@@ -63,7 +70,10 @@ STEP_NAMES: tuple[str, ...] = (
     "cross-attention residual",  # stack "decoder" of an encoder-decoder
     "LayerNorm after cross-attention",  # stack "decoder" of an encoder-decoder, post-norm
     "LayerNorm before FFN",  # pre-norm
-    "FFN hidden",
+    "RMSNorm before FFN",  # pre-norm with RMSNorm
+    "FFN gate",  # gated MLP (LLaMA …): X W_gate
+    "FFN up",  # gated MLP: X W_up
+    "FFN hidden",  # act(X W_1 + b_1); gated MLP: SiLU(gate) ⊙ up
     "FFN output",
     "FFN residual",
     "LayerNorm after FFN",  # post-norm
@@ -287,6 +297,97 @@ def seed_line(name: str, place: str, config) -> tuple[str, str]:
     raise KeyError(f"no tutorial line for {name!r} in a {place} block")  # pragma: no cover
 
 
+# ---- LLaMA's lines -----------------------------------------------------------------------------
+# The tutorials have no RMSNorm, RoPE, grouped-query attention or gated MLP: a layer with any of
+# them (LLaMA, Qwen2, Mistral; model.load_lm) quotes transformers' own LLaMA code instead, whose
+# line numbers are those of LLAMA_VERSION (Qwen2's and Mistral's files copy these lines; the
+# biases of Qwen2's q/k/v_proj are set in its __init__). Step name -> [(line number, line)].
+LLAMA_FILE = "modeling_llama.py"
+LLAMA_VERSION = "5.24.0"  # transformers; tests/test_layer_steps_lm.py reads the installed file
+_QKV = (
+    (242, "hidden_shape = (*input_shape, -1, self.head_dim)"),
+    (244, "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)"),
+    (245, "key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)"),
+    (246, "value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)"),
+)
+_LAYER_CALL = ((394, "hidden_states = decoder_layer("),)
+_MLP = ((164, "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))"),)
+_ROTATE = (
+    249,
+    "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+)
+_RESIDUAL = ((308, "hidden_states = residual + hidden_states"),)
+LLAMA_LINES: dict[str, tuple[tuple[int, str], ...]] = {
+    "input": _LAYER_CALL,
+    "RMSNorm before attention": ((297, "hidden_states = self.input_layernorm(hidden_states)"),),
+    "Q": (_QKV[1],),
+    "K": (_QKV[2],),
+    "V": (_QKV[3],),
+    "Q heads": (_QKV[0], _QKV[1]),
+    "K heads": (_QKV[0], _QKV[2]),
+    "V heads": (_QKV[0], _QKV[3]),
+    "RoPE on Q": (
+        (
+            249,
+            "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+        ),
+        (147, "q_embed = (q * cos) + (rotate_half(q) * sin)"),
+    ),
+    "RoPE on K": (
+        (
+            249,
+            "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+        ),
+        (148, "k_embed = (k * cos) + (rotate_half(k) * sin)"),
+    ),
+    "K heads repeated": ((190, "key_states = repeat_kv(key, module.num_key_value_groups)"),),
+    "V heads repeated": ((191, "value_states = repeat_kv(value, module.num_key_value_groups)"),),
+    "scores": ((193, "attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling"),),
+    "masked scores": ((195, "attn_weights = attn_weights + attention_mask"),),
+    "attention weights": (
+        (
+            197,
+            "attn_weights = nn.functional.softmax(attn_weights, dim=-1, "
+            "dtype=torch.float32).to(query.dtype)",
+        ),
+    ),
+    "context": ((199, "attn_output = torch.matmul(attn_weights, value_states)"),),
+    "concat": (
+        (200, "attn_output = attn_output.transpose(1, 2).contiguous()"),
+        (269, "attn_output = attn_output.reshape(*input_shape, -1).contiguous()"),
+    ),
+    "attention output": ((270, "attn_output = self.o_proj(attn_output)"),),
+    "attention residual": _RESIDUAL,
+    "RMSNorm before FFN": ((312, "hidden_states = self.post_attention_layernorm(hidden_states)"),),
+    "FFN gate": _MLP,
+    "FFN up": _MLP,
+    "FFN hidden": _MLP,
+    "FFN output": _MLP,
+    "FFN residual": ((314, "hidden_states = residual + hidden_states"),),
+    "output": _LAYER_CALL,
+}
+LLAMA_LINES["LayerNorm before attention"] = LLAMA_LINES["RMSNorm before attention"]
+LLAMA_LINES["LayerNorm before FFN"] = LLAMA_LINES["RMSNorm before FFN"]
+
+
+def llama_style(config) -> bool:
+    """Whether the layer has a piece the tutorials do not write (RMSNorm, RoPE, grouped-query
+    attention, a gated MLP): its steps then quote transformers' LLaMA code."""
+    return (
+        config.norm_kind == "rms"
+        or config.positions == "rotary"
+        or config.kv_heads != config.n_heads
+        or config.mlp == "gated"
+    )
+
+
+def llama_line(name: str) -> tuple[str, str]:
+    """("modeling_llama.py:297", its line of code) for a step of a LLaMA-style layer."""
+    found = LLAMA_LINES[name]
+    where = ", ".join(str(number) for number, _ in found)
+    return f"{LLAMA_FILE}:{where}", "\n".join(line for _, line in found)
+
+
 # ---- notes ----------------------------------------------------------------------------------
 NOTES: dict[str, tuple[str, str]] = {
     "input": (
@@ -315,6 +416,13 @@ NOTES: dict[str, tuple[str, str]] = {
         "keeps the un-normalised one.",
         "Pre-norm：注意力读取之前先做 LayerNorm；残差连接保留未归一化的向量。",
     ),
+    "RMSNorm before attention": (
+        "Pre-norm with RMSNorm (LLaMA): each token's vector is divided by its root mean square "
+        "and scaled by g, no mean taken away and no bias; the residual keeps the un-normalised "
+        "one.",
+        "RMSNorm 形式的 Pre-norm（LLaMA）：每个 token 的向量除以它的均方根再乘以 g，"
+        "不减均值、没有偏置；残差连接保留未归一化的向量。",
+    ),
     "Q": (
         "Queries: what each token is looking for, one linear map of its vector.",
         "查询 Q：每个 token 要找什么，由它的向量经一次线性变换得到。",
@@ -333,6 +441,26 @@ NOTES: dict[str, tuple[str, str]] = {
     ),
     "K heads": ("K cut into the same H heads.", "K 按同样方式切成 H 个头。"),
     "V heads": ("V cut into the same H heads.", "V 按同样方式切成 H 个头。"),
+    "RoPE on Q": (
+        "Rotary positions (RoPE): each head's query is turned pair of dimensions by pair, by an "
+        "angle its position m times θ_i; nothing was added to the embedding.",
+        "旋转位置编码（RoPE）：每个头的查询按维度两两成对旋转，角度为位置 m 乘以 θ_i；"
+        "嵌入里没有加位置向量。",
+    ),
+    "RoPE on K": (
+        "The keys turned the same way: the score of query m and key n then depends on m − n "
+        "alone, the tokens' offset.",
+        "键按同样方式旋转：查询 m 与键 n 的分数于是只取决于两者的距离 m − n。",
+    ),
+    "K heads repeated": (
+        "Grouped-query attention: each key head is shared by a group of query heads, so it is "
+        "repeated once for each query head of its group.",
+        "分组查询注意力（GQA）：每个键头由一组查询头共用，因此为组里的每个查询头各复制一份。",
+    ),
+    "V heads repeated": (
+        "The value heads repeated the same way: query head h reads value head h // (H / H_kv).",
+        "值头按同样方式复制：查询头 h 读取值头 h // (H / H_kv)。",
+    ),
     "scores": (
         "Every query against every key, per head, scaled by 1/√d_k so the softmax stays soft.",
         "每个头里每个查询与每个键的点积，再除以 √d_k，避免 softmax 过于尖锐。",
@@ -382,6 +510,22 @@ NOTES: dict[str, tuple[str, str]] = {
         "Pre-norm: each token's vector is normalised before the FFN reads it.",
         "Pre-norm：前馈网络读取之前先做 LayerNorm。",
     ),
+    "RMSNorm before FFN": (
+        "Pre-norm with RMSNorm: each token's vector is normalised by its root mean square before "
+        "the MLP reads it.",
+        "RMSNorm 形式的 Pre-norm：MLP 读取之前，先用均方根对每个 token 的向量归一化。",
+    ),
+    "FFN gate": (
+        "The gated MLP's gate: one linear map widens each token to d_ff numbers that will decide, "
+        "through SiLU, how much of each feature passes.",
+        "门控 MLP 的门：一次线性变换把每个 token 扩展到 d_ff 个数，"
+        "经过 SiLU 后决定每个特征通过多少。",
+    ),
+    "FFN up": (
+        "The gated MLP's up projection: a second linear map to d_ff features, the ones the gate "
+        "scales.",
+        "门控 MLP 的上投影：第二个线性变换得到 d_ff 个特征，由门来缩放。",
+    ),
     "FFN hidden": (
         "The FFN's first linear layer widens each token to d_ff neurons, then the activation.",
         "前馈网络第一层把每个 token 扩展到 d_ff 个神经元，再经过激活函数。",
@@ -415,6 +559,12 @@ _CONVENTION = {  # how the quoted tutorial hides a score, said beside this model
         " seed 003 在 mask 为 True 处写 -1e4（那里 True 表示屏蔽；这里 True 表示可以关注）。",
     ),
     "004": (" Seed 004 writes -inf too.", " seed 004 同样写 -inf。"),
+    "llama": (
+        " LLaMA's code adds the lowest float32 (about -3.4e38) where hidden; this model adds "
+        "-inf: after the softmax both are 0.",
+        " LLaMA 的代码在屏蔽处加上 float32 的最小值（约 -3.4e38）；本模型加 -inf：softmax "
+        "之后都是 0。",
+    ),
 }
 _ACT = {
     "relu": "max(0, {x})",
@@ -429,8 +579,21 @@ def _b(linear: nn.Linear, name: str) -> str:
     return f" + b_{name}" if linear.bias is not None else ""
 
 
-def _mask_note(kind: str, hidden: int, total: int, seed: str) -> tuple[str, str]:
-    if kind == "causal":
+def _mask_note(
+    kind: str, hidden: int, total: int, seed: str, window: int | None = None
+) -> tuple[str, str]:
+    if kind == "causal" and window is not None:
+        en = (
+            f"The causal mask with a sliding window of {window} (Mistral): a token sees only "
+            f"itself and the {window - 1} tokens before it; {hidden} of the {total} scores per "
+            "head (above the diagonal, or too far back) become -inf."
+        )
+        zh = (
+            f"带滑动窗口 {window} 的因果掩码（Mistral）：每个 token 只能看到自己和它之前的 "
+            f"{window - 1} 个 token；每个头 {total} 个分数中有 {hidden} 个（对角线以上或太远的）"
+            "变为 -inf。"
+        )
+    elif kind == "causal":
         en = (
             f"The causal mask: a token sees only itself and earlier tokens; {hidden} of the "
             f"{total} scores per head (above the diagonal) become -inf."
@@ -451,17 +614,19 @@ def _mask_note(kind: str, hidden: int, total: int, seed: str) -> tuple[str, str]
             "padding 掩码屏蔽补齐的键（-inf）；在这段文本的真实 token 之间没有要屏蔽的，"
             "分数原样通过。"
         )
-    extra = _CONVENTION.get(seed.removeprefix("seed "), ("", ""))
+    convention = "llama" if seed.startswith(LLAMA_FILE) else seed.removeprefix("seed ")
+    extra = _CONVENTION.get(convention, ("", ""))
     return en + extra[0], zh + extra[1]
 
 
 # ---- the computation ------------------------------------------------------------------------
-def _layers(trace: Trace, stack: str, net: nn.Module | None) -> nn.ModuleList:
-    """The layers of the stack's home (the decoder for "cross"), from net or the trace's model."""
+def _layers(trace: Trace, stack: str, net: nn.Module | None) -> tuple[nn.ModuleList, Callable]:
+    """The layers of the stack's home (the decoder for "cross"), from net or the trace's model,
+    and the model's RoPE angles (seq_len, positions) -> Rotation | None."""
     home = "decoder" if stack == "cross" else stack
     if net is not None:
         check_net(trace, net, stack, "The layer's steps")
-        return (net.encoder if home == "encoder" else net.decoder).layers
+        return (net.encoder if home == "encoder" else net.decoder).layers, net.embedding.rotation
     replay = trace._replay
     if replay is None or home not in replay.stacks:
         raise ValueError(
@@ -469,7 +634,7 @@ def _layers(trace: Trace, stack: str, net: nn.Module | None) -> nn.ModuleList:
             "pass net=<the model that made the trace>."
         )
     replay._check(replay.stacks[home])  # eval mode, weights unchanged since the trace
-    return replay.stacks[home].layers
+    return replay.stacks[home].layers, replay.rotation
 
 
 def _linear(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
@@ -477,15 +642,12 @@ def _linear(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
 
 
 def _unsupported(config) -> str | None:
-    """What of the config the steps do not take apart yet (the language-model families)."""
-    found = []
-    if getattr(config, "positions", "") == "rotary":
-        found.append("rotary positions (RoPE turns Q and K after the split)")
-    if getattr(config, "mlp", "ffn") != "ffn":
-        found.append("a gated MLP")
-    if getattr(config, "n_kv_heads", None) not in (None, config.n_heads):
-        found.append("grouped-query attention (fewer K, V heads than Q heads)")
-    return "; ".join(found) or None
+    """What of the config the steps do not take apart (no model the project loads has it)."""
+    if getattr(config, "norm_kind", "layer") == "rms" and (
+        config.norm == "post" or config.arch == "encoder-decoder"
+    ):
+        return "RMSNorm in a post-norm or encoder-decoder layer"
+    return None
 
 
 def _attend(
@@ -495,18 +657,27 @@ def _attend(
     allowed: torch.Tensor,
     keep: torch.Tensor | None,
     mode: str,
+    rotation: Rotation | None = None,
 ) -> dict[str, torch.Tensor]:
-    """MultiHeadAttention of one text, every intermediate kept (model/attention.py's order)."""
-    n_heads = attn.n_heads
+    """MultiHeadAttention of one text, every intermediate kept (model/attention.py's order: split,
+    RoPE on Q and K, a shared key/value head repeated for its group, scores, …)."""
+    n_heads, d_k, n_rep = attn.n_heads, attn.d_head, attn.n_rep
     q, k, v = _linear(x_q, attn.w_q), _linear(x_kv, attn.w_k), _linear(x_kv, attn.w_v)
-    t_q, t_k, d_model = q.shape[0], k.shape[0], q.shape[1]
+    t_q, t_k = q.shape[0], k.shape[0]
 
     def split(m: torch.Tensor, t: int) -> torch.Tensor:
-        return m.view(t, n_heads, d_model // n_heads).transpose(0, 1)  # (H, t, d_k)
+        return m.view(t, m.shape[1] // d_k, d_k).transpose(0, 1)  # (H or H_kv, t, d_k)
 
     qh, kh, vh = split(q, t_q), split(k, t_k), split(v, t_k)
+    parts = {"Q": q, "K": k, "V": v, "Q heads": qh, "K heads": kh, "V heads": vh}
+    if rotation is not None:  # turned before repeating: H_kv key heads, not H
+        qh = parts["RoPE on Q"] = rotation(qh)  # (H, T, d_k)
+        kh = parts["RoPE on K"] = rotation(kh)  # (H_kv, S, d_k)
+    if n_rep > 1:  # query head h reads key/value head h // n_rep (HF's repeat_kv)
+        kh = parts["K heads repeated"] = kh.repeat_interleave(n_rep, dim=0)  # (H, S, d_k)
+        vh = parts["V heads repeated"] = vh.repeat_interleave(n_rep, dim=0)  # (H, S, d_k)
     # Q scaled before the product, as the model does (T·d_k numbers rather than T·T): QKᵀ/√d_k
-    scores = (qh * qh.shape[-1] ** -0.5) @ kh.transpose(-2, -1)  # (H, T, S)
+    scores = (qh * d_k**-0.5) @ kh.transpose(-2, -1)  # (H, T, S)
     # nothing hidden: the same tensor; else -inf where hidden (the model adds an -inf bias)
     masked = scores if bool(allowed.all()) else scores.masked_fill(~allowed, float("-inf"))
     weights = torch.softmax(masked, dim=-1)  # (H, T, S)
@@ -514,22 +685,12 @@ def _attend(
         weights = weights.masked_fill(~allowed, 0.0)
     context = weights @ vh  # (H, T, d_k)
     used = context if keep is None else HeadAblation(keep, mode)(context[None])[0]
-    concat = used.transpose(0, 1).reshape(t_q, d_model)  # (T, d_model)
+    concat = used.transpose(0, 1).reshape(t_q, n_heads * d_k)  # (T, d_model)
     out = _linear(concat, attn.w_o)  # (T, d_model)
-    return {
-        "Q": q,
-        "K": k,
-        "V": v,
-        "Q heads": qh,
-        "K heads": kh,
-        "V heads": vh,
-        "scores": scores,
-        "masked scores": masked,
-        "attention weights": weights,
-        "context": context,
-        "concat": concat,
-        "attention output": out,
-    }
+    parts.update(scores=scores, weights=weights, context=context, concat=concat, out=out)
+    parts["masked scores"], parts["attention weights"] = masked, weights
+    parts["attention output"] = out
+    return parts
 
 
 class _Steps:
@@ -537,10 +698,17 @@ class _Steps:
 
     def __init__(self, config) -> None:
         self.config = config
+        self.llama = llama_style(config)
         self.steps: list[Step] = []
 
+    def quote(self, name: str, place: str) -> tuple[str, str]:
+        """Where the step's code is: LLaMA's line for a LLaMA-style layer, else a tutorial's."""
+        if self.llama and name in LLAMA_LINES:
+            return llama_line(name)
+        return seed_line(name, place, self.config)
+
     def add(self, name, value, formula, shape, place, reads=(), note=None) -> None:
-        seed, line = seed_line(name, place, self.config)
+        seed, line = self.quote(name, place)
         en, zh = note or NOTES[name]
         value = value.detach().to("cpu", torch.float32)
         self.steps.append(Step(name, formula, shape, value, seed, line, en, zh, tuple(reads)))
@@ -553,23 +721,42 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     keys = "S" if cross else "T"
     kv_reads = () if cross else (src,)  # cross-attention's K and V read C, the encoder output
     attn = block["attn"]
+    grouped = "K heads repeated" in parts
+    kv_heads, kv_width = ("H_kv", "d_kv") if grouped else ("H", "d_model")
     s.add("Q", parts["Q"], f"Q = {reader} W_Q{_b(attn.w_q, 'Q')}", "[T, d_model]", place, (src,))
-    s.add(
-        "K", parts["K"], f"K = {kv} W_K{_b(attn.w_k, 'K')}", f"[{keys}, d_model]", place, kv_reads
-    )
-    s.add(
-        "V", parts["V"], f"V = {kv} W_V{_b(attn.w_v, 'V')}", f"[{keys}, d_model]", place, kv_reads
-    )
-    for m, t in (("Q", "T"), ("K", keys), ("V", keys)):
-        formula = f"{m}_h = {m}.view({t}, H, d_k).transpose(0, 1)"
-        s.add(f"{m} heads", parts[f"{m} heads"], formula, f"[H, {t}, d_k]", place, (m,))
-    scores = "Q_h K_hᵀ / √d_k"
-    s.add("scores", parts["scores"], scores, f"[H, T, {keys}]", place, ("Q heads", "K heads"))
+    for m in ("K", "V"):
+        formula = f"{m} = {kv} W_{m}{_b(getattr(attn, f'w_{m.lower()}'), m)}"
+        s.add(m, parts[m], formula, f"[{keys}, {kv_width}]", place, kv_reads)
+    g = "g" if grouped else "h"  # a key/value head: g, shared by the query heads h of its group
+    for m, t, h, i in (("Q", "T", "H", "h"), ("K", keys, kv_heads, g), ("V", keys, kv_heads, g)):
+        formula = f"{m}_{i} = {m}.view({t}, {h}, d_k).transpose(0, 1)"
+        s.add(f"{m} heads", parts[f"{m} heads"], formula, f"[{h}, {t}, d_k]", place, (m,))
+    q_name, k_name, v_name = "Q heads", "K heads", "V heads"
+    q_sym, k_sym = "Q_h", "K_h"
+    if "RoPE on Q" in parts:
+        turn = "{m} ⊙ cos(mθ) + rotate_half({m}) ⊙ sin(mθ)"
+        positions = block["positions"]
+        for m, h, i in (("Q", "H", "h"), ("K", kv_heads, g)):
+            name = f"RoPE on {m}"
+            formula = f"RoPE({m}_{i}) = {turn.format(m=f'{m}_{i}')}"
+            note = NOTES[name] if positions else _OFF
+            s.add(name, parts[name], formula, f"[{h}, {keys}, d_k]", place, (f"{m} heads",), note)
+        q_name, k_name, q_sym, k_sym = "RoPE on Q", "RoPE on K", "RoPE(Q_h)", "RoPE(K_h)"
+    if grouped:
+        rep = attn.n_rep
+        for m, was in (("K", k_name), ("V", v_name)):
+            name = f"{m} heads repeated"
+            shared = f"RoPE({m}_g)" if was.startswith("RoPE") else f"{m}_g"
+            formula = f"{m}_h = {shared}, g = h // {rep}  (H / H_kv = {rep})"
+            s.add(name, parts[name], formula, f"[H, {keys}, d_k]", place, (was,))
+        k_name, v_name = "K heads repeated", "V heads repeated"
+    scores = f"{q_sym} {k_sym}ᵀ / √d_k"
+    s.add("scores", parts["scores"], scores, f"[H, T, {keys}]", place, (q_name, k_name))
     ok = block["allowed"]
     hidden, total = int((~ok).sum()), ok.numel()
     kind = "padding" if cross or block["home"] == "encoder" else "causal"
-    seed = seed_line("masked scores", place, s.config)[0]
-    note = _mask_note(kind, hidden, total, seed)
+    seed = s.quote("masked scores", place)[0]
+    note = _mask_note(kind, hidden, total, seed, None if cross else s.config.sliding_window)
     masked = f"{scores} + M  (M = 0 where allowed, -inf where hidden)"
     s.add(
         "masked scores", parts["masked scores"], masked, f"[H, T, {keys}]", place, ("scores",), note
@@ -589,7 +776,7 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
         "head_h = A_h V_h",
         "[H, T, d_k]",
         place,
-        ("attention weights", "V heads"),
+        ("attention weights", v_name),
     )
     concat, note = "Concat(head_1, …, head_H)", None
     keep = block["keep"]
@@ -613,13 +800,28 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     )
 
 
+_OFF = (
+    "Positional encoding is switched off for this run: RoPE turns nothing, the heads pass "
+    "unchanged.",
+    "这次运行关闭了位置编码：RoPE 不旋转，各头原样通过。",
+)
+_GATED_HIDDEN = (
+    "The gate through SiLU times the up features, one by one: the d_ff neurons W_down reads.",
+    "门经过 SiLU 后与上投影的特征逐个相乘：W_down 读取的 d_ff 个神经元。",
+)
+
+
 def step_count(config, stack: str) -> int:
     """How many steps ``layer_steps`` returns for this config and stack, without computing them:
-    input and output, the attention taken apart (12 steps from Q to W_O) with its residual and
-    its LayerNorm, a decoder layer's other attention (3 steps), the FFN (4)."""
+    input and output, the attention taken apart (12 steps from Q to W_O; 2 more for RoPE on Q
+    and K, 2 more for grouped-query attention's repeated K and V heads) with its residual and
+    its norm, a decoder layer's other attention (3 steps), the FFN (4; 2 more when gated)."""
     home = "decoder" if stack == "cross" else stack
     other = 3 if home == "decoder" and config.has_encoder else 0
-    return 1 + 14 + other + 4 + 1
+    rope = 2 if config.positions == "rotary" and stack != "cross" else 0
+    grouped = 2 if config.kv_heads < config.n_heads else 0
+    gated = 2 if config.mlp == "gated" else 0
+    return 1 + 14 + rope + grouped + other + 4 + gated + 1
 
 
 def layer_steps(
@@ -652,14 +854,26 @@ def layer_steps(
             raise ValueError(f"{what} {value} is out of range: this trace has {size} (0-based).")
     missing = _unsupported(trace.config)
     if missing:
-        raise ValueError(f"The layer's steps do not take apart {missing} yet.")
-    module = _layers(trace, stack, net)[layer]
+        raise ValueError(f"The layer's steps do not take apart {missing}.")
+    layers, rotation_of = _layers(trace, stack, net)
+    module = layers[layer]
     home = "decoder" if stack == "cross" else stack
     cfg = trace.config
     pre = cfg.norm == "pre"
+    norm_name, ln = ("RMSNorm", "RMSNorm") if cfg.norm_kind == "rms" else ("LayerNorm", "LN")
     param = next(module.parameters())
     q_real = real_tokens(trace, stack)[0]
     rows = q_real[item].nonzero().squeeze(1).to(param.device)  # the text's real positions
+    # RoPE turns the text's positions as the model did (0 … T−1 of the padded batch): the real
+    # rows' own angles. Positions off: nothing turns (the step shows the heads unchanged).
+    full = rotation_of(trace.hidden_states[home].shape[2], trace.positions)
+    rotary = cfg.positions == "rotary"
+    if full is not None:
+        own = Rotation(full.cos.to(param.device)[rows], full.sin.to(param.device)[rows])
+    elif rotary:
+        own = Rotation(torch.tensor(1.0, dtype=param.dtype), torch.tensor(0.0, dtype=param.dtype))
+    else:
+        own = None
 
     def on(t: torch.Tensor) -> torch.Tensor:
         return t.to(device=param.device, dtype=param.dtype)
@@ -690,7 +904,7 @@ def layer_steps(
             src, src_name, reader = stream, last, sym
             if pre:
                 src = block["norm"](stream)
-                src_name, reader = f"LayerNorm before {label}", f"LN({sym})"
+                src_name, reader = f"{norm_name} before {label}", f"{ln}({sym})"
                 s.add(src_name, src, reader, dims, place, (last,))
             if kind == "cross":
                 memory = on(trace.outputs["encoder"][item].to(param.device)[cols])  # (S, d_model)
@@ -698,11 +912,13 @@ def layer_steps(
             else:
                 kv, kv_sym = src, reader
                 mha = ("Masked" if home == "decoder" else "") + f"MultiHead({reader})"
-            parts = _attend(block["attn"], src, kv, allowed, keep, trace.ablation)
+            turn = own if kind == "self" else None  # cross-attention is never turned
+            parts = _attend(block["attn"], src, kv, allowed, keep, trace.ablation, turn)
             out_name = f"{label} output"
             if detailed:
                 info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
                 info.update(kind=kind, home=home, allowed=allowed, keep=keep, mode=trace.ablation)
+                info.update(positions=full is not None)
                 _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
             else:
                 s.add(out_name, parts["attention output"], mha, dims, place, (src_name,))
@@ -721,13 +937,17 @@ def layer_steps(
         norm = (module.add_norm3 if home == "decoder" else module.add_norm2).norm
         src, src_name, reader = stream, last, sym
         if pre:
-            src, src_name, reader = norm(stream), "LayerNorm before FFN", f"LN({sym})"
+            src, src_name, reader = norm(stream), f"{norm_name} before FFN", f"{ln}({sym})"
             s.add(src_name, src, reader, dims, home, (last,))
-        inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
-        hidden = ffn.act(_linear(src, ffn.fc1))  # (T, d_ff)
-        s.add("FFN hidden", hidden, inner, "[T, d_ff]", home, (src_name,))
-        out = _linear(hidden, ffn.fc2)  # (T, d_model)
-        formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
+        if cfg.mlp == "gated":
+            out, _ = _gated(s, ffn, src, src_name, reader, home)
+            formula = f"FFN({reader}) = (SiLU(G) ⊙ U) W_down{_b(ffn.w_down, 'down')}"
+        else:
+            inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
+            hidden = ffn.act(_linear(src, ffn.fc1))  # (T, d_ff)
+            s.add("FFN hidden", hidden, inner, "[T, d_ff]", home, (src_name,))
+            out = _linear(hidden, ffn.fc2)  # (T, d_model)
+            formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
         s.add("FFN output", out, formula, dims, home, ("FFN hidden",))
         stream, added = stream + out, f"{sym} + FFN({reader})"
         s.add("FFN residual", stream, added, dims, home, (last, "FFN output"))
@@ -738,3 +958,17 @@ def layer_steps(
             last = "LayerNorm after FFN"
         s.add("output", stream, f"X_out = {added}", dims, home, (last,))
     return s.steps
+
+
+def _gated(s: _Steps, ffn: nn.Module, src, src_name: str, reader: str, home: str):
+    """The gated MLP's steps (gate, up, act(gate) ⊙ up); returns (W_down's output, hidden)."""
+    act = _ACT[s.config.activation].format(x="G")
+    gate = _linear(src, ffn.w_gate)  # (T, d_ff)
+    s.add("FFN gate", gate, f"G = {reader} W_gate{_b(ffn.w_gate, 'gate')}", "[T, d_ff]", home,
+          (src_name,))  # fmt: skip
+    up = _linear(src, ffn.w_up)  # (T, d_ff)
+    s.add("FFN up", up, f"U = {reader} W_up{_b(ffn.w_up, 'up')}", "[T, d_ff]", home, (src_name,))
+    hidden = ffn.act(gate) * up  # (T, d_ff)
+    s.add("FFN hidden", hidden, f"{act} ⊙ U", "[T, d_ff]", home, ("FFN gate", "FFN up"),
+          _GATED_HIDDEN)  # fmt: skip
+    return _linear(hidden, ffn.w_down), hidden  # (T, d_model), (T, d_ff)

@@ -101,15 +101,15 @@ def test_the_cards_speak_chinese(engine):
 
 
 def test_a_model_the_steps_do_not_take_apart_gets_a_sentence():
-    net = Transformer(PRESETS["seed001-decoder"].replace(positions="rotary"))
+    net = Transformer(PRESETS["seed002-encoder"].replace(norm_kind="rms"))
     trace = net.trace(torch.tensor([[5, 6, 7, 8]]))
-    analysis = SimpleNamespace(trace=trace, key=("rotary", "test"))
-    view = View(analysis, Selection(stack="decoder"))
+    analysis = SimpleNamespace(trace=trace, key=("rms post-norm", "test"))
+    view = View(analysis, Selection(stack="encoder"))
     drawn = {name: make() for name, make in makers(view).items()}
     assert drawn["layer_plot"] is None
-    assert "rotary" in drawn["layer_cards"] and "Traceback" not in drawn["layer_cards"]
+    assert "RMSNorm" in drawn["layer_cards"] and "Traceback" not in drawn["layer_cards"]
     with speaking("zh-CN"):
-        assert "旋转位置编码" in makers(view)["layer_cards"]()
+        assert "还不能拆开" in makers(view)["layer_cards"]()
 
 
 def test_the_tab_draws_fast_at_128_and_512_tokens(engine):

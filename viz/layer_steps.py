@@ -6,7 +6,8 @@ text's tokens:
 - a vector step ([T, d_model], [T, d_ff]): the [T, d] heatmap with the token's row outlined; a
   vector of FOLD_AT dimensions or more is drawn as the token's vector alone, folded row by row
   into a rectangle (the title says so and how: dimension = row · width + column);
-- a per-head step ([H, T, d_k]): one head's [T, d_k] heatmap, the token's row outlined;
+- a per-head step ([H, T, d_k]): one head's [T, d_k] heatmap, the token's row outlined
+  (grouped-query attention's [H_kv, T, d_k] steps: the key/value head the chosen head reads);
 - a score step ([H, T, S]: scores, masked scores, attention weights): the token's row in every
   head, [H, S]; a hidden score (-inf) is left blank and the title says so;
 - "FFN hidden": the token's TOP_NEURONS most active neurons as a bar chart.
@@ -45,12 +46,17 @@ NAMES_ZH = {
     "self-attention residual": "自注意力残差",
     "LayerNorm after self-attention": "自注意力后的 LayerNorm",
     "LayerNorm before attention": "注意力前的 LayerNorm",
+    "RMSNorm before attention": "注意力前的 RMSNorm",
     "Q": "Q",
     "K": "K",
     "V": "V",
     "Q heads": "Q 分头",
     "K heads": "K 分头",
     "V heads": "V 分头",
+    "RoPE on Q": "对 Q 做 RoPE",
+    "RoPE on K": "对 K 做 RoPE",
+    "K heads repeated": "K 头复制（GQA）",
+    "V heads repeated": "V 头复制（GQA）",
     "scores": "注意力分数",
     "masked scores": "掩码后的分数",
     "attention weights": "注意力权重",
@@ -64,6 +70,9 @@ NAMES_ZH = {
     "cross-attention residual": "交叉注意力残差",
     "LayerNorm after cross-attention": "交叉注意力后的 LayerNorm",
     "LayerNorm before FFN": "前馈网络前的 LayerNorm",
+    "RMSNorm before FFN": "前馈网络前的 RMSNorm",
+    "FFN gate": "前馈网络的门",
+    "FFN up": "前馈网络的上投影",
     "FFN hidden": "前馈网络隐藏层",
     "FFN output": "前馈网络输出",
     "FFN residual": "前馈网络残差",
@@ -193,14 +202,26 @@ def vector_figure(step, tokens: list[str], token: int) -> go.Figure:
     return compact(fig)
 
 
-def head_figure(step, tokens: list[str], token: int, head: int = 0) -> go.Figure:
+def head_figure(step, tokens: list[str], token: int, head: int = 0, group: int = 1) -> go.Figure:
     """An [H, N, d_k] step: head ``head``'s [N, d_k] heatmap, the token's row outlined (rows are
-    the tokens the step is about: the keys' for K and V heads of cross-attention)."""
-    values = _values(step)  # (H, N, d_k)
-    if not 0 <= head < values.shape[0]:
-        raise ValueError(f"head {head} is out of range: this step has {values.shape[0]} heads.")
+    the tokens the step is about: the keys' for K and V heads of cross-attention). A step of
+    grouped-query attention's H_kv key/value heads ([H_kv, N, d_k]) shows the one query head
+    ``head`` reads: head // group, ``group`` query heads sharing each."""
+    values = _values(step)  # (H, N, d_k) or (H_kv, N, d_k)
+    shared = step.shape.startswith("[H_kv")
+    n = values.shape[0] * (group if shared else 1)
+    if not 0 <= head < n:
+        raise ValueError(f"head {head} is out of range: this step has {n} heads.")
     labels = token_labels(tokens)
     what = say(f"head {head}, [{len(tokens)}, d_k]", f"第 {head} 个头，[{len(tokens)}, d_k]")
+    if shared:
+        kv, first = head // group, head // group * group
+        span = f"{first}–{first + group - 1}"
+        what = say(
+            f"key/value head {kv}, shared by query heads {span}, [{len(tokens)}, d_k]",
+            f"第 {kv} 个键/值头，由查询头 {span} 共用，[{len(tokens)}, d_k]",
+        )
+        head = kv
     label = labels[token] if 0 <= token < len(labels) else ""
     return _rows_heatmap(step, values[head], labels, token, _title(step, label, what), "d_k")
 
@@ -258,6 +279,7 @@ def step_figure(
     token: int = 0,
     head: int = 0,
     key_tokens: list[str] | None = None,
+    group: int = 1,
 ) -> go.Figure:
     """The figure of one step for one token (see the module doc for which figure).
 
@@ -267,6 +289,7 @@ def step_figure(
         token: the token's position among them (0-based).
         head: the head of a per-head step.
         key_tokens: the keys' tokens when they are not ``tokens`` (cross-attention's source).
+        group: query heads per key/value head (grouped-query attention; 1 without it).
     """
     if not 0 <= token < len(tokens):
         raise ValueError(f"token {token} is out of range: this text has {len(tokens)} tokens.")
@@ -278,5 +301,5 @@ def step_figure(
         rows = tokens
         if step.name in ("K heads", "V heads") and key_tokens is not None:
             rows, token = key_tokens, -1  # the keys' rows: no query row to outline
-        return head_figure(step, rows, token, head)
+        return head_figure(step, rows, token, head, group)
     return vector_figure(step, tokens, token)

@@ -14,7 +14,7 @@ import re
 
 import gradio as gr
 
-from analysis.layer_steps import Step, layer_steps
+from analysis.layer_steps import LLAMA_FILE, Step, _unsupported, layer_steps
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
@@ -49,17 +49,11 @@ def build() -> Built:
 
 
 def refusal(config) -> str | None:
-    """What of this model the steps do not take apart yet, as a sentence; None when they do."""
-    missing = []
-    if getattr(config, "positions", "") == "rotary":
-        missing.append(tr("rotary positions (RoPE turns Q and K after the split)"))
-    if getattr(config, "mlp", "ffn") != "ffn":
-        missing.append(tr("a gated MLP"))
-    if getattr(config, "n_kv_heads", None) not in (None, config.n_heads):
-        missing.append(tr("grouped-query attention (fewer K, V heads than Q heads)"))
-    if not missing:
+    """What of this model the steps do not take apart, as a sentence; None when they do (every
+    model the app loads is taken apart: only a hand-made RMSNorm post-norm config is not)."""
+    if _unsupported(config) is None:
         return None
-    return tr("This tab does not take apart {what} yet.", what="; ".join(missing))
+    return tr("This tab does not take apart RMSNorm in a post-norm or encoder-decoder layer.")
 
 
 def steps_of(view: View) -> list[Step] | str:
@@ -95,6 +89,15 @@ def note_html(step: Step) -> str:
     return NAMES.sub(lambda m: f"<code>{m[0]}</code>", safe(text))
 
 
+def source(seed: str) -> str:
+    """Where a step's line comes from, in the page's language: a tutorial ("seed 000") as it is,
+    transformers' LLaMA code as its file and line ("modeling_llama.py:297")."""
+    if not seed.startswith(LLAMA_FILE):
+        return seed
+    lines = seed.removeprefix(f"{LLAMA_FILE}:")
+    return tr("transformers' {file}, line {lines}", file=LLAMA_FILE, lines=lines)
+
+
 def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
     """Every step as a card (number, name, formula, shape with its sizes, note, seed line)."""
     head = tr(
@@ -115,7 +118,7 @@ def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
             f'<div class="ta-step-shape">{safe(tr("shape"))} <code>{safe(s.shape)}</code> = '
             f"{sizes}</div>"
             f'<div class="ta-step-note">{note_html(s)}</div>'
-            f'<div class="ta-step-seed">{safe(s.seed)}:'
+            f'<div class="ta-step-seed">{safe(source(s.seed))}:'
             f"<pre><code>{safe(s.seed_line)}</code></pre></div></div>"
         )
     return f'<div class="ta-steps" data-steps="{len(steps)}">{"".join(rows)}</div>{STYLE}'
@@ -149,7 +152,8 @@ def makers(view: View) -> dict:
             return None
         step = steps[min(sel.step, len(steps) - 1)]
         cross = keys if sel.stack == "cross" else None
-        return step_figure(step, tokens, token, head=sel.head, key_tokens=cross)
+        group = trace.config.n_heads // trace.config.kv_heads
+        return step_figure(step, tokens, token, sel.head, key_tokens=cross, group=group)
 
     def cards():
         steps = steps_of(view)
