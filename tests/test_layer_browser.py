@@ -60,7 +60,8 @@ def open_layer(page, url, **params):
 
 
 def figure_of(page) -> dict:
-    """The drawn figure's title, z (as drawn: Plotly's decoded arrays), axes and margins."""
+    """The drawn figure's title, z (as drawn: Plotly's decoded arrays), axes, margins and
+    colours."""
     return page.evaluate(
         f"""() => {{
       const gd = {FIGURE}, t = gd._fullData[0], l = gd._fullLayout;
@@ -68,7 +69,8 @@ def figure_of(page) -> dict:
       return {{title: gd.layout.title.text, type: t.type,
         z: t.type === 'bar' ? Array.from(t.y) : rows(t.z), x: Array.from(t.x || []).slice(0, 50),
         y: Array.from(t.y || []).slice(0, 50), margin: [l.margin.l, l.margin.b, l.margin.t],
-        height: l.height, shapes: (gd.layout.shapes || []).length}};
+        height: l.height, shapes: (gd.layout.shapes || []).length,
+        colours: JSON.stringify(t.colorscale || t.marker?.color), zmid: t.zmid ?? null}};
     }}"""
     )
 

@@ -31,6 +31,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 import torch
+from plotly.colors import get_colorscale
 
 from lang import LOCALE
 from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, FONT, compact, safe, token_labels
@@ -154,11 +155,16 @@ def _outline(row: int, n_cols: int) -> dict:
     }
 
 
+# The colour scales as lists of [position, colour], as plotly.py writes a named one into a figure
+# (Plotly.js knows "Blues" but not plotly.py's reversed names such as "RdBu_r").
+SCALES = {name: get_colorscale(name) for name in (ATTENTION_SCALE, DIVERGING_SCALE)}
+
+
 def _scale(step) -> dict:
     """Colours: attention weights in [0, 1], anything signed diverging around 0."""
     if step.name == "attention weights":
-        return {"colorscale": ATTENTION_SCALE, "zmin": 0.0, "zmax": 1.0}
-    return {"colorscale": DIVERGING_SCALE, "zmid": 0.0}
+        return {"colorscale": SCALES[ATTENTION_SCALE], "zmin": 0.0, "zmax": 1.0}
+    return {"colorscale": SCALES[DIVERGING_SCALE], "zmid": 0.0}
 
 
 def _heatmap(z, x, y, x_title: str, y_title: str, value_name: str, **colours) -> dict:
@@ -415,6 +421,8 @@ def _plain(value):
     if isinstance(value, np.ndarray):
         kind = {np.dtype(np.float32): "f4", np.dtype(np.int32): "i4"}[value.dtype]
         data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
+        if value.ndim == 1:
+            return {"dtype": kind, "bdata": data}
         return {"dtype": kind, "bdata": data, "shape": ", ".join(map(str, value.shape))}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
