@@ -4,6 +4,9 @@ Vaswani et al. 2017 (§3.1-3.3) as the seed tutorials write it, in the layer's r
 
 post-norm (the paper, seeds 000/002/003, BERT): X → MultiHead → X + · → LayerNorm → FFN → + → LN
 pre-norm (seeds 001/004):                       X → LN → MultiHead → X + · → LN → FFN → X₁ + ·
+LLaMA, Qwen2, Mistral (model.load_lm):          X → RMSNorm → Q, K, V → heads → RoPE on Q and K
+    → K, V heads repeated for their query heads (grouped-query) → scores … W_O → X + · → RMSNorm
+    → gate, up → SiLU(gate) ⊙ up → W_down → X₁ + ·
 
 A decoder layer of an encoder-decoder adds cross-attention (Q from the decoder, K and V from the
 encoder output C) between its masked self-attention and its FFN. The attention the ``stack``
@@ -641,7 +644,7 @@ def _linear(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
     return F.linear(x, linear.weight, linear.bias)
 
 
-def _unsupported(config) -> str | None:
+def unsupported(config) -> str | None:
     """What of the config the steps do not take apart (no model the project loads has it)."""
     if getattr(config, "norm_kind", "layer") == "rms" and (
         config.norm == "post" or config.arch == "encoder-decoder"
@@ -852,7 +855,7 @@ def layer_steps(
     for what, value, size in (("layer", layer, n_layers), ("item", item, batch)):
         if not 0 <= value < size:
             raise ValueError(f"{what} {value} is out of range: this trace has {size} (0-based).")
-    missing = _unsupported(trace.config)
+    missing = unsupported(trace.config)
     if missing:
         raise ValueError(f"The layer's steps do not take apart {missing}.")
     layers, rotation_of = _layers(trace, stack, net)

@@ -18,8 +18,7 @@ import pytest
 import torch
 
 from analysis import layer_steps
-from analysis.layer_steps import STEP_NAMES, Step, seed_order, step_count
-from analysis.layer_steps import _unsupported as unsupported
+from analysis.layer_steps import STEP_NAMES, Step, seed_order, step_count, unsupported
 from model import PRESETS, Transformer, load_trained
 
 TOL = 1e-5

@@ -20,7 +20,7 @@ import re
 
 import gradio as gr
 
-from analysis.layer_steps import LLAMA_FILE, Step, _unsupported, layer_steps
+from analysis.layer_steps import LLAMA_FILE, Step, layer_steps, unsupported
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
@@ -61,7 +61,7 @@ def build() -> Built:
 def refusal(config) -> str | None:
     """What of this model the steps do not take apart, as a sentence; None when they do (every
     model the app loads is taken apart: only a hand-made RMSNorm post-norm config is not)."""
-    if _unsupported(config) is None:
+    if unsupported(config) is None:
         return None
     return tr("This tab does not take apart RMSNorm in a post-norm or encoder-decoder layer.")
 
