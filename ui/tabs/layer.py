@@ -168,7 +168,12 @@ def chosen_card(cards: str) -> str:
         return ""
     end = cards.find("</pre></div></div>", start)  # the card ends with its tutorial's line
     body = cards[start : end + len("</pre></div></div>")]
-    return f'<div id="layer-cards"><div class="ta-steps">{body}</div></div>{STYLE}'
+    one = (
+        "<style>#layer-cards.ta-one .ta-steps{display:block}"
+        "#layer-cards.ta-one .ta-step{font-size:18px}</style>"
+    )
+    card = f'<div id="layer-cards" class="ta-one"><div class="ta-steps">{body}</div></div>'
+    return card + STYLE + one
 
 
 STEP_MARK = "\u2063STEP\u2063"  # where the chosen step's number goes in the translated heading
