@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from analysis import layer_steps
-from analysis.layer_steps import STEP_NAMES, Step, seed_order, step_count, unsupported
+from analysis.layer_lines import seed_order
+from analysis.layer_steps import STEP_NAMES, Step, step_count, unsupported
 from model import PRESETS, Transformer, load_trained
 
 TOL = 1e-5

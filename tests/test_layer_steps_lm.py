@@ -22,7 +22,8 @@ import pytest
 import torch
 
 from analysis import layer_steps
-from analysis.layer_steps import LLAMA_FILE, LLAMA_LINES, LLAMA_VERSION, STEP_NAMES, step_count
+from analysis.layer_lines import LLAMA_FILE, LLAMA_LINES, LLAMA_VERSION
+from analysis.layer_steps import STEP_NAMES, step_count
 from model import load_lm
 from tests.test_lm import save_checkpoint
 

@@ -20,7 +20,8 @@ import re
 
 import gradio as gr
 
-from analysis.layer_steps import LLAMA_FILE, Step, layer_steps, unsupported
+from analysis.layer_lines import LLAMA_FILE
+from analysis.layer_steps import Step, layer_steps, unsupported
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
