@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from analysis import layer_steps
-from analysis.layer_steps import STEP_NAMES, Step, seed_order
-from analysis.layer_steps import _unsupported as unsupported
+from analysis.layer_lines import seed_order
+from analysis.layer_steps import STEP_NAMES, Step, step_count, unsupported
 from model import PRESETS, Transformer, load_trained
 
 TOL = 1e-5
@@ -502,23 +502,31 @@ def test_a_gpt2_shaped_layer_and_one_without_biases_add_up_too(changes):
         assert formulas["FFN hidden"] == "GELU_tanh(LN(X₁) W_1 + b_1)"
 
 
-@pytest.mark.parametrize(
-    ("changes", "named"),
-    [({"positions": "rotary"}, "rotary"), ({"n_kv_heads": 2}, "grouped-query")],
-)
-def test_a_model_with_what_is_not_taken_apart_yet_is_refused(changes, named):
-    net = Transformer(PRESETS["seed001-decoder"].replace(**changes))
-    tr = trace_texts(net, *TEXTS["char"])
-    with pytest.raises(ValueError, match=named):
-        layer_steps(tr, "decoder")
+def test_a_rotary_or_grouped_query_preset_adds_up_from_its_input_to_its_output():
+    """Seed 001's decoder with RoPE, or with 2 key/value heads for its 8 query heads, is taken
+    apart (tests/test_layer_steps_lm.py checks each such step against transformers' LLaMA)."""
+    for changes, extra in (
+        ({"positions": "rotary"}, "RoPE on Q"),
+        ({"n_kv_heads": 2}, "K heads repeated"),
+    ):
+        net = Transformer(PRESETS["seed001-decoder"].replace(**changes))
+        tr = trace_texts(net, *TEXTS["char"])
+        steps = layer_steps(tr, "decoder", 1, item=1)
+        names = [s.name for s in steps]
+        assert extra in names and len(steps) == step_count(net.config, "decoder")
+        stored = tr.hidden_states["decoder"][1, 2][real(tr.attention_mask, 1)]
+        torch.testing.assert_close(steps[-1].value, stored, atol=TOL, rtol=0)
+        assert steps[names.index(extra)].seed.startswith("modeling_llama.py:")
 
 
-def test_features_not_taken_apart_yet_are_refused_by_name():
-    base = {"positions": "sinusoidal", "mlp": "ffn", "n_kv_heads": None, "n_heads": 4}
+def test_what_no_loaded_model_has_is_refused_by_name():
+    base = {"norm_kind": "layer", "norm": "pre", "arch": "decoder"}
     assert unsupported(SimpleNamespace(**base)) is None
-    assert "rotary" in unsupported(SimpleNamespace(**{**base, "positions": "rotary"}))
-    assert "gated" in unsupported(SimpleNamespace(**{**base, "mlp": "gated"}))
-    assert "grouped-query" in unsupported(SimpleNamespace(**{**base, "n_kv_heads": 2}))
+    assert "RMSNorm" in unsupported(SimpleNamespace(**{**base, "norm_kind": "rms", "norm": "post"}))
+    net = Transformer(PRESETS["seed002-encoder"].replace(norm_kind="rms"))
+    tr = trace_texts(net, *TEXTS["char"])
+    with pytest.raises(ValueError, match="RMSNorm in a post-norm"):
+        layer_steps(tr, "encoder")
 
 
 def test_bert_at_128_and_512_tokens_is_fast_and_returns_full_tensors(bert):

@@ -5,6 +5,7 @@ it, a model the steps refuse gets a sentence; in the browser, in Chinese, the st
 from __future__ import annotations
 
 import html
+import json
 import re
 import time
 from pathlib import Path
@@ -101,15 +102,15 @@ def test_the_cards_speak_chinese(engine):
 
 
 def test_a_model_the_steps_do_not_take_apart_gets_a_sentence():
-    net = Transformer(PRESETS["seed001-decoder"].replace(positions="rotary"))
+    net = Transformer(PRESETS["seed002-encoder"].replace(norm_kind="rms"))
     trace = net.trace(torch.tensor([[5, 6, 7, 8]]))
-    analysis = SimpleNamespace(trace=trace, key=("rotary", "test"))
-    view = View(analysis, Selection(stack="decoder"))
+    analysis = SimpleNamespace(trace=trace, key=("rms post-norm", "test"))
+    view = View(analysis, Selection(stack="encoder"))
     drawn = {name: make() for name, make in makers(view).items()}
     assert drawn["layer_plot"] is None
-    assert "rotary" in drawn["layer_cards"] and "Traceback" not in drawn["layer_cards"]
+    assert "RMSNorm" in drawn["layer_cards"] and "Traceback" not in drawn["layer_cards"]
     with speaking("zh-CN"):
-        assert "旋转位置编码" in makers(view)["layer_cards"]()
+        assert "还不能拆开" in makers(view)["layer_cards"]()
 
 
 def test_the_tab_draws_fast_at_128_and_512_tokens(engine):
@@ -158,3 +159,18 @@ def test_the_tab_in_chinese_in_the_browser(page):
         page.set_viewport_size({"width": 390, "height": 844})
         page.wait_for_timeout(500)
         shot(page, "layer_tab_phone_390x844")
+
+
+def test_the_step_switch_data_stays_small_at_128_and_512_tokens(engine):
+    """Every step's figure for the token comes with the tab (ui/js/layer_switch.js draws a step
+    from it): a [T, d] heatmap shows at most 64 rows, so even a narrow model at 512 tokens sends
+    well under the 1 MB a full analysis may take."""
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 80)
+    for model, words, limit in ((BUNDLED, 100, 300_000), ("seed002-encoder", 400, 1_000_000)):
+        analysis = engine.analyse(" ".join(text.split()[:words]), model)
+        out = render("layer", analysis, Selection(layer=1, token=200, step=3), None)
+        data = json.loads(out["layer_data"])
+        assert len(data["figures"]) == len(layer_steps(analysis.trace, "encoder", 1))
+        assert len(out["layer_data"]) < limit, (model, len(out["layer_data"]))
+        assert data["view"] == out["layer_plot"].layout.meta["step_view"]
+        assert f'data-view="{data["view"]}"' in out["layer_cards"]

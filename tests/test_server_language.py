@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEXT = "time flies like an arrow"
 # Words that are names or symbols in both languages: formulas, model and library names, units.
 SYMBOLS = set(
-    """softmax LayerNorm QK QKᵀ d_k d_model d_head d_ff PE BERT CLS SEP PAD UNK CPU CUDA GPU ms
+    """softmax inf LayerNorm QK QKᵀ d_k d_model d_head d_ff PE BERT CLS SEP PAD UNK CPU CUDA GPU ms
     id ids sin cos LM FFN GELU ReLU erf tanh E_tok E_type tok type max_len bertviz head_mask
     W_O W_Q W_K W_vocab b_O v_key context_h exp Kobayashi Abnar Zuidema Clark et al nats
     all MiniLM L6 v2 seed pooler ISO Hub Hugging Face TransformerConfig AdamW KL ablated
@@ -76,6 +76,14 @@ def output_texts(name: str, value) -> list[str]:
         return []
     if name == "head_data":  # the head switch's titles
         return [t for row in json.loads(value)["titles"] for t in row] if value else []
+    if name == "layer_data":  # the step switch's figures: titles, axis titles, hover
+        texts = []
+        for fig in json.loads(value)["figures"] if value else []:
+            layout = fig["layout"]
+            texts.append(layout["title"]["text"])
+            texts += [layout[a].get("title", {}).get("text", "") for a in ("xaxis", "yaxis")]
+            texts += [trace.get("hovertemplate", "") for trace in fig["data"]]
+        return texts
     if hasattr(value, "layout"):
         return figure_texts(value)
     if isinstance(value, pd.DataFrame):

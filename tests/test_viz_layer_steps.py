@@ -155,3 +155,41 @@ def test_the_module_is_pure():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(name.split(".")[0] == "gradio" for name in imported)
+
+
+def test_a_long_text_shows_a_window_of_rows_around_the_token_and_says_which():
+    assert viz.window(30, 5) == (0, 30)
+    assert viz.window(512, 300) == (300 - viz.WINDOW // 2, 300 + viz.WINDOW // 2)
+    assert viz.window(512, 3) == (0, viz.WINDOW) and viz.window(512, 511) == (448, 512)
+    net = Transformer(PRESETS["seed002-encoder"])  # d_model 128: [T, d] heatmaps, not folded
+    ids = torch.randint(4, 90, (1, 200))
+    trace = net.trace(ids)
+    tokens, steps = trace.tokens[0], steps_of(net, trace)
+    fig = viz.step_figure(steps["attention residual"], tokens, token=150)
+    start, stop = viz.window(200, 150)
+    z = np.asarray(fig.data[0].z, dtype=np.float32)
+    np.testing.assert_allclose(z, steps["attention residual"].value[start:stop].numpy())
+    assert list(fig.data[0].y) == token_labels(tokens)[start:stop]
+    assert fig.layout.shapes[0].y0 == 150 - start - 0.5  # the token's row, inside the window
+    assert f"rows {start}–{stop - 1} of 200" in fig.layout.title.text
+    with speaking("zh-CN"):
+        zh = viz.step_figure(steps["Q heads"], tokens, token=150, head=2)
+        assert f"显示第 {start}–{stop - 1} 行（共 200 行）" in zh.layout.title.text
+
+
+def test_the_step_switch_data_holds_each_steps_figure_as_the_server_draws_it(bert_steps):
+    """Every step's entry of switch_data is the figure step_figure draws, finished as the page's
+    figures are (margins sized to the labels: finishing changes nothing), without the template
+    the page already has; its arrays as Plotly's base64 typed arrays."""
+    from ui.render import finish
+
+    tokens, steps = bert_steps
+    data = viz.switch_data(list(steps.values()), tokens, token=4, head=3)
+    assert len(data) == len(steps)
+    for spec, step in zip(data, steps.values(), strict=True):
+        server = json.loads(finish(viz.step_figure(step, tokens, token=4, head=3)).to_json())
+        server["layout"].pop("template")
+        sent = json.loads(json.dumps(spec))
+        assert sent == server, step.name
+    z = data[list(steps).index("attention weights")]["data"][0]["z"]
+    assert z["dtype"] == "f4" and z["shape"] == f"12, {len(tokens)}"

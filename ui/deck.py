@@ -26,6 +26,7 @@ from serve import exports
 from ui.i18n import ZH_TEXT
 from ui.state import parse_link
 from ui.tabs import BY_ID, TAB_IDS
+from ui.tabs.layer import chosen_card
 
 MAX_SLIDES = 40
 MAX_DECK_CHARS = 200_000  # the JSON the browser sends
@@ -37,7 +38,8 @@ CSS = Path(__file__).resolve().parents[1] / "assets" / "app.css"
 
 @dataclass(frozen=True)
 class Slide:
-    """One slide: its heading, and a figure (Plotly JSON) or HTML (chips, tables)."""
+    """One slide: its heading, and a figure (Plotly JSON) or HTML (chips, tables), or both (a
+    layer's step: its figure and its card)."""
 
     heading: str
     figure: dict | None = None
@@ -81,11 +83,16 @@ def slide_of(views, query: str, figure: str) -> Slide:
     sel = state.sel.clamp(analysis)
     tab = BY_ID[state.tab]
     label = ZH_TEXT.get(tab.label, tab.label) if LOCALE.get() == "zh-CN" else tab.label
-    heading = f"{label} · {state.model} · L{sel.layer} H{sel.head} · “{state.text[:60]}”"
+    where = f"L{sel.layer} H{sel.head}"
+    card = ""
+    if state.tab == "layer":  # one step of a layer: its figure, and its card under it
+        where += " · " + tr("step {step}", step=sel.step)
+        card = chosen_card(values.get("layer_cards") or "")
+    heading = f"{label} · {state.model} · {where} · “{state.text[:60]}”"
     name = output_of(state.tab, figure)
     value = values.get(name) if name else None
     if value is not None and hasattr(value, "plot"):  # gr.Plot's PlotData: config + figure JSON
-        return Slide(heading, figure=json.loads(value.plot))
+        return Slide(heading, figure=json.loads(value.plot), html=card)
     parts = []
     for out in tab.outputs:  # a tab without figures: its HTML and tables as the page shows them
         value = values.get(out)
@@ -107,11 +114,8 @@ def deck_html(slides: list[Slide], lang: str, made: dt.date) -> str:
     sections = "\n".join(
         f'<section class="slide" id="s{i}" aria-label="{html.escape(s.heading)}">'
         f"<h2>{html.escape(s.heading)}</h2>"
-        + (
-            f'<div class="fig" id="f{i}"></div>'
-            if s.figure
-            else f'<div class="html">{s.html}</div>'
-        )
+        + (f'<div class="fig" id="f{i}"></div>' if s.figure else "")
+        + (f'<div class="html">{s.html}</div>' if s.html else "")
         + "</section>"
         for i, s in enumerate(slides)
     )

@@ -6,10 +6,17 @@ text's tokens:
 - a vector step ([T, d_model], [T, d_ff]): the [T, d] heatmap with the token's row outlined; a
   vector of FOLD_AT dimensions or more is drawn as the token's vector alone, folded row by row
   into a rectangle (the title says so and how: dimension = row · width + column);
-- a per-head step ([H, T, d_k]): one head's [T, d_k] heatmap, the token's row outlined;
+- a per-head step ([H, T, d_k]): one head's [T, d_k] heatmap, the token's row outlined
+  (grouped-query attention's [H_kv, T, d_k] steps: the key/value head the chosen head reads);
 - a score step ([H, T, S]: scores, masked scores, attention weights): the token's row in every
   head, [H, S]; a hidden score (-inf) is left blank and the title says so;
 - "FFN hidden": the token's TOP_NEURONS most active neurons as a bar chart.
+
+A text longer than WINDOW tokens shows WINDOW rows of a [T, …] heatmap, around the token, and
+the title says which. Each figure is built as a plain Plotly dict (``step_spec``: no Plotly
+objects, a fraction of a millisecond), so the page can be sent every step of a layer for one
+token at once (``switch_data``) and switch steps in the browser (ui/js/layer_switch.js); the
+server's own figure of a step is the same dict (``step_figure``).
 
 Words are in the page's language (lang.LOCALE): English or 简体中文, kept here beside each other
 (the page may move them into ui/zh_CN_server.json when it shows these figures).
@@ -17,26 +24,22 @@ Words are in the page's language (lang.LOCALE): English or 简体中文, kept he
 
 from __future__ import annotations
 
+import base64
+import html
 import math
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
+from plotly.colors import get_colorscale
 
 from lang import LOCALE
-from viz.common import (
-    ATTENTION_SCALE,
-    DIVERGING_SCALE,
-    base_layout,
-    compact,
-    heatmap,
-    safe,
-    token_labels,
-)
+from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, FONT, compact, safe, token_labels
 
 FOLD_AT = 384  # a vector this wide or wider is folded into a rectangle
 TOP_NEURONS = 20  # bars of the FFN step
 HIGHLIGHT = "#dc2626"  # the outline of the token's row
+WINDOW = 64  # rows of a [T, …] heatmap: a longer text shows this many around the token
 SCORE_STEPS = ("scores", "masked scores", "attention weights")
 NAMES_ZH = {
     "input": "输入",
@@ -45,12 +48,17 @@ NAMES_ZH = {
     "self-attention residual": "自注意力残差",
     "LayerNorm after self-attention": "自注意力后的 LayerNorm",
     "LayerNorm before attention": "注意力前的 LayerNorm",
+    "RMSNorm before attention": "注意力前的 RMSNorm",
     "Q": "Q",
     "K": "K",
     "V": "V",
     "Q heads": "Q 分头",
     "K heads": "K 分头",
     "V heads": "V 分头",
+    "RoPE on Q": "对 Q 做 RoPE",
+    "RoPE on K": "对 K 做 RoPE",
+    "K heads repeated": "K 头复制（GQA）",
+    "V heads repeated": "V 头复制（GQA）",
     "scores": "注意力分数",
     "masked scores": "掩码后的分数",
     "attention weights": "注意力权重",
@@ -64,6 +72,9 @@ NAMES_ZH = {
     "cross-attention residual": "交叉注意力残差",
     "LayerNorm after cross-attention": "交叉注意力后的 LayerNorm",
     "LayerNorm before FFN": "前馈网络前的 LayerNorm",
+    "RMSNorm before FFN": "前馈网络前的 RMSNorm",
+    "FFN gate": "前馈网络的门",
+    "FFN up": "前馈网络的上投影",
     "FFN hidden": "前馈网络隐藏层",
     "FFN output": "前馈网络输出",
     "FFN residual": "前馈网络残差",
@@ -120,6 +131,15 @@ def _title(step, token_label: str, what: str) -> str:
     return f"{safe(step_name(step.name))} · {token_label} · {what}"
 
 
+def window(n: int, token: int, size: int = WINDOW) -> tuple[int, int]:
+    """[start, stop) of the rows shown of n: all of them up to ``size``, else ``size`` rows with
+    the token in the middle (moved inside the text at its ends); token -1: the first rows."""
+    if n <= size:
+        return 0, n
+    start = min(max(token - size // 2, 0), n - size)
+    return start, start + size
+
+
 def _outline(row: int, n_cols: int) -> dict:
     """A rectangle around one row of a heatmap (categorical rows sit at 0, 1, …)."""
     return {
@@ -135,36 +155,101 @@ def _outline(row: int, n_cols: int) -> dict:
     }
 
 
+# The colour scales as lists of [position, colour], as plotly.py writes a named one into a figure
+# (Plotly.js knows "Blues" but not plotly.py's reversed names such as "RdBu_r").
+SCALES = {name: get_colorscale(name) for name in (ATTENTION_SCALE, DIVERGING_SCALE)}
+
+
 def _scale(step) -> dict:
     """Colours: attention weights in [0, 1], anything signed diverging around 0."""
     if step.name == "attention weights":
-        return {"colorscale": ATTENTION_SCALE, "zmin": 0.0, "zmax": 1.0}
-    return {"colorscale": DIVERGING_SCALE, "zmid": 0.0}
+        return {"colorscale": SCALES[ATTENTION_SCALE], "zmin": 0.0, "zmax": 1.0}
+    return {"colorscale": SCALES[DIVERGING_SCALE], "zmid": 0.0}
 
 
-def _rows_heatmap(step, values, labels, token, title, dim_name) -> go.Figure:
-    """[N, d] heatmap, one row per token, the token's row outlined."""
+def _heatmap(z, x, y, x_title: str, y_title: str, value_name: str, **colours) -> dict:
+    """viz.common.heatmap's trace as a dict: hover "<y_title> <y><br><x_title> <x><br>value"."""
+    return {
+        "type": "heatmap",
+        "z": np.asarray(z, dtype=np.float32),
+        "x": x,
+        "y": y,
+        "showscale": True,
+        "hovertemplate": (
+            f"{safe(y_title)} %{{y}}<br>{safe(x_title)} %{{x}}<br>"
+            f"{safe(value_name)} %{{z:.3f}}<extra></extra>"
+        ),
+        **colours,
+    }
+
+
+def _chars(values) -> int:
+    """Longest string label in characters (viz.common.fixed_margins' measure)."""
+    if not isinstance(values, list):  # numbers (an array), or none
+        return 0
+    texts = [v for v in values if isinstance(v, str)]
+    return max((len(html.unescape(t)) for t in texts), default=0)
+
+
+def _spec(trace: dict, title: str, height: int, x: dict, y: dict, shapes=()) -> dict:
+    """One figure as a dict: viz.common.base_layout's look, and margins sized to the tick labels
+    as viz.common.fixed_margins sizes them (so finishing the figure changes nothing)."""
+    rotated = bool(x.get("tickangle"))
+    y_title, x_title = bool(y.get("title")), bool(x.get("title"))
+    left = 16 + 6.5 * max(_chars(trace.get("y")), 3) + (22 if y_title else 0)
+    bottom = 16 + (5.5 * max(_chars(trace.get("x")), 3) if rotated else 16) + (22 if x_title else 0)
+    layout = {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        "height": height,
+        "margin": {
+            "l": int(max(10, min(left, 220))),
+            "r": 10,
+            "t": 48,
+            "b": int(max(10, min(bottom, 200))),
+        },  # fmt: skip
+        "font": {"family": FONT, "size": 12},
+        "xaxis": {**x, "automargin": False},
+        "yaxis": {**y, "automargin": False},
+    }
+    if shapes:
+        layout["shapes"] = list(shapes)
+    return {"data": [trace], "layout": layout}
+
+
+def _shown(n: int, start: int, stop: int) -> tuple[str, str]:
+    """What a windowed heatmap says it shows: "" when all rows are."""
+    if stop - start == n:
+        return "", ""
+    return (
+        f", rows {start}–{stop - 1} of {n}",
+        f"，显示第 {start}–{stop - 1} 行（共 {n} 行）",
+    )
+
+
+def _rows_spec(step, values, labels, token, title, dim_name) -> dict:
+    """[N, d] heatmap, one row per token (WINDOW of them around the token at most), the token's
+    row outlined."""
     n, d = values.shape
-    trace = heatmap(
-        values,
+    start, stop = window(n, token)
+    en, zh = _shown(n, start, stop)
+    shown = stop - start
+    trace = _heatmap(
+        values[start:stop],
         list(range(d)),
-        labels,
-        x_title=dim_name,
-        y_title=say("token", "词元"),
-        value_name=say("value", "数值"),
+        labels[start:stop],
+        dim_name,
+        say("token", "词元"),
+        say("value", "数值"),
         **_scale(step),
     )
-    fig = go.Figure(trace)
-    fig.update_layout(shapes=[_outline(token, d)] if 0 <= token < n else [])
-    fig.update_xaxes(title_text=dim_name)
-    fig.update_yaxes(type="category", autorange="reversed")
-    base_layout(fig, title, min(120 + 18 * n, 520))
-    return compact(fig)
+    row = token - start
+    shapes = [_outline(row, d)] if 0 <= token < n else []
+    x = {"title": {"text": dim_name}}
+    y = {"type": "category", "autorange": "reversed", "title": {"text": say("token", "词元")}}
+    return _spec(trace, title + say(en, zh), min(120 + 18 * shown, 520), x, y, shapes)
 
 
-def vector_figure(step, tokens: list[str], token: int) -> go.Figure:
-    """A [T, d] step: the heatmap with the token's row outlined, or (d ≥ FOLD_AT) the token's
-    vector folded into a rectangle."""
+def _vector_spec(step, tokens: list[str], token: int) -> dict:
     values = _values(step)  # (T, d)
     labels = token_labels(tokens)
     d = values.shape[1]
@@ -172,41 +257,48 @@ def vector_figure(step, tokens: list[str], token: int) -> go.Figure:
         what = say(f"[T, {d}], its row outlined", f"[T, {d}]，框出该词元的行")
         title = _title(step, labels[token], what)
         dim_name = step.shape.strip("[]").split(", ")[-1]  # d_model or d_ff
-        return _rows_heatmap(step, values, labels, token, title, dim_name)
+        return _rows_spec(step, values, labels, token, title, dim_name)
     folded, index = fold(values[token])
     rows, width = folded.shape
     what = say(
         f"its {d} dimensions folded into {rows} × {width} (dimension = row · {width} + column)",
         f"{d} 维向量折叠成 {rows} × {width}（维度 = 行 · {width} + 列）",
     )
-    trace = go.Heatmap(
-        z=folded,
-        customdata=index,
-        showscale=True,
-        hovertemplate=say("dim", "维度") + " %{customdata}: %{z:.3f}<extra></extra>",
+    trace = {
+        "type": "heatmap",
+        "z": folded,
+        "customdata": index.astype(np.int32),
+        "showscale": True,
+        "hovertemplate": say("dim", "维度") + " %{customdata}: %{z:.3f}<extra></extra>",
         **_scale(step),
-    )
-    fig = go.Figure(trace)
-    fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False)
-    fig.update_xaxes(showticklabels=False, scaleanchor="y", showgrid=False, zeroline=False)
-    base_layout(fig, _title(step, labels[token], what), 120 + 14 * rows)
-    return compact(fig)
+    }
+    bare = {"showticklabels": False, "showgrid": False, "zeroline": False}
+    x = {**bare, "scaleanchor": "y"}
+    y = {**bare, "autorange": "reversed"}
+    return _spec(trace, _title(step, labels[token], what), 120 + 14 * rows, x, y)
 
 
-def head_figure(step, tokens: list[str], token: int, head: int = 0) -> go.Figure:
-    """An [H, N, d_k] step: head ``head``'s [N, d_k] heatmap, the token's row outlined (rows are
-    the tokens the step is about: the keys' for K and V heads of cross-attention)."""
-    values = _values(step)  # (H, N, d_k)
-    if not 0 <= head < values.shape[0]:
-        raise ValueError(f"head {head} is out of range: this step has {values.shape[0]} heads.")
+def _head_spec(step, tokens: list[str], token: int, head: int = 0, group: int = 1) -> dict:
+    values = _values(step)  # (H, N, d_k) or (H_kv, N, d_k)
+    shared = step.shape.startswith("[H_kv")
+    n = values.shape[0] * (group if shared else 1)
+    if not 0 <= head < n:
+        raise ValueError(f"head {head} is out of range: this step has {n} heads.")
     labels = token_labels(tokens)
     what = say(f"head {head}, [{len(tokens)}, d_k]", f"第 {head} 个头，[{len(tokens)}, d_k]")
+    if shared:
+        kv, first = head // group, head // group * group
+        span = f"{first}–{first + group - 1}"
+        what = say(
+            f"key/value head {kv}, shared by query heads {span}, [{len(tokens)}, d_k]",
+            f"第 {kv} 个键/值头，由查询头 {span} 共用，[{len(tokens)}, d_k]",
+        )
+        head = kv
     label = labels[token] if 0 <= token < len(labels) else ""
-    return _rows_heatmap(step, values[head], labels, token, _title(step, label, what), "d_k")
+    return _rows_spec(step, values[head], labels, token, _title(step, label, what), "d_k")
 
 
-def scores_figure(step, tokens: list[str], token: int, key_tokens: list[str] | None = None):
-    """An [H, T, S] step: the token's row in every head, [H, S]; hidden scores left blank."""
+def _scores_spec(step, tokens: list[str], token: int, key_tokens=None) -> dict:
     values = _values(step)[:, token]  # (H, S)
     hidden = ~np.isfinite(values)
     values = np.where(hidden, np.nan, values).astype(np.float32)
@@ -215,41 +307,90 @@ def scores_figure(step, tokens: list[str], token: int, key_tokens: list[str] | N
     what = say(f"its row in each of {n_heads} heads", f"它在 {n_heads} 个头中的那一行")
     if hidden.any():
         what += say(", hidden (-inf) left blank", "，被屏蔽的（-inf）留白")
-    trace = heatmap(
+    trace = _heatmap(
         values,
         keys,
         [say(f"head {h}", f"头 {h}") for h in range(n_heads)],
-        x_title=say("key", "键"),
-        y_title=say("head", "头"),
-        value_name=step_name(step.name),
+        say("key", "键"),
+        say("head", "头"),
+        step_name(step.name),
         **_scale(step),
     )
-    fig = go.Figure(trace)
-    fig.update_xaxes(type="category", tickangle=-60)
-    fig.update_yaxes(type="category", autorange="reversed")
-    base_layout(fig, _title(step, token_labels(tokens)[token], what), 160 + 22 * n_heads)
-    return compact(fig)
+    x = {"type": "category", "tickangle": -60}
+    y = {"type": "category", "autorange": "reversed"}
+    title = _title(step, token_labels(tokens)[token], what)
+    return _spec(trace, title, 160 + 22 * n_heads, x, y)
 
 
-def neurons_figure(step, tokens: list[str], token: int, k: int = TOP_NEURONS) -> go.Figure:
-    """ "FFN hidden": the token's k most active neurons (of d_ff), the largest first."""
+def _neurons_spec(step, tokens: list[str], token: int, k: int = TOP_NEURONS) -> dict:
     hidden = _values(step)[token]  # (d_ff,)
     index, values = top_neurons(hidden, k)
     what = say(
         f"its {len(index)} most active of {hidden.shape[0]} neurons",
         f"{hidden.shape[0]} 个神经元中最活跃的 {len(index)} 个",
     )
-    trace = go.Bar(
-        x=[f"#{i}" for i in index],
-        y=values.astype(np.float32),
-        marker={"color": "#2563eb"},
-        hovertemplate=say("neuron", "神经元") + " %{x}: %{y:.3f}<extra></extra>",
-    )
-    fig = go.Figure(trace)
-    fig.update_xaxes(type="category", title_text=say("neuron", "神经元"))
-    fig.update_yaxes(title_text=say("activation", "激活值"))
-    base_layout(fig, _title(step, token_labels(tokens)[token], what), 300)
-    return compact(fig)
+    trace = {
+        "type": "bar",
+        "x": [f"#{i}" for i in index],
+        "y": values.astype(np.float32),
+        "marker": {"color": "#2563eb"},
+        "hovertemplate": say("neuron", "神经元") + " %{x}: %{y:.3f}<extra></extra>",
+    }
+    x = {"type": "category", "title": {"text": say("neuron", "神经元")}}
+    y = {"title": {"text": say("activation", "激活值")}}
+    return _spec(trace, _title(step, token_labels(tokens)[token], what), 300, x, y)
+
+
+def step_spec(
+    step,
+    tokens: list[str],
+    token: int = 0,
+    head: int = 0,
+    key_tokens: list[str] | None = None,
+    group: int = 1,
+) -> dict:
+    """The figure of one step for one token as a plain Plotly dict {"data", "layout"} (numpy
+    arrays inside; no template: the page's, viz.common.TEMPLATE). Arguments as step_figure."""
+    if not 0 <= token < len(tokens):
+        raise ValueError(f"token {token} is out of range: this text has {len(tokens)} tokens.")
+    if step.name in SCORE_STEPS:
+        return _scores_spec(step, tokens, token, key_tokens)
+    if step.name == "FFN hidden":
+        return _neurons_spec(step, tokens, token)
+    if step.value.dim() == 3:
+        rows = tokens
+        if step.name in ("K heads", "V heads") and key_tokens is not None:
+            rows, token = key_tokens, -1  # the keys' rows: no query row to outline
+        return _head_spec(step, rows, token, head, group)
+    return _vector_spec(step, tokens, token)
+
+
+def _figure(spec: dict) -> go.Figure:
+    return compact(go.Figure(spec))
+
+
+def vector_figure(step, tokens: list[str], token: int) -> go.Figure:
+    """A [T, d] step: the heatmap with the token's row outlined, or (d ≥ FOLD_AT) the token's
+    vector folded into a rectangle."""
+    return _figure(_vector_spec(step, tokens, token))
+
+
+def head_figure(step, tokens: list[str], token: int, head: int = 0, group: int = 1) -> go.Figure:
+    """An [H, N, d_k] step: head ``head``'s [N, d_k] heatmap, the token's row outlined (rows are
+    the tokens the step is about: the keys' for K and V heads of cross-attention). A step of
+    grouped-query attention's H_kv key/value heads ([H_kv, N, d_k]) shows the one query head
+    ``head`` reads: head // group, ``group`` query heads sharing each."""
+    return _figure(_head_spec(step, tokens, token, head, group))
+
+
+def scores_figure(step, tokens: list[str], token: int, key_tokens: list[str] | None = None):
+    """An [H, T, S] step: the token's row in every head, [H, S]; hidden scores left blank."""
+    return _figure(_scores_spec(step, tokens, token, key_tokens))
+
+
+def neurons_figure(step, tokens: list[str], token: int, k: int = TOP_NEURONS) -> go.Figure:
+    """ "FFN hidden": the token's k most active neurons (of d_ff), the largest first."""
+    return _figure(_neurons_spec(step, tokens, token, k))
 
 
 def step_figure(
@@ -258,6 +399,7 @@ def step_figure(
     token: int = 0,
     head: int = 0,
     key_tokens: list[str] | None = None,
+    group: int = 1,
 ) -> go.Figure:
     """The figure of one step for one token (see the module doc for which figure).
 
@@ -267,16 +409,38 @@ def step_figure(
         token: the token's position among them (0-based).
         head: the head of a per-head step.
         key_tokens: the keys' tokens when they are not ``tokens`` (cross-attention's source).
+        group: query heads per key/value head (grouped-query attention; 1 without it).
     """
-    if not 0 <= token < len(tokens):
-        raise ValueError(f"token {token} is out of range: this text has {len(tokens)} tokens.")
-    if step.name in SCORE_STEPS:
-        return scores_figure(step, tokens, token, key_tokens)
-    if step.name == "FFN hidden":
-        return neurons_figure(step, tokens, token)
-    if step.value.dim() == 3:
-        rows = tokens
-        if step.name in ("K heads", "V heads") and key_tokens is not None:
-            rows, token = key_tokens, -1  # the keys' rows: no query row to outline
-        return head_figure(step, rows, token, head)
-    return vector_figure(step, tokens, token)
+    return _figure(step_spec(step, tokens, token, head, key_tokens, group))
+
+
+# ---- every step at once, for the browser's step switch -----------------------------------------
+def _plain(value):
+    """A spec with its numpy arrays as Plotly's base64 typed arrays ({"dtype", "bdata",
+    "shape"}, as plotly.py sends them; Plotly.js decodes them itself)."""
+    if isinstance(value, np.ndarray):
+        kind = {np.dtype(np.float32): "f4", np.dtype(np.int32): "i4"}[value.dtype]
+        data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
+        if value.ndim == 1:
+            return {"dtype": kind, "bdata": data}
+        return {"dtype": kind, "bdata": data, "shape": ", ".join(map(str, value.shape))}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.integer | np.floating):
+        return value.item()
+    return value
+
+
+def switch_data(
+    steps,
+    tokens: list[str],
+    token: int = 0,
+    head: int = 0,
+    key_tokens: list[str] | None = None,
+    group: int = 1,
+) -> list[dict]:
+    """Every step's figure for one token (step_spec each), JSON-ready: what the page needs to
+    draw any step of the layer without asking the server."""
+    return [_plain(step_spec(s, tokens, token, head, key_tokens, group)) for s in steps]

@@ -9,6 +9,7 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``figures.js``: long titles wrap, overview tiles pick a head.
 - ``head_switch.js``: the head switch (the server's side: ui/tabs/attention.py), and the gates
   that ask the server only when the browser cannot draw a change itself.
+- ``layer_switch.js``: the Inside-a-layer tab's step switch (the server's side: ui/tabs/layer.py).
 - ``language.js``: English / 简体中文 through Gradio's own dictionaries, and the words Gradio
   leaves alone (the examples' and the empty tables' headers).
 - ``gradio_words.js``: Gradio's own fixed English labels ("Fullscreen", a slider's "number input
@@ -32,6 +33,7 @@ FILES = (
     "fill.js",
     "figures.js",
     "head_switch.js",
+    "layer_switch.js",
     "language.js",
     "gradio_words.js",
     "slides.js",

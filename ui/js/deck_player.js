@@ -11,7 +11,9 @@
     const fig = figures[i], el = document.getElementById('f' + i);
     if (!fig || !el) return;
     const font = Math.max(18, Math.round(window.innerHeight / 54));
-    const height = window.innerHeight - 48 - 40, width = window.innerWidth - 32;
+    /* a slide with text under its figure (a layer's step and its card) leaves room for it */
+    const below = el.parentElement?.querySelector('.html')?.offsetHeight || 0;
+    const height = window.innerHeight - 48 - 40 - (below ? below + 8 : 0), width = window.innerWidth - 32;
     const [data, layout] = ta.bigLayout(fig.data, fig.layout, width, height, font);
     Plotly.react(el, data, layout, {displaylogo: false, responsive: false})
       .then(() => ta.colorbarBeside(el));

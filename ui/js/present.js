@@ -16,9 +16,9 @@
   const BAR = 48;  /* px: the bar at the bottom */
   const WORDS = {
     en: {keys: '←/→ head · ↑/↓ layer · PgDn/PgUp next/previous', page: 'Show the page (Esc)',
-      back: 'Present (Esc)', layer: 'layer', head: 'head', figure: 'figure'},
+      back: 'Present (Esc)', layer: 'layer', head: 'head', figure: 'figure', step: 'step'},
     'zh-CN': {keys: '←/→ 切换头 · ↑/↓ 切换层 · PgDn/PgUp 下一个/上一个', page: '显示整页 (Esc)',
-      back: '演示 (Esc)', layer: '层', head: '头', figure: '图'},
+      back: '演示 (Esc)', layer: '层', head: '头', figure: '图', step: '步'},
   };
   const say = (k) => (WORDS[ta.lang ? ta.lang() : 'en'] || WORDS.en)[k];
   const P = (ta.present = {on: false, paused: false, block: null, want: null});
@@ -79,7 +79,9 @@
         colorbars: data.map((trace) => trace && trace.colorbar)};
     }
     if (!P.on || P.paused || !P.block || !P.block.contains(el)) return null;
-    const height = window.innerHeight - BAR - 10;
+    /* The Inside-a-layer tab shows the chosen step's card under its figure (ui/tabs/layer.py). */
+    const card = ta.tab === 'layer' ? document.querySelector('#layer-cards .ta-step-chosen') : null;
+    const height = window.innerHeight - BAR - 10 - (card ? card.offsetHeight + 16 : 0);
     const width = P.block.clientWidth - 16;
     const font = Math.max(18, Math.round(window.innerHeight / 54));
     const [traces, big] = ta.bigLayout(data, layout, width, height, font);
@@ -105,7 +107,9 @@
     const layer = number('layer'), head = number('head');
     const all = figures();
     const fig = all.length > 1 ? ` · ${say('figure')} ${all.indexOf(P.block) + 1}/${all.length}` : '';
-    const where = layer && head ? ` · ${say('layer')} ${layer.value} · ${say('head')} ${head.value}` : '';
+    let where = layer && head ? ` · ${say('layer')} ${layer.value} · ${say('head')} ${head.value}` : '';
+    const stepNow = number('step');
+    if (ta.tab === 'layer' && stepNow) where += ` · ${say('step')} ${stepNow.value}`;
     el.querySelector('.ta-bar-view').textContent = (tab || '') + fig + where;
     el.querySelector('.ta-bar-keys').textContent = P.paused ? '' : say('keys');
     el.querySelector('.ta-bar-page').textContent = P.paused ? say('back') : say('page');
@@ -186,6 +190,6 @@
   ta.drawHooks.push(() => { if (P.on) P.choose(); });
   window.addEventListener('resize', () => { if (P.on && !P.paused) redraw(gdOf(P.block)); });
   document.addEventListener('input', (e) => {
-    if (P.on && e.target instanceof Element && e.target.closest('#layer, #head')) bar();
+    if (P.on && e.target instanceof Element && e.target.closest('#layer, #head, #step')) bar();
   });
 })();

@@ -3,24 +3,32 @@
 The steps are analysis.layer_steps' (docs/layer-steps.md): every card holds the step's formula,
 its shape, what it does and the seed tutorial's line that does it; the chosen step's numbers for
 the chosen token are one figure (viz.layer_steps.step_figure). Few components for every visitor:
-two number controls, one figure, one HTML block for all the cards. Nothing runs the model again:
-the steps are recomputed from the cached trace's residual stream (one layer, a few ms at 128
-tokens) and kept for the last few layers asked for.
+two number controls, one figure, one HTML block for all the cards, one hidden box. Nothing runs
+the model again: the steps are recomputed from the cached trace's residual stream (one layer, a
+few ms at 128 tokens) and kept for the last few layers asked for.
+
+A step change asks the server nothing: with the tab, the page gets every step's figure for the
+chosen token (``layer_data``: viz.layer_steps.switch_data, 20-200 kB at 128 tokens), and
+ta.switches.layer (ui/js/layer_switch.js) draws the chosen one and marks its card, as the
+Attention tab's head switch does. A token, layer, head or stack change is drawn by the server.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import gradio as gr
 
-from analysis.layer_steps import Step, layer_steps
+from analysis.layer_lines import LLAMA_FILE
+from analysis.layer_steps import Step, layer_steps, unsupported
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
+from ui.state import run_id
 from ui.tabs.base import Built, Slider, Tab, View, plot
 from viz.common import display_token, safe, stack_tokens
-from viz.layer_steps import step_figure, step_name
+from viz.layer_steps import step_figure, step_name, switch_data
 
 CAPTION = (
     "**Inside a layer**: the chosen layer (and stack) taken apart step by step, from its input to "
@@ -42,24 +50,21 @@ def build() -> Built:
         step = Slider(0, 29, value=0, step=1, label=t("Step"), elem_id="step")
     figure = plot("layer-step-plot")
     cards = gr.HTML("", elem_id="layer-cards")
+    # every step's figure for the token, for ta.switches.layer (ui/js/layer_switch.js)
+    data = gr.Textbox(visible=False, elem_id="layer-data")
+    data.change(fn=None, js="(data) => ta.keepSteps(data)", inputs=[data])
     return Built(
-        outputs={"layer_plot": figure, "layer_cards": cards},
+        outputs={"layer_plot": figure, "layer_cards": cards, "layer_data": data},
         controls={"token": token, "step": step},
     )
 
 
 def refusal(config) -> str | None:
-    """What of this model the steps do not take apart yet, as a sentence; None when they do."""
-    missing = []
-    if getattr(config, "positions", "") == "rotary":
-        missing.append(tr("rotary positions (RoPE turns Q and K after the split)"))
-    if getattr(config, "mlp", "ffn") != "ffn":
-        missing.append(tr("a gated MLP"))
-    if getattr(config, "n_kv_heads", None) not in (None, config.n_heads):
-        missing.append(tr("grouped-query attention (fewer K, V heads than Q heads)"))
-    if not missing:
+    """What of this model the steps do not take apart, as a sentence; None when they do (every
+    model the app loads is taken apart: only a hand-made RMSNorm post-norm config is not)."""
+    if unsupported(config) is None:
         return None
-    return tr("This tab does not take apart {what} yet.", what="; ".join(missing))
+    return tr("This tab does not take apart RMSNorm in a post-norm or encoder-decoder layer.")
 
 
 def steps_of(view: View) -> list[Step] | str:
@@ -73,6 +78,29 @@ def steps_of(view: View) -> list[Step] | str:
     if found is None:
         found = layer_steps(trace, sel.stack, sel.layer)
         _STEPS.put(key, found)
+    return found
+
+
+def view_key(view: View) -> str:
+    """The figures a payload holds: the run, the stack, the layer, the token and the head (the
+    step switch draws only into a figure and cards of the same view)."""
+    sel = view.sel
+    return run_id((view.analysis.key, sel.stack, sel.layer, sel.token, sel.head))
+
+
+# The last few payloads, shared by the worker threads: ~20-200 kB each at 128 tokens.
+_SWITCH_DATA: LockedLRU[tuple, str] = LockedLRU(4)
+
+
+def switch_payload(view: View, steps: list[Step], tokens, token, keys, group) -> str:
+    """Every step's figure for the view's token, as JSON for the page (cached per view and
+    language): {"view": view_key, "figures": [step_spec, …]}."""
+    key = (view_key(view), LOCALE.get())
+    found = _SWITCH_DATA.get(key)
+    if found is None:
+        figures = switch_data(steps, tokens, token, view.sel.head, keys, group)
+        found = json.dumps({"view": key[0], "figures": figures}, separators=(",", ":"))
+        _SWITCH_DATA.put(key, found)
     return found
 
 
@@ -95,16 +123,27 @@ def note_html(step: Step) -> str:
     return NAMES.sub(lambda m: f"<code>{m[0]}</code>", safe(text))
 
 
-def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
-    """Every step as a card (number, name, formula, shape with its sizes, note, seed line)."""
+def source(seed: str) -> str:
+    """Where a step's line comes from, in the page's language: a tutorial ("seed 000") as it is,
+    transformers' LLaMA code as its file and line ("modeling_llama.py:297")."""
+    if not seed.startswith(LLAMA_FILE):
+        return seed
+    lines = seed.removeprefix(f"{LLAMA_FILE}:")
+    return tr("transformers' {file}, line {lines}", file=LLAMA_FILE, lines=lines)
+
+
+def cards_html(steps: list[Step], chosen: int, layer: int, token: str, view: str = "") -> str:
+    """Every step as a card (number, name, formula, shape with its sizes, note, seed line); the
+    chosen one marked, its number in the heading (both changed by the page's step switch)."""
     head = tr(
         "Layer {layer}, token {token}: {n} steps; step {step} is drawn above.",
         layer=layer,
         token=token,
         n=len(steps),
-        step=chosen,
+        step=STEP_MARK,
     )
-    rows = [f'<p class="ta-layer-head">{safe(head)}</p>']
+    now = f'<b class="ta-step-now">{chosen}</b>'
+    rows = [f'<p class="ta-layer-head">{safe(head).replace(STEP_MARK, now)}</p>']
     for i, s in enumerate(steps):
         sizes = " × ".join(str(n) for n in s.value.shape)
         mark = " ta-step-chosen" if i == chosen else ""
@@ -115,10 +154,30 @@ def cards_html(steps: list[Step], chosen: int, layer: int, token: str) -> str:
             f'<div class="ta-step-shape">{safe(tr("shape"))} <code>{safe(s.shape)}</code> = '
             f"{sizes}</div>"
             f'<div class="ta-step-note">{note_html(s)}</div>'
-            f'<div class="ta-step-seed">{safe(s.seed)}:'
+            f'<div class="ta-step-seed">{safe(source(s.seed))}:'
             f"<pre><code>{safe(s.seed_line)}</code></pre></div></div>"
         )
-    return f'<div class="ta-steps" data-steps="{len(steps)}">{"".join(rows)}</div>{STYLE}'
+    steps_div = f'<div class="ta-steps" data-steps="{len(steps)}" data-view="{view}">'
+    return f"{steps_div}{''.join(rows)}</div>{STYLE}"
+
+
+def chosen_card(cards: str) -> str:
+    """The chosen step's card alone, from the cards' HTML, with their style (a deck's slide of
+    one step shows it under the figure); "" when there is none."""
+    start = cards.find('<div class="ta-step ta-step-chosen"')
+    if start < 0:
+        return ""
+    end = cards.find("</pre></div></div>", start)  # the card ends with its tutorial's line
+    body = cards[start : end + len("</pre></div></div>")]
+    one = (
+        "<style>#layer-cards.ta-one .ta-steps{display:block}"
+        "#layer-cards.ta-one .ta-step{font-size:18px}</style>"
+    )
+    card = f'<div id="layer-cards" class="ta-one"><div class="ta-steps">{body}</div></div>'
+    return card + STYLE + one
+
+
+STEP_MARK = "\u2063STEP\u2063"  # where the chosen step's number goes in the translated heading
 
 
 STYLE = """<style>
@@ -134,6 +193,13 @@ min-width:0}
 white-space:pre-wrap;word-break:break-word}
 #layer-cards .ta-step-note{margin:3px 0;color:#374151}
 #layer-cards .ta-step-seed{color:#6b7280}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen{position:fixed;left:8px;right:8px;
+bottom:54px;z-index:1001;max-height:190px;overflow:auto;font-size:17px;box-shadow:0 2px 8px
+rgba(0,0,0,.15)}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen .ta-step-title{font-size:19px}
+@media (max-width:640px){body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen{
+font-size:13px;max-height:26vh;bottom:62px}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen .ta-step-title{font-size:15px}}
 </style>"""
 
 
@@ -143,21 +209,32 @@ def makers(view: View) -> dict:
     token = min(sel.token, len(tokens) - 1)
     label = f"{token} “{display_token(tokens[token])}”"
 
+    cross = keys if sel.stack == "cross" else None
+    group = trace.config.n_heads // trace.config.kv_heads
+
     def figure():
         steps = steps_of(view)
         if isinstance(steps, str):
             return None
-        step = steps[min(sel.step, len(steps) - 1)]
-        cross = keys if sel.stack == "cross" else None
-        return step_figure(step, tokens, token, head=sel.head, key_tokens=cross)
+        chosen = min(sel.step, len(steps) - 1)
+        fig = step_figure(steps[chosen], tokens, token, sel.head, key_tokens=cross, group=group)
+        fig.layout.meta = {"step_view": view_key(view), "step": chosen}
+        return fig
 
     def cards():
         steps = steps_of(view)
         if isinstance(steps, str):
             return f'<p class="ta-refusal">{safe(steps)}</p>'
-        return cards_html(steps, min(sel.step, len(steps) - 1), sel.layer, label)
+        chosen = min(sel.step, len(steps) - 1)
+        return cards_html(steps, chosen, sel.layer, label, view_key(view))
 
-    return {"layer_plot": figure, "layer_cards": cards}
+    def data():
+        steps = steps_of(view)
+        if isinstance(steps, str):
+            return ""
+        return switch_payload(view, steps, tokens, token, cross, group)
+
+    return {"layer_plot": figure, "layer_cards": cards, "layer_data": data}
 
 
 TAB = Tab(
@@ -168,5 +245,9 @@ TAB = Tab(
     depends={
         "layer_plot": ("stack", "layer", "head", "token", "step"),
         "layer_cards": ("stack", "layer", "token", "step"),
+        "layer_data": ("stack", "layer", "head", "token"),
     },
+    # A step change is drawn by the page from layer_data (ui/js/layer_switch.js), no request.
+    in_browser={"layer_plot": ("step",), "layer_cards": ("step",)},
+    switch_inputs=("step", "layer_data"),
 )

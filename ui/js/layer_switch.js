@@ -1,0 +1,72 @@
+/* Transformer Anatomy's page code: the Inside-a-layer tab's step switch, the browser's side (the
+   server's side is ui/tabs/layer.py). With the tab the server sends every step's figure for the
+   chosen token (#layer-data: {view, figures: [{data, layout}, …]}, viz.layer_steps.switch_data);
+   a step change draws the chosen figure from it and marks its card, with no request. It resolves
+   false when it cannot (no data yet, or the figure or cards belong to another view): ta.gate then
+   asks the server to draw the step. The status line's "Link to this view" (and with it the
+   address bar) follows. */
+(() => {
+  const ta = (window.ta = window.ta || {});
+  ta.drawHooks = ta.drawHooks || [];
+  ta.switches = ta.switches || {};
+  let lastSrc = null, lastData = null;
+  const parsed = (src) => {
+    if (src !== lastSrc) {
+      lastSrc = src;
+      try { lastData = src ? JSON.parse(src) : null; } catch (e) { lastData = null; }
+    }
+    return lastData;
+  };
+  const held = () => lastSrc;
+
+  ta.switchStep = async (step, src) => {
+    try {
+      const gd = document.querySelector('#layer-step-plot .js-plotly-plot');
+      const cards = document.querySelector('#layer-cards .ta-steps[data-view]');
+      const d = parsed(src ?? held());
+      if (!d || !gd || !cards || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
+      const meta = gd.layout.meta;
+      if (meta.step_view !== d.view || cards.dataset.view !== d.view) return false;
+      const i = Math.min(Math.max(Math.round(+step) || 0, 0), d.figures.length - 1);
+      /* The card first: in presentation mode the figure leaves room for it (present.js). */
+      for (const card of cards.querySelectorAll('.ta-step')) {
+        card.classList.toggle('ta-step-chosen', card.dataset.step === String(i));
+      }
+      const now = cards.querySelector('.ta-step-now');
+      if (now) now.textContent = String(i);
+      if (meta.step !== i) {
+        const fig = structuredClone(d.figures[i]);
+        const shown = String(gd.layout.title?.text ?? '');
+        const title = shown === gd.taWrapped ? gd.taTitle : shown;
+        const cut = title.indexOf('<br>');  /* the slide's line: model and text (ui/render.py) */
+        const layout = fig.layout;
+        layout.title.text += cut >= 0 ? title.slice(cut) : '';
+        layout.margin.t = gd.taServer?.layout?.margin?.t ?? gd.layout.margin?.t ?? layout.margin.t;
+        layout.template = gd.taServer?.layout?.template ?? gd.layout.template;
+        layout.meta = {...meta, step: i};
+        gd.taWrapped = null;
+        await window.Plotly.react(gd, fig.data, layout);
+      }
+      const link = document.querySelector('#status a[href^="?"]');
+      if (link) {
+        const q = new URLSearchParams(link.getAttribute('href').slice(1));
+        q.set('step', i);
+        link.setAttribute('href', '?' + q.toString());  /* the address follows (core.js) */
+      }
+      return true;
+    } catch (e) { return false; }
+  };
+  ta.switches.layer = ta.switchStep;
+
+  /* After the server draws the step figure (a new token, layer or run), the slider's step is
+     shown: a step chosen while the server was drawing stays. The payload (#layer-data, a hidden
+     box) reaches the page through its change event; whichever of the two lands last switches. */
+  const reswitch = () => {
+    const step = document.querySelector('#step input[type=number]')?.value;
+    const gd = document.querySelector('#layer-step-plot .js-plotly-plot');
+    if (ta.tab === 'layer' && step !== undefined && gd?.layout?.meta
+      && gd.layout.meta.step !== +step) ta.switchStep(step);
+  };
+  ta.drawHooks.push((gd) => { if (gd.closest('#layer-step-plot')) reswitch(); });
+  ta.keepSteps = (src) => { parsed(src); reswitch(); };
+})();
