@@ -23,7 +23,8 @@ budget), the same with every field computed on access, and the process's peak RS
 trace above its RSS before it.
 
     .venv/bin/python bench/bench_lm.py [--shape gpt2|qwen05] [--repeats 9] [--lengths 16,128,512]
-        [--device cpu|cuda] [--head] [--memory-tokens 512] [--skip-memory | --memory-only]
+        [--device cpu|cuda] [--head] [--threads N] [--memory-tokens 512]
+        [--skip-memory | --memory-only]
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ def memory(args, folder: Path, device: torch.device) -> None:
     exact_peak = reset_peak_rss()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+        held = torch.cuda.memory_allocated(device)  # the weights
     start = time.perf_counter()
     trace = net.trace(ids.to(device)).cpu()  # what engine.run_trace hands the cache
     seconds = time.perf_counter() - start
@@ -206,7 +208,8 @@ def memory(args, folder: Path, device: torch.device) -> None:
     what = "peak RSS during it" if exact_peak else "peak RSS of the process (incl. load)"
     print(f"  {what:<23} {peak / MiB:8.1f} MiB (+{(peak - before) / MiB:.1f})")
     if device.type == "cuda":
-        print(f"  CUDA peak allocated     {torch.cuda.max_memory_allocated(device) / MiB:8.1f} MiB")
+        top = torch.cuda.max_memory_allocated(device)
+        print(f"  CUDA peak allocated     {top / MiB:8.1f} MiB (+{(top - held) / MiB:.1f})")
     start = time.perf_counter()
     trace.computed()  # every field a view may compute on access: Q, K, V, sublayer outputs
     seconds = time.perf_counter() - start
@@ -223,6 +226,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--head", action="store_true", help="compare with the LM head's logits")
     parser.add_argument("--memory-tokens", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's own)")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
     args = parser.parse_args()
@@ -230,6 +234,8 @@ def main() -> None:
     from transformers.utils import logging
 
     logging.disable_progress_bar()  # the loaders' bars would bury the table
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     folder = make_lm_checkpoint(args.shape)
     print(f"checkpoint {folder}")
@@ -240,6 +246,7 @@ def main() -> None:
     if not args.skip_memory:  # in a fresh process: only our model, no transformers' one
         command = [sys.executable, __file__, "--memory-only", "--shape", args.shape]
         command += ["--device", args.device, "--memory-tokens", str(args.memory_tokens)]
+        command += ["--threads", str(args.threads)]
         subprocess.run(command, check=True)
 
 
