@@ -201,9 +201,14 @@ def memory(args, folder: Path, device: torch.device) -> None:
     print(f"  trace cache budget      {budget / MiB:8.1f} MiB (engine.TraceCache().max_bytes)")
     print(f"  estimate (trace_bytes)  {estimate / MiB:8.1f} MiB")
     print(f"  trace as made (nbytes)  {made / MiB:8.1f} MiB: {made / budget:.2f} of the budget")
+    parts = {}
     for name, field in (("attentions", trace.attentions), ("hidden_states", trace.hidden_states)):
-        part = sum(t.untyped_storage().nbytes() for t in field.values())
-        print(f"    {name:<21} {part / MiB:8.1f} MiB")
+        parts[name] = sum(t.untyped_storage().nbytes() for t in field.values())
+        print(f"    {name:<21} {parts[name] / MiB:8.1f} MiB")
+    # Attention weights grow as T², the rest as T: the longest text whose trace fits the budget.
+    square, linear = parts["attentions"] / n**2, (made - parts["attentions"]) / n
+    longest = int((-linear + (linear**2 + 4 * square * budget) ** 0.5) / (2 * square))
+    print(f"  longest text that fits  {longest:8d} tokens")
     print(f"  RSS before the trace    {before / MiB:8.1f} MiB")
     what = "peak RSS during it" if exact_peak else "peak RSS of the process (incl. load)"
     print(f"  {what:<23} {peak / MiB:8.1f} MiB (+{(peak - before) / MiB:.1f})")
