@@ -66,7 +66,7 @@ EXAMPLES = [  # each on a model that reads its language; [UNK] only where [UNK] 
     ["He said 'Xyzzyqwv' and ⍼ was printed.", BUNDLED],  # WordPiece pieces and [UNK]
     [(ASSETS / "examples" / "long_paragraph.txt").read_text(encoding="utf-8").strip(), BUNDLED],
 ]
-CUSTOM_LABEL = "Custom BERT checkpoint (folder or hub id)…"
+CUSTOM_LABEL = "Custom checkpoint: BERT, GPT-2, LLaMA, Qwen2, Mistral (folder or hub id)…"
 
 
 def is_public(flag: bool | None = None) -> bool:
@@ -116,7 +116,7 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
     if bundled_error:  # the presets still work: say why BERT is missing and start with one
         choices = [c for c in choices if c[1] != BUNDLED]
         default_model = FALLBACK_MODEL
-    if not public:
+    if not public or engine.allowed:  # a public deployment: only the checkpoints it lists
         choices.append((CUSTOM_LABEL, CUSTOM))
     default = ViewState(DEFAULT_TEXT, default_model, second=DEFAULT_SECOND)
     models = {value for _, value in choices if value != CUSTOM}
@@ -142,6 +142,7 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
         bundled_error=bundled_error,
         banner_reason=in_both_languages(bundled_error or ""),
         public=public,
+        allowed=engine.allowed if public else (),
     ), peers
 
 

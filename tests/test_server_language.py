@@ -320,18 +320,20 @@ def test_the_app_says_a_checkpoint_refusal_and_a_failed_view_in_the_page_languag
     from engine import CUSTOM_PREFIX
     from tests.test_checkpoint_guard import with_config
 
-    source = with_config(model_type="gpt2")(tmp_path / "ckpt")
+    source = with_config(model_type="t5")(tmp_path / "ckpt")
     with pytest.raises(app.InputError) as exc:
         Engine(device="cpu").analyse("hi", CUSTOM_PREFIX + source)
     english = app.sentence(exc.value)
-    assert (
-        english
-        == "ckpt is a gpt2 checkpoint; only BERT checkpoints (model_type 'bert') can be loaded."
+    assert english == (
+        "ckpt is a t5 checkpoint; the app opens BERT, GPT-2, LLaMA, Qwen2 and Mistral "
+        "checkpoints (model_type 'bert', 'gpt2', 'llama', 'qwen2' or 'mistral')."
     )
     with speaking("zh-CN"):
         said = app.sentence(exc.value)
         failed = failed_view("breakdown", exc.value)
-    assert "gpt2" in said and not english_words(said, {"gpt2", "ckpt", "model_type", "bert"})
+    names = {"t5", "ckpt", "model_type", "bert", "gpt2", "llama", "qwen2", "mistral"}
+    names |= {"BERT", "GPT", "LLaMA", "Qwen2", "Mistral"}
+    assert "t5" in said and not english_words(said, names)
     assert "InputError" in failed and said.rstrip("。") in html.unescape(failed), failed
     assert not english_words(failed, {"gpt2", "ckpt", "model_type", "bert", "InputError"})
 
