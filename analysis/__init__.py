@@ -14,7 +14,7 @@ from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
 from analysis.head_stats import head_stats
 from analysis.layer_steps import layer_steps
-from analysis.logit_lens import logit_lens
+from analysis.logit_lens import logit_lens, logit_lens_top
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
 from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
@@ -30,6 +30,7 @@ __all__ = [
     "head_table",
     "layer_steps",
     "logit_lens",
+    "logit_lens_top",
     "mds_2d",
     "measures_npz",
     "mixing_ratio",

@@ -11,7 +11,9 @@ from analysis.tokens import check_stack, real_tokens, token_classes
 from model.trace import Trace
 
 CLASSES = ("first", "sep", "punct")
-COLUMNS = ("layer", "head", "entropy", "prev", "next", "self", "first", "sep", "punct", "distance")
+COLUMNS = (
+    "layer", "head", "entropy", "prev", "next", "self", "first", "sink", "sep", "punct", "distance",
+)  # fmt: skip
 
 
 CONVENTIONS = ("ours", "clark")
@@ -29,6 +31,11 @@ def head_stats(
         prev, next, self: α_i,i-1, α_i,i+1 and α_ii, each averaged over the queries that have such
             a key (i ≥ 1 for prev, i ≤ n-2 for next).
         first: weight on the first real key token ([CLS], <s>, or position 0).
+        sink: the same weight, averaged over the queries that may attend anywhere else: the
+            "attention sink" of language models (Xiao et al. 2023, StreamingLLM), where heads
+            with nothing to do park their weight on the first token. Under a causal mask the
+            first query sees only itself (its weight there is 1 by construction), so it is left
+            out; in an encoder every query counts and sink = first (BERT's [CLS] column).
         sep: weight on all [SEP] / </s> keys together (0 when the text has none).
         punct: weight on all punctuation keys together: any token made of Unicode punctuation
             (Clark et al. count "." and "," only).
@@ -70,6 +77,11 @@ def head_stats(
     on_class = alpha @ torch.stack([classes[c][k_pos] for c in CLASSES], dim=1).to(alpha.dtype)
     stats = {c: mean_over_queries(on_class[..., n]) for n, c in enumerate(CLASSES)}
     stats["entropy"] = mean_over_queries(-torch.xlogy(alpha, alpha).sum(-1))
+    stats["sink"] = stats["first"]
+    mask = trace.masks[stack][item].cpu()[q_pos][:, k_pos]  # (n_q, n_k) True = may attend
+    free = mask[:, 1:].any(-1)  # queries that may attend past the first real key
+    if free.any() and not free.all():
+        stats["sink"] = on_class[:, :, free, 0].double().mean(-1)  # (L, H)
     nan = torch.full((n_layers, n_heads), math.nan, dtype=torch.float64)
     if stack == "cross":
         stats.update(prev=nan, next=nan, self=nan, distance=nan)

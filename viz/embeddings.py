@@ -114,6 +114,8 @@ def _panels(trace, stack: str, batch: int, n: int, labels: list[str]):
         (tr("token embedding E_tok[id]"), "token embedding", _np(emb["token"][batch, :n]), labels),
         (tr("position P[t]"), "position", _np(emb["position"][:n]), labels),
     ]
+    if trace.config.positions == "rotary":  # nothing is added: RoPE turns q and k instead
+        panels.pop()
     if "token_type" in emb:
         rows, seg_labels = _segment_rows(_np(emb["token_type"][batch, :n]))
         title = tr("token type E_type[s]: one row per segment, added to each of its tokens")
