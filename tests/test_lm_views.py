@@ -1,0 +1,293 @@
+"""Real language models on the page, without a browser: the checkpoint box's routing, a public
+deployment's allow-list (TA_MODELS), tokens that read as text, RoPE's figures, grouped-query
+heads named with their key/value head, the attention-sink column, and the Output tab's
+predictions against transformers' own model.
+
+Two tiny checkpoints are written by transformers itself with random weights (tests/test_lm.py's
+cases): a GPT-2 (learned positions, LayerNorm, tied head) and a LLaMA with 8 query heads over 2
+key/value heads (RMSNorm, RoPE θ = 500000, gated SiLU MLP).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import analysis
+from engine import CUSTOM_PREFIX, Engine, InputError, lm_continuation
+from shelf import BYTES, ReadableTokenizer, allowed_checkpoints, readable
+from tests.test_lm import save_checkpoint
+from ui.render import render
+from ui.state import API, Selection
+from ui.tabs import BY_ID, View
+from viz import attention, model_info, rope
+from viz.common import display_token, head_label
+
+TEXT = "The cat sat on the mat. The cat sat"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """{"gpt2": folder, "llama": folder} of tiny random-weight checkpoints."""
+    root = tmp_path_factory.mktemp("lms")
+    for case in ("gpt2", "llama"):
+        save_checkpoint(root / case, case)
+    return {case: str(root / case) for case in ("gpt2", "llama")}
+
+
+@pytest.fixture(scope="module")
+def eng():
+    return Engine(device="cpu", allowed=())
+
+
+@pytest.fixture(scope="module")
+def runs(eng, folders):
+    """The analysis of TEXT with each model."""
+    return {case: eng.analyse(TEXT, CUSTOM_PREFIX + path) for case, path in folders.items()}
+
+
+def view_of(analysis_, **sel) -> View:
+    return View(analysis_, Selection(**sel).clamp(analysis_), None, API, frozenset())
+
+
+# ---- which loader opens a checkpoint ------------------------------------------------------------
+def test_the_checkpoint_box_opens_gpt2_and_llama_by_their_model_type(runs):
+    gpt2, llama = runs["gpt2"].model, runs["llama"].model
+    assert (gpt2.family, llama.family) == ("gpt2", "llama")
+    assert gpt2.is_lm and not gpt2.is_bert and llama.is_lm
+    assert str(gpt2.label) == "GPT-2 checkpoint gpt2"
+    assert str(llama.label) == "LLaMA checkpoint llama"
+    trace = runs["llama"].trace
+    assert list(trace.stacks) == ["decoder"]  # causal, as our own decoders
+    mask = trace.masks["decoder"][0]  # (T, T)
+    assert torch.equal(mask, torch.ones_like(mask).tril())
+
+
+def test_a_bert_folder_still_opens_as_bert(eng, tmp_path):
+    from tests.test_bert_loading import make_tiny_bert
+
+    loaded = eng.model(CUSTOM_PREFIX + str(make_tiny_bert(tmp_path / "bert")))
+    assert loaded.is_bert and not loaded.is_lm and loaded.family == "bert"
+
+
+def test_another_model_type_is_one_sentence_naming_what_opens(eng, tmp_path):
+    from tests.test_checkpoint_guard import with_config
+
+    source = with_config(model_type="t5")(tmp_path / "t5-small")
+    with pytest.raises(InputError, match="t5 checkpoint; the app opens BERT, GPT-2, LLaMA"):
+        eng.analyse("hi", CUSTOM_PREFIX + source)
+
+
+def test_a_hub_id_whose_type_cannot_be_read_offline_gets_the_loaders_sentence(eng, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputError) as exc:
+        eng.analyse("hi", CUSTOM_PREFIX + "nobody-here/no-such-model-xyz")
+    assert "Hugging Face Hub" in str(exc.value) and "Traceback" not in str(exc.value)
+
+
+# ---- a public deployment's allow-list ----------------------------------------------------------
+def test_the_allow_list_is_read_from_ta_models(monkeypatch):
+    monkeypatch.setenv("TA_MODELS", " gpt2, HuggingFaceTB/SmolLM2-135M,,gpt2 ")
+    assert allowed_checkpoints() == ("gpt2", "HuggingFaceTB/SmolLM2-135M")
+    assert Engine(device="cpu", public=True).allowed == ("gpt2", "HuggingFaceTB/SmolLM2-135M")
+    monkeypatch.delenv("TA_MODELS")
+    assert allowed_checkpoints() == ()
+
+
+def test_public_mode_opens_a_listed_checkpoint_and_refuses_others_with_a_sentence(folders):
+    public = Engine(device="cpu", public=True, allowed=(folders["gpt2"] + "/",))
+    assert public.analyse("hi there", CUSTOM_PREFIX + folders["gpt2"]).model.family == "gpt2"
+    with pytest.raises(InputError) as exc:
+        public.analyse("hi there", CUSTOM_PREFIX + folders["llama"])
+    assert str(exc.value) == (
+        f"This public deployment opens only these checkpoints: {folders['gpt2']}/."
+    )
+    with pytest.raises(InputError, match="only these checkpoints"):
+        public.analyse("hi", CUSTOM_PREFIX + "some-org/some-model")  # nothing fetched first
+    with pytest.raises(InputError, match="disabled on this public deployment"):
+        Engine(device="cpu", public=True, allowed=()).analyse("hi", CUSTOM_PREFIX + "gpt2")
+
+
+def test_the_public_page_offers_the_checkpoint_box_only_with_an_allow_list(folders):
+    import app
+
+    listed = Engine(device="cpu", public=True, allowed=(folders["gpt2"],))
+    page_setup, _ = app.setup(listed, public=True)
+    assert app.CUSTOM in [value for _, value in page_setup.choices]
+    assert page_setup.allowed == (folders["gpt2"],)
+    bare, _ = app.setup(Engine(device="cpu", public=True, allowed=()), public=True)
+    assert app.CUSTOM not in [value for _, value in bare.choices]
+
+
+# ---- tokens that read as text -------------------------------------------------------------------
+def test_the_byte_alphabet_is_gpt2s():
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    assert {char: byte for byte, char in bytes_to_unicode().items()} == BYTES
+
+
+def test_byte_level_pieces_read_as_the_text_they_stand_for(runs):
+    tok = runs["gpt2"].model.tokenizer
+    assert isinstance(tok, ReadableTokenizer) and tok.byte_level
+    text = "我喜欢 cat\nx"
+    ids = tok(text)["input_ids"]
+    pieces = tok.convert_ids_to_tokens(ids)
+    assert tok.hf.convert_ids_to_tokens(ids)[2] == "Ġcat"  # the vocabulary's own piece
+    assert "".join(pieces) == text and pieces[2] == " cat" and pieces[3] == "\n"
+    assert [display_token(p) for p in pieces[2:4]] == ["␣cat", "⏎"]
+    tokens = runs["gpt2"].trace.tokens[0]
+    assert tokens[0] == "<|endoftext|>"  # one start token leads a language model's input
+    assert "".join(tokens[1:]) == TEXT
+
+
+def test_half_a_character_and_an_id_past_the_table_are_said_so():
+    assert readable("æĪ", True, 5) == "‹E6 88›"  # two of 我's three UTF-8 bytes
+    assert readable(None, True, 310) == "‹310›"
+    assert readable("▁the", False, 5) == " the" and readable("<0x0A>", False, 13) == "\n"
+
+
+# ---- RoPE ---------------------------------------------------------------------------------------
+def test_rope_frequencies_are_the_models_and_the_formula(runs):
+    cfg = runs["llama"].trace.config
+    theta = rope.frequencies(cfg)
+    i = np.arange(cfg.d_head // 2)
+    assert np.allclose(theta, cfg.rope_theta ** (-2 * i / cfg.d_head), rtol=1e-6)
+    model_theta = runs["llama"].model.net.embedding.rotary.inv_freq.double().numpy()
+    assert np.array_equal(theta, model_theta)
+
+
+def test_the_distance_curve_is_the_score_of_the_two_vectors_turned_by_the_model(runs):
+    net = runs["llama"].model.net
+    cfg = net.config
+    torch.manual_seed(3)
+    q, k = torch.randn(cfg.d_head), torch.randn(cfg.d_head)
+    rotation = net.embedding.rotation(40)  # cos, sin of positions 0..39
+    for query_pos, key_pos in ((0, 0), (9, 2), (39, 0), (30, 29)):
+        turned_q = rotation(q.view(1, 1, 1, -1).expand(1, 1, 40, -1).contiguous())[0, 0, query_pos]
+        turned_k = rotation(k.view(1, 1, 1, -1).expand(1, 1, 40, -1).contiguous())[0, 0, key_pos]
+        expected = float(turned_q.double() @ turned_k.double()) / math.sqrt(cfg.d_head)
+        got = rope.score_at_distances(q, k, cfg, [query_pos - key_pos])[0]
+        assert got == pytest.approx(expected, abs=1e-4), (query_pos, key_pos)
+
+
+def test_a_rope_model_shows_its_frequencies_and_distances_not_a_position_table(runs):
+    made = BY_ID["embeddings"].makers(view_of(runs["llama"]))
+    table, curves = made["position_table_plot"](), made["position_curves_plot"]()
+    assert "RoPE frequencies" in table.layout.title.text and table.layout.yaxis.type == "log"
+    assert "distance" in curves.layout.title.text and len(curves.data) == 2
+    panels = [a.text for a in made["embedding_plot"]().layout.annotations]
+    assert not any("position P[t]" in p for p in panels)  # nothing is added for RoPE
+    learned = BY_ID["embeddings"].makers(view_of(runs["gpt2"]))["position_table_plot"]()
+    assert "learned positions" in learned.layout.title.text
+
+
+# ---- grouped-query heads, the sink ---------------------------------------------------------------
+def test_grouped_query_heads_are_named_with_their_key_value_head(runs):
+    cfg = runs["llama"].trace.config
+    assert (cfg.n_heads, cfg.kv_heads) == (8, 2)
+    assert head_label(cfg, 5) == "5 (kv 1)" and head_label(cfg, 3) == "3 (kv 0)"
+    assert head_label(runs["gpt2"].trace.config, 3) == "3"
+    trace = runs["llama"].trace
+    assert "head 5 (kv 1)" in attention.head_figure(trace, "decoder", 1, 5).layout.title.text
+    ticks = attention.overview_figure(trace, "decoder").layout.xaxis.ticktext
+    assert ticks[5] == "H5<br>kv1"
+    names = [
+        d.hovertemplate for d in attention.compare_figure(trace, "decoder", (0, 1), (1, 6)).data
+    ]
+    assert any("H1 (kv 0)" in n for n in names) and any("H6 (kv 1)" in n for n in names)
+
+
+def test_the_sink_column_is_the_first_token_share_of_the_queries_that_may_look_elsewhere(runs):
+    trace = runs["llama"].trace
+    table = analysis.head_stats(trace, "decoder")
+    alpha = trace.attentions["decoder"][0].double()  # (L, H, T, T)
+    expected = alpha[:, :, 1:, 0].mean(-1).flatten().numpy()  # queries 1.. (0 sees only itself)
+    assert np.allclose(table["sink"].to_numpy(), expected)
+    assert (table["first"] > table["sink"]).all()  # first counts query 0's forced 1.0
+
+
+def test_for_bert_the_sink_is_the_cls_columns_share(bert):
+    net, tok = bert
+    enc = tok(["time flies like an arrow"], return_tensors="pt")
+    table = analysis.head_stats(net.trace(enc["input_ids"], enc["attention_mask"]), "encoder")
+    assert np.allclose(table["sink"], table["first"])
+
+
+# ---- Output, Model, the score breakdown --------------------------------------------------------
+def hf_model(folder):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+
+
+def test_next_token_predictions_and_the_continuation_are_transformers_own(runs, folders):
+    for case in ("gpt2", "llama"):
+        run, hf = runs[case], hf_model(folders[case])
+        ids = run.trace.input_ids
+        with torch.no_grad():
+            logits = hf(ids).logits[0]  # (T, V)
+            mask = torch.ones_like(ids)  # (its start token is also its padding id)
+            greedy = hf.generate(
+                ids, attention_mask=mask, max_new_tokens=24, do_sample=False, pad_token_id=0
+            )
+        top = analysis.logit_lens_top(run.model.net, run.trace, top=5, rows="last")
+        assert torch.equal(top["top_id"][0], logits.topk(5, dim=-1).indices), case
+        words = run.model.tokenizer.decode(greedy[0, ids.shape[1] :], skip_special_tokens=True)
+        assert lm_continuation(run) == words, case
+        out = render("output", run, Selection())
+        assert out["steps_table"].shape[0] == ids.shape[1]
+        assert "Greedy continuation" in out["prediction"]
+        assert "could not be drawn" not in str(out)
+
+
+def test_the_logit_lens_top_equals_the_full_lens(runs):
+    run = runs["llama"]
+    net, trace = run.model.net, run.trace
+    full = analysis.logit_lens(net, trace)  # (L+1, T, V), through the model's RMSNorm
+    answers = [*trace.input_ids[0, 1:].tolist(), None]
+    top = analysis.logit_lens_top(net, trace, answers=answers, top=3)
+    p, i = full.topk(3, dim=-1)
+    assert torch.equal(top["top_id"], i) and torch.allclose(top["top_p"], p)
+    right = full[:, torch.arange(len(answers) - 1), trace.input_ids[0, 1:]]
+    assert torch.allclose(top["answer_p"][:, :-1], right)
+    assert torch.isnan(top["answer_rank"][:, -1]).all()
+    normed = net.decoder.final_norm(trace.hidden_states["decoder"][0, -1])
+    assert type(net.decoder.final_norm).__name__ == "RMSNorm"
+    assert torch.allclose(full[-1], torch.softmax(net.lm_head(normed), -1), atol=1e-6)
+
+
+def test_the_model_tab_names_rmsnorm_rope_gqa_and_the_gated_mlp(runs):
+    net = runs["llama"].model.net
+    text = model_info.architecture_markdown(net.config, "cpu", net.get_num_params())
+    for said in ("RMSNorm", "base θ = 500000", "Key/value heads:** 2", "SiLU", "W_gate"):
+        assert said in text, said
+    table = model_info.param_table(net.param_counts(), net.config)
+    names = list(table.iloc[:, 0])
+    assert "decoder gated MLP (W_gate, W_up, W_down)" in names
+    assert "decoder Add & Norm RMSNorms" in names and "decoder final RMSNorm" in names
+    assert table.iloc[-1, 1] == net.get_num_params() == sum(table.iloc[:-1, 1])
+    gpt2 = runs["gpt2"].model.net.config
+    assert "tied" in model_info.architecture_markdown(gpt2, "cpu", 1)
+
+
+def test_the_score_breakdown_works_for_both_and_says_why_rope_has_no_split(runs):
+    llama = runs["llama"]
+    parts = analysis.score_breakdown(llama.trace, "decoder", 0, 5, 4, 1, net=llama.model.net)
+    assert not parts["split"]["available"] and "RoPE" in parts["split"]["reason"]
+    assert parts["context_check"]["difference"] < 1e-5
+    gpt2 = runs["gpt2"]
+    parts = analysis.score_breakdown(gpt2.trace, "decoder", 0, 2, 4, 1, net=gpt2.model.net)
+    assert parts["split"]["available"] and parts["split"]["difference"] < 1e-4
+
+
+def test_every_tab_draws_for_both_models(eng, folders, runs):
+    for case, path in folders.items():
+        batch = eng.analyse(TEXT, CUSTOM_PREFIX + path, second="Dogs bark.")
+        for tab in BY_ID:
+            if tab == "train":
+                continue
+            out = render(tab, runs[case], Selection(), batch=batch if tab == "masks" else None)
+            assert "could not be drawn" not in str(out), (case, tab)
