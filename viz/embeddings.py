@@ -38,11 +38,15 @@ CAPTIONS = {
     "positions": (
         "**PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / "
         "10000^(2i/d_model))** — the period grows with the dimension (seed 002). Learned "
-        "positions (BERT) are rows of a trained table P[max_len, d_model]."
+        "positions (BERT, GPT-2) are rows of a trained table P[max_len, d_model]. A RoPE model "
+        "(LLaMA, Qwen2, Mistral) adds no table: it turns each head's q and k, pair i of "
+        "dimensions by pos·θ_i, θ_i = base^(−2i/d_head); drawn here are its θ_i."
     ),
     "position_curves": (
         "**One dimension of P across positions** — dimension 2i / 2i+1 is a sin / cos of period "
-        "2π·10000^(2i/d_model); learned dimensions follow no formula."
+        "2π·10000^(2i/d_model); learned dimensions follow no formula. For a RoPE model: how the "
+        "score of one fixed pair of q and k changes with their distance alone (the dimensions "
+        "below do not apply)."
     ),
 }
 

@@ -72,7 +72,7 @@ def frequency_figure(config, n_tokens: int | None = None) -> go.Figure:
         )
         title += "</sup>"
     base_layout(fig, title, 360, showlegend=False)
-    fig.update_xaxes(title_text=tr("dimension pair i (0 = fastest)"))
+    fig.update_xaxes(title_text=tr("dimension pair i (0 = fastest)"), dtick=max(1, len(pairs) // 8))
     fig.update_yaxes(title_text=tr("θ_i (radians per token, log scale)"), type="log")
     return fig
 
