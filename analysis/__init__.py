@@ -12,7 +12,7 @@ from analysis.breakdown import score_breakdown
 from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
-from analysis.head_stats import head_stats
+from analysis.head_stats import attention_sink, head_stats
 from analysis.layer_steps import layer_steps
 from analysis.logit_lens import logit_lens, logit_lens_top
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
@@ -22,6 +22,7 @@ from analysis.words import word_attention
 
 __all__ = [
     "ablation_effects",
+    "attention_sink",
     "attention_flow",
     "attention_flow_row",
     "head_distances",

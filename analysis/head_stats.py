@@ -11,10 +11,10 @@ from analysis.tokens import check_stack, real_tokens, token_classes
 from model.trace import Trace
 
 CLASSES = ("first", "sep", "punct")
-COLUMNS = (
-    "layer", "head", "entropy", "prev", "next", "self", "first", "sink", "sep", "punct", "distance",
-)  # fmt: skip
+COLUMNS = ("layer", "head", "entropy", "prev", "next", "self", "first", "sep", "punct", "distance")
 
+# The Heads tab's table (analysis.head_table): the statistics with the attention sink after first.
+TABLE_COLUMNS = (*COLUMNS[:7], "sink", *COLUMNS[7:])
 
 CONVENTIONS = ("ours", "clark")
 CLARK_PUNCT = frozenset({".", ","})  # the notebook's punctuation
@@ -31,11 +31,6 @@ def head_stats(
         prev, next, self: α_i,i-1, α_i,i+1 and α_ii, each averaged over the queries that have such
             a key (i ≥ 1 for prev, i ≤ n-2 for next).
         first: weight on the first real key token ([CLS], <s>, or position 0).
-        sink: the same weight, averaged over the queries that may attend anywhere else: the
-            "attention sink" of language models (Xiao et al. 2023, StreamingLLM), where heads
-            with nothing to do park their weight on the first token. Under a causal mask the
-            first query sees only itself (its weight there is 1 by construction), so it is left
-            out; in an encoder every query counts and sink = first (BERT's [CLS] column).
         sep: weight on all [SEP] / </s> keys together (0 when the text has none).
         punct: weight on all punctuation keys together: any token made of Unicode punctuation
             (Clark et al. count "." and "," only).
@@ -77,11 +72,6 @@ def head_stats(
     on_class = alpha @ torch.stack([classes[c][k_pos] for c in CLASSES], dim=1).to(alpha.dtype)
     stats = {c: mean_over_queries(on_class[..., n]) for n, c in enumerate(CLASSES)}
     stats["entropy"] = mean_over_queries(-torch.xlogy(alpha, alpha).sum(-1))
-    stats["sink"] = stats["first"]
-    mask = trace.masks[stack][item].cpu()[q_pos][:, k_pos]  # (n_q, n_k) True = may attend
-    free = mask[:, 1:].any(-1)  # queries that may attend past the first real key
-    if free.any() and not free.all():
-        stats["sink"] = on_class[:, :, free, 0].double().mean(-1)  # (L, H)
     nan = torch.full((n_layers, n_heads), math.nan, dtype=torch.float64)
     if stack == "cross":
         stats.update(prev=nan, next=nan, self=nan, distance=nan)
@@ -131,3 +121,25 @@ def clark_columns(
             if pos + offset in key_at:
                 total += alpha[:, :, row, key_at[pos + offset]].double()
         stats[name] = total / len(q_pos)
+
+
+def attention_sink(trace: Trace, stack: str = "decoder", item: int = 0) -> torch.Tensor:
+    """Each head's weight on the first real key, averaged over the real queries that may attend
+    anywhere else, [L, H]: the "attention sink" of language models (Xiao et al. 2023,
+    StreamingLLM), where heads with nothing to do park their weight on the first token.
+
+    Under a causal mask the first query sees only itself (weight 1 there by construction), so it
+    is left out; in an encoder every query counts, and this is head_stats' "first" (BERT's
+    [CLS] column share). Padding is left out as in head_stats.
+    """
+    check_stack(trace, stack)
+    pattern = trace.attentions[stack]  # (B, L, H, T_q, T_k)
+    q_real, k_real = (m[item].cpu() for m in real_tokens(trace, stack))  # (T_q,), (T_k,)
+    q_pos, k_pos = q_real.nonzero().squeeze(1), k_real.nonzero().squeeze(1)
+    if not len(q_pos) or not len(k_pos):
+        raise ValueError(f"Batch item {item} has no real tokens in the {stack} stack.")
+    allowed = trace.masks[stack][item].cpu()[q_pos][:, k_pos]  # (n_q, n_k) True = may attend
+    free = allowed[:, 1:].any(-1)  # queries that may look past the first real key
+    rows = q_pos[free] if free.any() else q_pos
+    on_first = pattern[item, :, :, rows, int(k_pos[0])].detach().cpu()  # (L, H, n)
+    return on_first.double().mean(-1)

@@ -13,9 +13,7 @@ from model import PRESETS, Transformer
 
 PUNCT = {",", ".", ";", "!", "?", ":"}  # every punctuation token the texts below contain
 SEPS = {"[SEP]", "</s>"}
-COLUMNS = [
-    "layer", "head", "entropy", "prev", "next", "self", "first", "sink", "sep", "punct", "distance",
-]  # fmt: skip
+COLUMNS = ["layer", "head", "entropy", "prev", "next", "self", "first", "sep", "punct", "distance"]
 BERT_TEXTS = ["Time flies like an arrow; fruit flies like a banana.", "Hello, world!"]
 
 

@@ -202,7 +202,8 @@ def test_grouped_query_heads_are_named_with_their_key_value_head(runs):
 
 def test_the_sink_column_is_the_first_token_share_of_the_queries_that_may_look_elsewhere(runs):
     trace = runs["llama"].trace
-    table = analysis.head_stats(trace, "decoder")
+    table = analysis.head_table(trace, "decoder")
+    assert list(table.columns[6:9]) == ["first", "sink", "sep"]
     alpha = trace.attentions["decoder"][0].double()  # (L, H, T, T)
     expected = alpha[:, :, 1:, 0].mean(-1).flatten().numpy()  # queries 1.. (0 sees only itself)
     assert np.allclose(table["sink"].to_numpy(), expected)
@@ -211,9 +212,14 @@ def test_the_sink_column_is_the_first_token_share_of_the_queries_that_may_look_e
 
 def test_for_bert_the_sink_is_the_cls_columns_share(bert):
     net, tok = bert
-    enc = tok(["time flies like an arrow"], return_tensors="pt")
-    table = analysis.head_stats(net.trace(enc["input_ids"], enc["attention_mask"]), "encoder")
-    assert np.allclose(table["sink"], table["first"])
+    enc = tok(["time flies like an arrow", "I have a dog"], padding=True, return_tensors="pt")
+    trace = net.trace(enc["input_ids"], enc["attention_mask"])
+    for item in (0, 1):  # the second is padded: its padding is left out
+        table = analysis.head_table(trace, "encoder", item)
+        assert np.allclose(table["sink"], table["first"])
+        n = int(enc["attention_mask"][item].sum())  # its real tokens, [CLS] first
+        cls = trace.attentions["encoder"][item, :, :, :n, 0].double().mean(-1).flatten()
+        assert np.allclose(table["sink"], cls.numpy())
 
 
 # ---- Output, Model, the score breakdown --------------------------------------------------------

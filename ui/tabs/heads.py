@@ -18,6 +18,7 @@ import analysis
 import analysis.export
 from analysis.corpus import MAX_SENTENCES
 from analysis.head_stats import COLUMNS as STATS_COLUMNS
+from analysis.head_stats import TABLE_COLUMNS
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from lang import message_of, tr
 from serve import exports
@@ -128,7 +129,7 @@ def table_controls() -> tuple[Radio, gr.Textbox]:
 # every model has; the rest come with the first draw).
 def empty_stats() -> pd.DataFrame:
     """The head table with no rows: the statistics' and the patterns' columns."""
-    names = [*STATS_COLUMNS, *PATTERN_COLUMNS[2:]]
+    names = [*TABLE_COLUMNS, *PATTERN_COLUMNS[2:]]
     return shown_columns(pd.DataFrame(columns=names))
 
 
