@@ -40,6 +40,9 @@ MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 to
 # default batch is visibly padded ("time flies like an arrow" is 7 BERT tokens, this 4).
 DEFAULT_SECOND = "Dogs bark."
 MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at most
+# A language model's greedy continuation: 12 tokens, fewer for a long text (each step reads the
+# whole text again: about LM_POSITIONS positions in all), never fewer than 4.
+LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 4, 1024
 FAMILY = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}
 TASK_SHORT = {
     "dates": "dates in many formats → ISO 2026-11-22",
@@ -146,7 +149,9 @@ def lm_continuation(analysis: Analysis, item: int = 0) -> str:
     if found is not None:
         return found
     net = loaded.net
-    room = max(0, min(MAX_NEW_TOKENS, net.config.max_len - ids.shape[1]))
+    # Every step runs the whole text again (no key/value cache): fewer steps for a long text.
+    steps = max(LM_MIN_NEW_TOKENS, min(LM_NEW_TOKENS, LM_POSITIONS // ids.shape[1]))
+    room = max(0, min(steps, net.config.max_len - ids.shape[1]))
     with cpu_share(ids.numel() + room, n_params(net)):
         out = net.generate(ids.to(net.device), max_new_tokens=room, positions=trace.positions)
     words = loaded.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)

@@ -59,6 +59,7 @@ def logit_lens_top(
     answers: list[int | None] | None = None,
     top: int = 5,
     rows: str = "all",
+    first: int = 0,
 ) -> dict[str, torch.Tensor]:
     """The logit lens kept small for a real vocabulary: per row and position only the ``top``
     predictions and the right answer's rank and probability (what the figure and the steps
@@ -69,20 +70,27 @@ def logit_lens_top(
         answers: one token id (or None) per position, e.g. the next token of the text.
         rows: "all" (the embeddings and every layer, as logit_lens) or "last" (the model's own
             output only: next-token predictions).
+        first: read positions first..T−1 only (a long text's last positions: every cell costs
+            a d_model × V product).
     Returns:
-        top_p, top_id [R, T, top]; answer_rank [R, T] (1 = the top prediction; NaN where no
-        answer) and answer_p [R, T]. Equal to the same numbers read from logit_lens.
+        top_p, top_id [R, T − first, top]; answer_rank [R, T − first] (1 = the top prediction;
+        NaN where no answer) and answer_p [R, T − first]. Equal to the same numbers read from
+        logit_lens.
     """
     if rows not in ("all", "last"):
         raise ValueError(f"rows is 'all' or 'last', not {rows!r}.")
     check_lens(net, trace, stack)
     hidden = trace.hidden_states[stack][item]  # (L+1, T, d_model)
     hidden = hidden[-1:] if rows == "last" else hidden  # (R, T, d_model)
+    n_all = hidden.shape[1]
+    answers = answers if answers is not None else [None] * n_all
+    if len(answers) != n_all:
+        raise ValueError(f"Give one answer (or None) per position: {n_all}, not {len(answers)}.")
+    if not 0 <= first < n_all:
+        raise ValueError(f"first is a position of the text (0–{n_all - 1}), not {first}.")
+    hidden, answers = hidden[:, first:], answers[first:]  # (R, T', d_model)
     hidden_rows, n_pos = hidden.shape[:2]
     final_norm = getattr(net, stack).final_norm
-    answers = answers if answers is not None else [None] * n_pos
-    if len(answers) != n_pos:
-        raise ValueError(f"Give one answer (or None) per position: {n_pos}, not {len(answers)}.")
     shape = (hidden_rows, n_pos)
     out = {
         "top_p": torch.zeros(*shape, top),

@@ -237,7 +237,7 @@ def test_next_token_predictions_and_the_continuation_are_transformers_own(runs, 
             logits = hf(ids).logits[0]  # (T, V)
             mask = torch.ones_like(ids)  # (its start token is also its padding id)
             greedy = hf.generate(
-                ids, attention_mask=mask, max_new_tokens=24, do_sample=False, pad_token_id=0
+                ids, attention_mask=mask, max_new_tokens=12, do_sample=False, pad_token_id=0
             )
         top = analysis.logit_lens_top(run.model.net, run.trace, top=5, rows="last")
         assert torch.equal(top["top_id"][0], logits.topk(5, dim=-1).indices), case
@@ -260,9 +260,29 @@ def test_the_logit_lens_top_equals_the_full_lens(runs):
     right = full[:, torch.arange(len(answers) - 1), trace.input_ids[0, 1:]]
     assert torch.allclose(top["answer_p"][:, :-1], right)
     assert torch.isnan(top["answer_rank"][:, -1]).all()
+    tail = analysis.logit_lens_top(net, trace, answers=answers, top=3, first=4)
+    assert torch.equal(tail["top_id"], i[:, 4:]) and torch.allclose(tail["top_p"], p[:, 4:])
     normed = net.decoder.final_norm(trace.hidden_states["decoder"][0, -1])
     assert type(net.decoder.final_norm).__name__ == "RMSNorm"
     assert torch.allclose(full[-1], torch.softmax(net.lm_head(normed), -1), atol=1e-6)
+
+
+def test_a_long_texts_lens_reads_its_last_positions_and_its_continuation_is_shorter(eng, folders):
+    from engine import LM_NEW_TOKENS, LM_POSITIONS
+    from ui.tabs.output import LENS_POSITIONS
+
+    text = " ".join(["the cat sat on the mat"] * 30)
+    run = eng.analyse(text, CUSTOM_PREFIX + folders["llama"])  # 2048 positions (GPT-2s: 64)
+    n = run.trace.input_ids.shape[1]
+    assert n > LENS_POSITIONS and LM_POSITIONS // n < LM_NEW_TOKENS
+    lens = render("output", run, Selection())["lens_plot"]
+    assert f"the last {LENS_POSITIONS} of {n} positions" in lens.layout.title.text
+    assert len(lens.data[0].x) == LENS_POSITIONS and lens.data[0].x[0].startswith(f"{n - 64}·")
+    net = run.model.net
+    with torch.no_grad():
+        out = net.generate(run.trace.input_ids, max_new_tokens=LM_POSITIONS // n)
+    words = run.model.tokenizer.decode(out[0, n:], skip_special_tokens=True)
+    assert lm_continuation(run) == words
 
 
 def test_the_model_tab_names_rmsnorm_rope_gqa_and_the_gated_mlp(runs):

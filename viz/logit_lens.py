@@ -110,14 +110,17 @@ def logit_lens_figure(
     return lens_heatmap(z, texts, hovers, tokens, title)
 
 
-def lens_heatmap(z, texts, hovers, tokens: list[str], title: str | None = None) -> go.Figure:
-    """The lens's heatmap: rows the embeddings and each layer, columns the positions."""
+def lens_heatmap(
+    z, texts, hovers, tokens: list[str], title: str | None = None, labels: list[str] | None = None
+) -> go.Figure:
+    """The lens's heatmap: rows the embeddings and each layer, columns the positions (labelled
+    "position·token", or ``labels``)."""
     n_rows, n_pos = z.shape
     rows = [tr("embeddings")] + [tr("after layer {i}", i=i) for i in range(n_rows - 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=token_labels(tokens),
+            x=labels if labels is not None else token_labels(tokens),
             y=rows,
             zmin=0.0,
             zmax=1.0,
@@ -157,12 +160,15 @@ def figure_for(
 
 
 def top_figure(
-    summary: dict, trace, tokenizer, stack: str = "decoder", item: int = 0, typed=None
+    summary: dict, trace, tokenizer, stack: str = "decoder", item: int = 0, first: int = 0
 ) -> go.Figure:
     """The lens of a real vocabulary from analysis.logit_lens_top's ``summary`` (asked with
-    ``lens_answers``): the same figure as figure_for, only the pieces it shows converted."""
-    tokens = stack_tokens(trace, stack, item)[0]
-    answers = lens_answers(trace, stack, item, typed)
+    ``lens_answers`` from position ``first`` on): the same figure as figure_for, only the pieces
+    it shows converted; a lens of the last positions only says so in its title."""
+    all_tokens = stack_tokens(trace, stack, item)[0]
+    tokens = all_tokens[first:]
+    labels = [safe(f"{first + t}·{display_token(token)}") for t, token in enumerate(tokens)]
+    answers = lens_answers(trace, stack, item)[first:]
     n = len(tokens)
     top_id = summary["top_id"][:, :n, 0]  # (L+1, T)
     shown = sorted({*top_id.flatten().tolist(), *(a for a in answers if a is not None)})
@@ -171,7 +177,14 @@ def top_figure(
     z, texts, hovers = cells_of(
         summary["top_p"][:, :n, 0], top_id, ranks, summary["answer_p"][:, :n], vocab, answers
     )
-    return lens_heatmap(z, texts, hovers, tokens)
+    title = None
+    if first:
+        title = tr(
+            "Logit lens: what each layer would predict next — the last {n} of {total} positions",
+            n=n,
+            total=len(all_tokens),
+        )
+    return lens_heatmap(z, texts, hovers, tokens, title, labels)
 
 
 def lens_answers(trace, stack: str = "decoder", item: int = 0, typed=None) -> list[int | None]:

@@ -242,6 +242,9 @@ def decoding_makers(view: View) -> dict:
     }
 
 
+LENS_POSITIONS = 64  # a language model's logit lens reads at most the last 64 positions
+
+
 def lm_makers(view: View) -> dict:
     """A real language model (GPT-2, LLaMA, …): next-token top 5 at every position, its greedy
     continuation, and the logit lens through its own final norm, from the trace's residual
@@ -279,9 +282,10 @@ def lm_makers(view: View) -> dict:
         )
         return fig
 
-    def lens_plot():
-        top = analysis.logit_lens_top(net, trace, "decoder", answers=answers, top=1)
-        return logit_lens.top_figure(top, trace, net.tokenizer, "decoder")
+    def lens_plot():  # a long text's last LENS_POSITIONS: each cell is a d_model × V product
+        first = max(0, len(answers) - LENS_POSITIONS)
+        top = analysis.logit_lens_top(net, trace, "decoder", answers=answers, top=1, first=first)
+        return logit_lens.top_figure(top, trace, net.tokenizer, "decoder", first=first)
 
     return {
         "prediction": prediction,
