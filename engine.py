@@ -41,8 +41,9 @@ MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 to
 DEFAULT_SECOND = "Dogs bark."
 MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at most
 # A language model's greedy continuation: 12 tokens, fewer for a long text (each step reads the
-# whole text again: about LM_POSITIONS positions in all), never fewer than 4.
-LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 4, 1024
+# whole text again, no key/value cache: LM_POSITIONS positions in all), none past 384 tokens
+# (GPT-2 small on one core: ~0.5 s a step at 116 tokens, its LM head included).
+LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 2, 768
 FAMILY = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}
 TASK_SHORT = {
     "dates": "dates in many formats → ISO 2026-11-22",
@@ -139,9 +140,16 @@ class Analysis:
 LM_CONTINUATIONS: LockedLRU[tuple, str] = LockedLRU(256)
 
 
-def lm_continuation(analysis: Analysis, item: int = 0) -> str:
-    """A language model's greedy continuation of one analysed text (MAX_NEW_TOKENS at most,
-    cached): the text it would write next, decoded by its tokenizer."""
+def lm_steps(n_tokens: int) -> int:
+    """How many tokens a language model continues a text of ``n_tokens`` by (0: too long)."""
+    steps = min(LM_NEW_TOKENS, LM_POSITIONS // max(1, n_tokens))
+    return steps if steps >= LM_MIN_NEW_TOKENS else 0
+
+
+def lm_continuation(analysis: Analysis, item: int = 0) -> str | None:
+    """A language model's greedy continuation of one analysed text (``lm_steps`` tokens, cached):
+    the text it would write next, decoded by its tokenizer; None for a text too long to
+    continue within the budget."""
     loaded, trace = analysis.model, analysis.trace
     ids = trace.input_ids[item][trace.attention_mask[item].bool()].view(1, -1)  # (1, T)
     key = (loaded.model_id, tuple(ids[0].tolist()), trace.positions)
@@ -149,9 +157,9 @@ def lm_continuation(analysis: Analysis, item: int = 0) -> str:
     if found is not None:
         return found
     net = loaded.net
-    # Every step runs the whole text again (no key/value cache): fewer steps for a long text.
-    steps = max(LM_MIN_NEW_TOKENS, min(LM_NEW_TOKENS, LM_POSITIONS // ids.shape[1]))
-    room = max(0, min(steps, net.config.max_len - ids.shape[1]))
+    room = max(0, min(lm_steps(ids.shape[1]), net.config.max_len - ids.shape[1]))
+    if room == 0:
+        return None
     with cpu_share(ids.numel() + room, n_params(net)):
         out = net.generate(ids.to(net.device), max_new_tokens=room, positions=trace.positions)
     words = loaded.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)

@@ -268,21 +268,26 @@ def test_the_logit_lens_top_equals_the_full_lens(runs):
 
 
 def test_a_long_texts_lens_reads_its_last_positions_and_its_continuation_is_shorter(eng, folders):
-    from engine import LM_NEW_TOKENS, LM_POSITIONS
+    from engine import LM_NEW_TOKENS, lm_steps
     from ui.tabs.output import LENS_POSITIONS
 
     text = " ".join(["the cat sat on the mat"] * 30)
     run = eng.analyse(text, CUSTOM_PREFIX + folders["llama"])  # 2048 positions (GPT-2s: 64)
     n = run.trace.input_ids.shape[1]
-    assert n > LENS_POSITIONS and LM_POSITIONS // n < LM_NEW_TOKENS
-    lens = render("output", run, Selection())["lens_plot"]
+    assert n > LENS_POSITIONS and 0 < lm_steps(n) < LM_NEW_TOKENS
+    out = render("output", run, Selection())
+    lens = out["lens_plot"]
     assert f"the last {LENS_POSITIONS} of {n} positions" in lens.layout.title.text
     assert len(lens.data[0].x) == LENS_POSITIONS and lens.data[0].x[0].startswith(f"{n - 64}·")
     net = run.model.net
     with torch.no_grad():
-        out = net.generate(run.trace.input_ids, max_new_tokens=LM_POSITIONS // n)
-    words = run.model.tokenizer.decode(out[0, n:], skip_special_tokens=True)
-    assert lm_continuation(run) == words
+        generated = net.generate(run.trace.input_ids, max_new_tokens=lm_steps(n))
+    words = run.model.tokenizer.decode(generated[0, n:], skip_special_tokens=True)
+    assert lm_continuation(run) == words and "Greedy continuation" in out["prediction"]
+    longer = eng.analyse(" ".join([text] * 3), CUSTOM_PREFIX + folders["llama"])
+    assert lm_steps(longer.trace.input_ids.shape[1]) == 0 and lm_continuation(longer) is None
+    said = render("output", longer, Selection())["prediction"]
+    assert "written for texts of up to 384 tokens" in said
 
 
 def test_the_model_tab_names_rmsnorm_rope_gqa_and_the_gated_mlp(runs):

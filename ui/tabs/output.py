@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 import analysis
-from engine import is_live, lm_continuation
+from engine import LM_MIN_NEW_TOKENS, LM_POSITIONS, is_live, lm_continuation
 from lang import tr
 from model import TRAINED, predict_roles
 from ui import i18n
@@ -258,9 +258,16 @@ def lm_makers(view: View) -> dict:
         words = lm_continuation(view.analysis)
         said = tr(
             "Next-token predictions at every position (the top 5), read from the model's own "
-            "final norm and LM head. Greedy continuation of the text: “{words}”",
-            words=md_literal(words),
+            "final norm and LM head."
         )
+        if words is None:  # every step would read the whole long text again
+            said += " " + tr(
+                "A greedy continuation is written for texts of up to {n} tokens (each new token "
+                "reads the whole text again).",
+                n=LM_POSITIONS // LM_MIN_NEW_TOKENS,
+            )
+        else:
+            said += " " + tr("Greedy continuation of the text: “{words}”", words=md_literal(words))
         return (
             said
             + "  \n"
