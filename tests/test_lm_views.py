@@ -144,6 +144,16 @@ def test_byte_level_pieces_read_as_the_text_they_stand_for(runs):
     assert "".join(tokens[1:]) == TEXT
 
 
+def test_words_group_the_pieces_read_as_text_as_they_grouped_the_marked_ones(runs):
+    tokens = runs["gpt2"].trace.tokens[0]  # <|endoftext|>, The, ␣cat, ␣sat, ...
+    marked = [t if t == "<|endoftext|>" else t.replace(" ", "Ġ") for t in tokens]  # as GPT-2's
+    head = runs["gpt2"].trace.attentions["decoder"][0, 0, 0]  # (T, T)
+    words, merged = analysis.word_attention(head, tokens)
+    assert words[:4] == ["<|endoftext|>", "The", "cat", "sat"]
+    assert analysis.word_attention(head, marked)[0] == words
+    assert torch.equal(analysis.word_attention(head, marked)[1], merged)
+
+
 def test_half_a_character_and_an_id_past_the_table_are_said_so():
     assert readable("æĪ", True, 5) == "‹E6 88›"  # two of 我's three UTF-8 bytes
     assert readable(None, True, 310) == "‹310›"
