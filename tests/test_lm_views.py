@@ -191,6 +191,9 @@ def test_a_rope_model_shows_its_frequencies_and_distances_not_a_position_table(r
     assert "distance" in curves.layout.title.text and len(curves.data) == 2
     panels = [a.text for a in made["embedding_plot"]().layout.annotations]
     assert not any("position P[t]" in p for p in panels)  # nothing is added for RoPE
+    shapes = BY_ID["tokens"].makers(view_of(runs["llama"]))
+    said = " ".join(str(make()) for make in shapes.values())
+    assert "RoPE: no position vector" in said and "position [T, d_model]" not in said
     learned = BY_ID["embeddings"].makers(view_of(runs["gpt2"]))["position_table_plot"]()
     assert "learned positions" in learned.layout.title.text
 
@@ -203,8 +206,9 @@ def test_grouped_query_heads_are_named_with_their_key_value_head(runs):
     assert head_label(runs["gpt2"].trace.config, 3) == "3"
     trace = runs["llama"].trace
     assert "head 5 (kv 1)" in attention.head_figure(trace, "decoder", 1, 5).layout.title.text
-    ticks = attention.overview_figure(trace, "decoder").layout.xaxis.ticktext
-    assert ticks[5] == "H5<br>kv1"
+    overview = attention.overview_figure(trace, "decoder")
+    assert overview.layout.xaxis.ticktext[5] == "H5<br>kv1"
+    assert overview.data[0].x[0].startswith("H0/kv0 · ")  # the hover names the kv head too
     names = [
         d.hovertemplate for d in attention.compare_figure(trace, "decoder", (0, 1), (1, 6)).data
     ]

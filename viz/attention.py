@@ -523,6 +523,13 @@ def overview_tiles(
     return tiles(att), tiles(att / peak), k_q, k_k, peak[..., 0, 0].numpy()
 
 
+def column_head(config, head: int) -> str:
+    """An overview column's head in its hover and category name: "H5", "H5/kv1" under
+    grouped-query attention."""
+    label = head_label(config, head)
+    return f"H{head}" if label == str(head) else f"H{head}/kv{config.kv_head_of(head)}"
+
+
 def overview_head(config, head: int) -> str:
     """An overview column's name: "H5", and its key/value head below under grouped-query
     attention ("H5<br>kv1")."""
@@ -566,7 +573,7 @@ def overview_figure(
     # Built here rather than with heatmap(), which widens z to float32: uint8 is ¼ of the bytes.
     cells = go.Heatmap(
         z=tiles,
-        x=[f"H{h} · {lab}" for h in range(n_heads) for lab in k_lab],
+        x=[f"{column_head(trace.config, h)} · {lab}" for h in range(n_heads) for lab in k_lab],
         y=[f"L{layer} · {lab}" for layer in range(n_layers) for lab in q_lab],
         colorscale=ATTENTION_SCALE,
         zmin=0,
