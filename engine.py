@@ -44,6 +44,7 @@ MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at m
 # whole text again, no key/value cache: LM_POSITIONS positions in all), none past 384 tokens
 # (GPT-2 small on one core: ~0.5 s a step at 116 tokens, its LM head included).
 LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 2, 768
+LM_MAX_TOKENS = 512  # a language model's text is cut here, as BERT's (its attention: L·H·T²)
 FAMILY = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}
 TASK_SHORT = {
     "dates": "dates in many formats → ISO 2026-11-22",
@@ -309,6 +310,8 @@ class Engine:
         cfg, tok = loaded.net.config, loaded.tokenizer
         notices: list[str] = []
         limit = cfg.max_len
+        if loaded.is_lm:  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512
+            limit = min(limit, LM_MAX_TOKENS)
 
         def ids_of(text: str, decoder: bool) -> list[int]:
             if loaded.is_bert:
@@ -321,7 +324,18 @@ class Engine:
                 ids = tok.encode(text)
                 if decoder:  # the decoder reads "<s> ..." (seed 002's "<start> I am fine")
                     ids = [tok.bos_token_id, *ids]
-            if len(ids) > limit:
+            if len(ids) > limit and limit < cfg.max_len:
+                notices.append(
+                    Msg(
+                        "Text is {n:,} tokens; this app reads at most {limit:,} of a language "
+                        "model's {most:,} — the rest was cut (its trace grows with the square "
+                        "of the length).",
+                        n=len(ids),
+                        limit=limit,
+                        most=cfg.max_len,
+                    )
+                )
+            elif len(ids) > limit:
                 notices.append(
                     Msg(
                         "Text is {n:,} tokens; this model reads at most {limit:,} — "
@@ -330,6 +344,7 @@ class Engine:
                         limit=limit,
                     )
                 )
+            if len(ids) > limit:
                 ids = ids[: limit - 1] + [ids[-1]] if loaded.is_bert else ids[:limit]
             return ids
 

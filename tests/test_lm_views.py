@@ -305,6 +305,14 @@ def test_a_long_texts_lens_reads_its_last_positions_and_its_continuation_is_shor
     assert "written for texts of up to 384 tokens" in said
 
 
+def test_a_language_models_text_is_cut_at_512_tokens_with_a_sentence(eng, folders):
+    from engine import LM_MAX_TOKENS
+
+    run = eng.analyse("the cat sat " * 400, CUSTOM_PREFIX + folders["llama"])  # reads 2048
+    assert run.trace.input_ids.shape[1] == LM_MAX_TOKENS == 512
+    assert any("this app reads at most 512 of a language model's 2,048" in n for n in run.notices)
+
+
 def test_the_model_tab_names_rmsnorm_rope_gqa_and_the_gated_mlp(runs):
     net = runs["llama"].model.net
     text = model_info.architecture_markdown(net.config, "cpu", net.get_num_params())
