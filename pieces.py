@@ -29,7 +29,7 @@ def readable(piece: str | None, byte_level: bool, token_id: int) -> str:
     """A vocabulary piece as the text it stands for: byte-level pieces decoded from their bytes
     ("Ġcat" -> " cat", "Ċ" -> a new line, "æĪĳ" -> "我"), SentencePiece's "▁" as a space and
     its byte pieces ("<0x0A>") as their character. A piece holding part of a character's UTF-8
-    bytes is shown as those bytes ("‹E6 88›"); an id past the tokenizer's table as "‹id›"."""
+    bytes is shown as those bytes ("‹\\xE6\\x88›"); an id past the tokenizer's table as "‹id›"."""
     if piece is None:
         return f"‹{token_id}›"
     if byte_level and all(ch in BYTES for ch in piece):
@@ -37,7 +37,7 @@ def readable(piece: str | None, byte_level: bool, token_id: int) -> str:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
-            return "‹" + " ".join(f"{b:02X}" for b in raw) + "›"
+            return "‹" + "".join(f"\\x{b:02X}" for b in raw) + "›"
     if piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:
         with contextlib.suppress(ValueError):
             return chr(int(piece[3:5], 16)) if int(piece[3:5], 16) < 128 else piece

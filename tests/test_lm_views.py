@@ -155,7 +155,7 @@ def test_words_group_the_pieces_read_as_text_as_they_grouped_the_marked_ones(run
 
 
 def test_half_a_character_and_an_id_past_the_table_are_said_so():
-    assert readable("æĪ", True, 5) == "‹E6 88›"  # two of 我's three UTF-8 bytes
+    assert readable("æĪ", True, 5) == "‹\\xE6\\x88›"  # two of 我's three UTF-8 bytes
     assert readable(None, True, 310) == "‹310›"
     assert readable("▁the", False, 5) == " the" and readable("<0x0A>", False, 13) == "\n"
 
