@@ -105,7 +105,10 @@ def distance_figure(trace, stack: str = "decoder", layer: int = 0, head: int = 0
     tokens = trace.tokens_for(stack)[0][0]
     q_tok, k_tok = safe(display_token(tokens[n - 1])), safe(display_token(tokens[0]))
     titles = [
-        tr("q = k = (1, …, 1): the score falls as the pairs turn apart"),
+        tr(
+            "q = k = (1, …, 1): highest at Δ = 0, then the pairs turn apart (RoPE's long-term "
+            "decay)"
+        ),
         tr(
             "layer {layer}, head {head}: q of “{q}” (last token) and k of “{k}” (first), Δ apart",
             layer=layer,
