@@ -56,7 +56,9 @@ class ReadableTokenizer:
         self.byte_level = "ByteLevel" in type(decoder).__name__ or "ByteLevel" in repr(decoder)
         self.special = set(tokenizer.all_special_ids)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):  # only what the wrapper lacks; never "hf" (a copy being made)
+        if name == "hf":
+            raise AttributeError(name)
         return getattr(self.hf, name)
 
     def __call__(self, *args, **kwargs):

@@ -56,7 +56,7 @@ class LoadedModel:
     random_weights: bool = False  # a preset: seeded random weights, never trained
     trained: str | None = None  # the name of a shipped trained model (model.TRAINED)
     cpu_twin: Transformer | None = None  # a CPU copy, made the first time the GPU fails
-    family: str = "bert"  # a checkpoint's model_type: "bert", "gpt2", "llama", "qwen2", "mistral"
+    family: str = ""  # a checkpoint's model_type ("bert", "gpt2", "llama", …); "" for ours
 
     @property
     def is_lm(self) -> bool:
@@ -229,7 +229,7 @@ class Shelf:
                 raise InputError(
                     Msg("The bundled BERT could not be loaded: {reason}", reason=reason)
                 ) from None
-            return LoadedModel(BUNDLED, Msg(BUNDLED_LABEL), net, tok, True)
+            return LoadedModel(BUNDLED, Msg(BUNDLED_LABEL), net, tok, True, family="bert")
         if model_id.startswith(CUSTOM_PREFIX):
             return self._checkpoint(model_id)
         name, step = split_snapshot(model_id)
@@ -304,7 +304,7 @@ class Shelf:
         except BertLoadError as exc:  # LMLoadError too
             raise InputError(exc.args[0]) from None  # a lang.Msg: said in the reader's language
         label = Msg("BERT checkpoint {name}", name=net.config.name)
-        return LoadedModel(model_id, label, net, tok, True)
+        return LoadedModel(model_id, label, net, tok, True, family="bert")
 
 
 def short(source: str) -> str:

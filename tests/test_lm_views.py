@@ -154,6 +154,16 @@ def test_words_group_the_pieces_read_as_text_as_they_grouped_the_marked_ones(run
     assert torch.equal(analysis.word_attention(head, marked)[1], merged)
 
 
+def test_the_readable_tokenizer_copies_and_pickles(runs):
+    import copy
+    import pickle
+
+    tok = runs["gpt2"].model.tokenizer
+    ids = tok("hello cat")["input_ids"]
+    for twin in (copy.deepcopy(tok), pickle.loads(pickle.dumps(tok))):
+        assert twin.convert_ids_to_tokens(ids) == tok.convert_ids_to_tokens(ids)
+
+
 def test_half_a_character_and_an_id_past_the_table_are_said_so():
     assert readable("æĪ", True, 5) == "‹\\xE6\\x88›"  # two of 我's three UTF-8 bytes
     assert readable(None, True, 310) == "‹310›"
