@@ -18,7 +18,15 @@ from pathlib import Path
 import gradio as gr
 
 import ui.js as ui_js
-from engine import BUNDLED, DEFAULT_SECOND, MAX_CHARS, Engine, InputError, model_choices
+from engine import (
+    BUNDLED,
+    CUSTOM_PREFIX,
+    DEFAULT_SECOND,
+    MAX_CHARS,
+    Engine,
+    InputError,
+    model_choices,
+)
 from lang import Msg, speaking, tr
 from model import TRAINED
 from serve.lean import lean
@@ -120,6 +128,8 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
         choices.append((CUSTOM_LABEL, CUSTOM))
     default = ViewState(DEFAULT_TEXT, default_model, second=DEFAULT_SECOND)
     models = {value for _, value in choices if value != CUSTOM}
+    if public:  # a link may name a checkpoint the deployment lists (TA_MODELS), and no other
+        models |= {CUSTOM_PREFIX + name for name in engine.allowed}
     models |= {f"{name}@{step}" for name, card in TRAINED.items() for step in card["snapshots"]}
     peers = handlers(engine, default, models, choices)
     views = peers.views

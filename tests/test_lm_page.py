@@ -1,7 +1,7 @@
 """Real language models in the browser: Debian Chromium opens a tiny GPT-2 and a tiny LLaMA with
 grouped-query attention through the checkpoint box, runs them, and visits every tab; each tab
 draws its figures and no view says it failed. A public deployment opens the one checkpoint its
-TA_MODELS lists and refuses another with a sentence.
+TA_MODELS lists, also from a link, and refuses another with a sentence.
 
 The checkpoints are written by transformers itself with random weights (tests/test_lm.py's
 cases); nothing is downloaded.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -135,4 +136,10 @@ def test_a_public_deployment_opens_only_what_ta_models_lists(browser, folders):
         wait_status(page, "only these checkpoints", timeout=30_000)
         open_checkpoint(page, folders["gpt2"])
         wait_status(page, "GPT-2 checkpoint", timeout=60_000)
+        page.close()
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})  # a lecturer's link
+        page.goto(f"{url}?model=checkpoint:{quote(folders['gpt2'])}&text=hi%20there&tab=output")
+        wait_status(page, "GPT-2 checkpoint", timeout=60_000)
+        box = page.input_value("#checkpoint textarea, #checkpoint input")
+        assert box == folders["gpt2"]
         page.close()

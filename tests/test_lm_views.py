@@ -123,6 +123,22 @@ def test_the_public_page_offers_the_checkpoint_box_only_with_an_allow_list(folde
     assert app.CUSTOM not in [value for _, value in bare.choices]
 
 
+def test_a_link_opens_a_listed_checkpoint_on_a_public_page_and_no_other(folders):
+    import app
+    from ui.handlers import CUSTOM, Ask
+
+    listed = folders["gpt2"]
+    _, peers = app.setup(Engine(device="cpu", public=True, allowed=(listed,)), public=True)
+    opened = peers.views.deeplink(Ask(page="lm-link"), f"?model=checkpoint:{listed}&text=hi")
+    assert opened["model"] == CUSTOM and opened["checkpoint"]["value"] == listed
+    assert opened["checkpoint"]["visible"] and "GPT-2 checkpoint" in opened["status"]
+    other = peers.views.deeplink(
+        Ask(page="lm-link-2"), f"?model=checkpoint:{folders['llama']}&text=hi"
+    )
+    assert "is not a model here" in other["link_notes"]
+    assert "LLaMA" not in other["status"]
+
+
 # ---- tokens that read as text -------------------------------------------------------------------
 def test_the_byte_alphabet_is_gpt2s():
     from transformers.convert_slow_tokenizer import bytes_to_unicode
