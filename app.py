@@ -18,7 +18,15 @@ from pathlib import Path
 import gradio as gr
 
 import ui.js as ui_js
-from engine import BUNDLED, DEFAULT_SECOND, MAX_CHARS, Engine, InputError, model_choices
+from engine import (
+    BUNDLED,
+    CUSTOM_PREFIX,
+    DEFAULT_SECOND,
+    MAX_CHARS,
+    Engine,
+    InputError,
+    model_choices,
+)
 from lang import Msg, speaking, tr
 from model import TRAINED
 from serve.lean import lean
@@ -66,7 +74,7 @@ EXAMPLES = [  # each on a model that reads its language; [UNK] only where [UNK] 
     ["He said 'Xyzzyqwv' and ⍼ was printed.", BUNDLED],  # WordPiece pieces and [UNK]
     [(ASSETS / "examples" / "long_paragraph.txt").read_text(encoding="utf-8").strip(), BUNDLED],
 ]
-CUSTOM_LABEL = "Custom BERT checkpoint (folder or hub id)…"
+CUSTOM_LABEL = "Custom checkpoint: BERT, GPT-2, LLaMA, Qwen2, Mistral (folder or hub id)…"
 
 
 def is_public(flag: bool | None = None) -> bool:
@@ -116,10 +124,12 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
     if bundled_error:  # the presets still work: say why BERT is missing and start with one
         choices = [c for c in choices if c[1] != BUNDLED]
         default_model = FALLBACK_MODEL
-    if not public:
+    if not public or engine.allowed:  # a public deployment: only the checkpoints it lists
         choices.append((CUSTOM_LABEL, CUSTOM))
     default = ViewState(DEFAULT_TEXT, default_model, second=DEFAULT_SECOND)
     models = {value for _, value in choices if value != CUSTOM}
+    if public:  # a link may name a checkpoint the deployment lists (TA_MODELS), and no other
+        models |= {CUSTOM_PREFIX + name for name in engine.allowed}
     models |= {f"{name}@{step}" for name, card in TRAINED.items() for step in card["snapshots"]}
     peers = handlers(engine, default, models, choices)
     views = peers.views
@@ -142,6 +152,7 @@ def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:
         bundled_error=bundled_error,
         banner_reason=in_both_languages(bundled_error or ""),
         public=public,
+        allowed=engine.allowed if public else (),
     ), peers
 
 

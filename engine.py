@@ -18,29 +18,33 @@ from dataclasses import dataclass, field
 import torch
 
 from lang import Msg
-from model import (
-    PRESETS,
-    TRAINED,
-    BertLoadError,
-    Trace,
-    Transformer,
-    load_bert,
-    load_trained,
-    pick_device,
-)
+from model import PRESETS, TRAINED, Trace, Transformer, pick_device
 from serve.cpu import CpuShare, one_blas_thread, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
 from serve.lru import LockedLRU
 from serve.training import LIVE_PREFIX
+from shelf import (  # noqa: F401  (re-exported: the engine's names the app and tests use)
+    BUNDLED,
+    BUNDLED_LABEL,
+    CUSTOM_PREFIX,
+    MAX_MODELS,
+    InputError,
+    LoadedModel,
+    Shelf,
+    allowed_checkpoints,
+    is_live,
+    split_snapshot,
+)
 
-BUNDLED = "bert"
-BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
-CUSTOM_PREFIX = "checkpoint:"
 MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 tokens fit easily
 # The Masks view's second sentence: shorter than the default text in every tokenizer here, so the
 # default batch is visibly padded ("time flies like an arrow" is 7 BERT tokens, this 4).
 DEFAULT_SECOND = "Dogs bark."
-MAX_MODELS = 3  # models kept loaded besides the bundled BERT
 MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at most
+# A language model's greedy continuation: 12 tokens, fewer for a long text (each step reads the
+# whole text again, no key/value cache: LM_POSITIONS positions in all), none past 384 tokens
+# (GPT-2 small on one core: ~0.5 s a step at 116 tokens, its LM head included).
+LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 2, 768
+LM_MAX_TOKENS = 512  # a language model's text is cut here, as BERT's (its attention: L·H·T²)
 FAMILY = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}
 TASK_SHORT = {
     "dates": "dates in many formats → ISO 2026-11-22",
@@ -60,23 +64,6 @@ def model_choices() -> list[tuple[str, str]]:
     return choices
 
 
-def split_snapshot(model_id: str) -> tuple[str, int | None]:
-    """ "dates@300" -> ("dates", 300): a trained model at one of its training snapshots."""
-    name, _, step = model_id.partition("@")
-    if name in TRAINED and step:
-        if not step.isdigit() or int(step) not in TRAINED[name]["snapshots"]:
-            raise InputError(
-                Msg(
-                    "{name} has training snapshots at steps {steps}, not {step}.",
-                    name=name,
-                    steps=TRAINED[name]["snapshots"],
-                    step=repr(step[:12]),
-                )
-            )
-        return name, int(step)
-    return model_id, None
-
-
 def task_of(model_id) -> str:
     """The model a choice names, without its snapshot or owner: "dates@300" -> "dates", a model
     trained on a page ("page:induction:<secret>", serve.training) -> "induction"."""
@@ -86,11 +73,6 @@ def task_of(model_id) -> str:
     return model_id.partition("@")[0]
 
 
-def is_live(model_id) -> bool:
-    """Whether the id names a model trained on a page (the Train tab), not a shipped one."""
-    return str(model_id).startswith(LIVE_PREFIX)
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -98,10 +80,6 @@ def well_formed(text):
     """Text with lone UTF-16 surrogates replaced by U+FFFD: a browser can send half an emoji
     ("😀".slice(0, 1)), and neither the tokenizers nor UTF-8 (urlencode, JSON) accept one."""
     return _SURROGATE.sub("\ufffd", text) if isinstance(text, str) else text
-
-
-class InputError(ValueError):
-    """Input the app refuses; the message is one sentence for the user."""
 
 
 try:  # On ZeroGPU Spaces only a function decorated with spaces.GPU may touch CUDA.
@@ -136,28 +114,6 @@ def run_trace(net: Transformer, inputs: dict) -> Trace:
     return net.trace(**inputs).cpu()
 
 
-@dataclass
-class LoadedModel:
-    model_id: str
-    label: str
-    net: Transformer
-    tokenizer: object
-    is_bert: bool
-    random_weights: bool = False  # a preset: seeded random weights, never trained
-    trained: str | None = None  # the name of a shipped trained model (model.TRAINED)
-    cpu_twin: Transformer | None = None  # a CPU copy, made the first time the GPU fails
-
-    def on_cpu(self) -> Transformer:
-        """The model on the CPU: itself, or a copy kept for requests the GPU could not take."""
-        if self.net.device.type == "cpu":
-            return self.net
-        if self.cpu_twin is None:
-            twin = Transformer(self.net.config, tokenizer=self.tokenizer)
-            twin.load_state_dict({k: v.cpu() for k, v in self.net.state_dict().items()})
-            self.cpu_twin = twin.eval()
-        return self.cpu_twin
-
-
 def is_device_failure(exc: BaseException) -> bool:
     """CUDA out of memory, or another error raised by the GPU rather than by the input."""
     if isinstance(exc, torch.cuda.OutOfMemoryError):
@@ -179,6 +135,36 @@ class Analysis:
     # Decoder positions the user supplied (<s> and the typed text); the rest the model wrote
     # itself (a trained model's greedy continuation or translation). None: the user wrote all.
     typed: int | None = None
+
+
+# A language model's greedy continuations, by model and ids (strings only, small).
+LM_CONTINUATIONS: LockedLRU[tuple, str] = LockedLRU(256)
+
+
+def lm_steps(n_tokens: int) -> int:
+    """How many tokens a language model continues a text of ``n_tokens`` by (0: too long)."""
+    steps = min(LM_NEW_TOKENS, LM_POSITIONS // max(1, n_tokens))
+    return steps if steps >= LM_MIN_NEW_TOKENS else 0
+
+
+def lm_continuation(analysis: Analysis, item: int = 0) -> str | None:
+    """A language model's greedy continuation of one analysed text (``lm_steps`` tokens, cached):
+    the text it would write next, decoded by its tokenizer; None for a text too long to
+    continue within the budget."""
+    loaded, trace = analysis.model, analysis.trace
+    ids = trace.input_ids[item][trace.attention_mask[item].bool()].view(1, -1)  # (1, T)
+    key = (loaded.model_id, tuple(ids[0].tolist()), trace.positions)
+    found = LM_CONTINUATIONS.get(key)
+    if found is not None:
+        return found
+    net = loaded.net
+    room = max(0, min(lm_steps(ids.shape[1]), net.config.max_len - ids.shape[1]))
+    if room == 0:
+        return None
+    with cpu_share(ids.numel() + room, n_params(net)):
+        out = net.generate(ids.to(net.device), max_new_tokens=room, positions=trace.positions)
+    words = loaded.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)
+    return LM_CONTINUATIONS.put(key, words)
 
 
 def _malloc_trim():
@@ -267,24 +253,47 @@ class TraceCache:
 
 
 class Engine:
-    """Loads models on first use, checks and tokenizes text, caches traces."""
+    """Checks and tokenizes text, runs one forward pass per input, caches traces; the models
+    come from its shelf (shelf.py)."""
 
-    def __init__(self, device: str | None = None, public: bool = False) -> None:
+    def __init__(
+        self,
+        device: str | None = None,
+        public: bool = False,
+        allowed: tuple[str, ...] | None = None,
+    ) -> None:
+        """allowed: the checkpoints a public deployment opens (default: TA_MODELS)."""
         self.device = pick_device(device)
-        self.public = public
         return_big_blocks()  # before any worker thread allocates a trace
         one_blas_thread()
         self.cache = TraceCache()
         # A trained decoder's greedy output decides the trace's cache key, so it is asked for on
         # every redraw: keep the last few instead of decoding again (strings only, small).
         self._continuations: LockedLRU[tuple, tuple[str, str]] = LockedLRU(256)
-        self._models: dict[str, LoadedModel] = {}  # insertion order = least recently used first
-        self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
-        self.bundled_error: str | None = None
-        # Models trained on a page (serve.training), found by their secret id; the trainings
-        # own them, so they are never kept, counted or dropped here (ui.handlers.Training).
-        self.live: Callable[[str], LoadedModel | None] | None = None
+        allowed = allowed_checkpoints() if allowed is None else tuple(allowed)
+        self.shelf = Shelf(str(self.device), public, allowed, admit=lambda: cpu_share.load())
+
+    @property
+    def public(self) -> bool:
+        return self.shelf.public
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The checkpoints a public deployment opens (TA_MODELS); any, when not public."""
+        return self.shelf.allowed
+
+    @property
+    def bundled_error(self) -> str | None:
+        return self.shelf.bundled_error
+
+    @property
+    def live(self) -> Callable[[str], LoadedModel | None] | None:
+        """Finds a model trained on a page by its secret id (set by app.handlers)."""
+        return self.shelf.live
+
+    @live.setter
+    def live(self, find: Callable[[str], LoadedModel | None] | None) -> None:
+        self.shelf.live = find
 
     def warm_up(self) -> str | None:
         """Load the bundled BERT now (not on the first visitor's click); the reason if it fails."""
@@ -292,103 +301,9 @@ class Engine:
             self.model(BUNDLED)
         return self.bundled_error
 
-    # ---- models -----------------------------------------------------------------------------
     def model(self, model_id: str) -> LoadedModel:
-        """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once.
-
-        Loading (seconds for a big preset, minutes for a hub download) holds only that model's own
-        lock, so requests for models already loaded never wait behind it.
-        """
-        if is_live(model_id):
-            found = self.live(model_id) if self.live is not None else None
-            if found is None:
-                raise InputError(
-                    Msg(
-                        "The model trained on this page is gone (trained again, or the page was "
-                        "closed a while): train it again on the Train tab."
-                    )
-                )
-            return found
-        with self._lock:
-            if model_id in self._models:
-                self._models[model_id] = self._models.pop(model_id)  # most recently used last
-                return self._models[model_id]
-            loading = self._loading.setdefault(model_id, threading.Lock())
-        with loading:
-            with self._lock:
-                if model_id in self._models:  # another request loaded it while we waited
-                    return self._models[model_id]
-            try:
-                with cpu_share.load():
-                    loaded = self._load(model_id)
-            finally:
-                with self._lock:
-                    self._loading.pop(model_id, None)
-            with self._lock:
-                self._keep(model_id, loaded)
-            return loaded
-
-    def _keep(self, model_id: str, loaded: LoadedModel) -> None:
-        """Remember a model; memory stays bounded (call with self._lock held)."""
-        if model_id.startswith(CUSTOM_PREFIX):  # keep one custom checkpoint at a time
-            for key in [k for k in self._models if k.startswith(CUSTOM_PREFIX)]:
-                del self._models[key]
-        self._models[model_id] = loaded
-        # The bundled BERT stays; beyond MAX_MODELS the least recently used other model is
-        # dropped (rebuilt from its seed, or reloaded, when asked for again).
-        others = [k for k in self._models if k != BUNDLED]
-        for key in others[: max(0, len(others) - MAX_MODELS)]:
-            del self._models[key]
-
-    def _load(self, model_id: str) -> LoadedModel:
-        if model_id == BUNDLED:
-            try:
-                net, tok = load_bert(device=str(self.device))
-            except Exception as exc:  # a broken install must not take the presets down with it
-                reason = exc.args[0] if isinstance(exc, BertLoadError) else type(exc).__name__
-                self.bundled_error = reason
-                raise InputError(
-                    Msg("The bundled BERT could not be loaded: {reason}", reason=reason)
-                ) from None
-            return LoadedModel(BUNDLED, Msg(BUNDLED_LABEL), net, tok, True)
-        if model_id.startswith(CUSTOM_PREFIX):
-            if self.public:
-                raise InputError(Msg("Custom checkpoints are disabled on this public deployment."))
-            source = model_id.removeprefix(CUSTOM_PREFIX).strip()
-            if not source:
-                raise InputError(Msg("Give a BERT checkpoint folder or a Hugging Face Hub id."))
-            try:
-                net, tok = load_bert(source, device=str(self.device))
-            except BertLoadError as exc:
-                raise InputError(exc.args[0]) from None  # a lang.Msg: said in the reader's language
-            label = Msg("BERT checkpoint {name}", name=net.config.name)
-            return LoadedModel(model_id, label, net, tok, True)
-        name, step = split_snapshot(model_id)
-        if name in TRAINED:
-            net = load_trained(name, step).to(self.device)
-            final = step is None or step == TRAINED[name]["snapshots"][-1]
-            label = (
-                Msg("{name} (trained, step {step})", name=name, step=step)
-                if step is not None
-                else Msg("{name} (trained, step final)", name=name)
-            )
-            if not final:
-                label = Msg(
-                    "{name} (training snapshot at step {step} of {last})",
-                    name=name,
-                    step=step,
-                    last=TRAINED[name]["snapshots"][-1],
-                )
-            return LoadedModel(model_id, label, net, net.tokenizer, False, trained=name)
-        if model_id not in PRESETS:
-            raise InputError(
-                Msg(
-                    "Unknown model {model}; choose one from the list.",
-                    model=repr(str(model_id)[:60]),
-                )
-            )
-        net = Transformer(PRESETS[model_id]).to(self.device)
-        return LoadedModel(model_id, model_id, net, net.tokenizer, False, random_weights=True)
+        """The model for a dropdown id or "checkpoint:<folder or hub id>"; loaded once."""
+        return self.shelf.model(model_id)
 
     # ---- text -> inputs -----------------------------------------------------------------------
     def encode(self, loaded: LoadedModel, texts: list[str], targets: list[str] | None):
@@ -396,15 +311,32 @@ class Engine:
         cfg, tok = loaded.net.config, loaded.tokenizer
         notices: list[str] = []
         limit = cfg.max_len
+        if loaded.is_lm:  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512
+            limit = min(limit, LM_MAX_TOKENS)
 
         def ids_of(text: str, decoder: bool) -> list[int]:
             if loaded.is_bert:
                 ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
+            elif loaded.is_lm:  # its tokenizer's own specials, and one start token in front
+                ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
+                if tok.bos_token_id is not None and ids[:1] != [tok.bos_token_id]:
+                    ids = [tok.bos_token_id, *ids]  # GPT-2's <|endoftext|>, as it was trained
             else:
                 ids = tok.encode(text)
                 if decoder:  # the decoder reads "<s> ..." (seed 002's "<start> I am fine")
                     ids = [tok.bos_token_id, *ids]
-            if len(ids) > limit:
+            if len(ids) > limit and limit < cfg.max_len:
+                notices.append(
+                    Msg(
+                        "Text is {n:,} tokens; this app reads at most {limit:,} of a language "
+                        "model's {most:,} — the rest was cut (its trace grows with the square "
+                        "of the length).",
+                        n=len(ids),
+                        limit=limit,
+                        most=cfg.max_len,
+                    )
+                )
+            elif len(ids) > limit:
                 notices.append(
                     Msg(
                         "Text is {n:,} tokens; this model reads at most {limit:,} — "
@@ -413,6 +345,7 @@ class Engine:
                         limit=limit,
                     )
                 )
+            if len(ids) > limit:
                 ids = ids[: limit - 1] + [ids[-1]] if loaded.is_bert else ids[:limit]
             return ids
 
@@ -568,7 +501,8 @@ class Engine:
         inputs, cut = self.encode(loaded, texts, targets)
         inputs["positions"] = positions
         size = trace_bytes(loaded.net.config, inputs)
-        if loaded.net.lm_head is not None and loaded.net.config.vocab_size <= 4096:
+        small = loaded.net.config.vocab_size <= 4096 and not loaded.is_lm  # (LMs: Output tab)
+        if loaded.net.lm_head is not None and small:
             inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
         start = time.perf_counter()
         try:

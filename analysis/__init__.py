@@ -12,9 +12,9 @@ from analysis.breakdown import score_breakdown
 from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
-from analysis.head_stats import head_stats
+from analysis.head_stats import attention_sink, head_stats
 from analysis.layer_steps import layer_steps
-from analysis.logit_lens import logit_lens
+from analysis.logit_lens import logit_lens, logit_lens_top
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
 from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
@@ -23,6 +23,7 @@ from analysis.words import word_attention
 __all__ = [
     "ablation_effects",
     "attention_block",
+    "attention_sink",
     "attention_flow",
     "attention_flow_row",
     "head_distances",
@@ -31,6 +32,7 @@ __all__ = [
     "head_table",
     "layer_steps",
     "logit_lens",
+    "logit_lens_top",
     "mds_2d",
     "measures_npz",
     "mixing_ratio",

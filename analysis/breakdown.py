@@ -25,11 +25,15 @@ from model.trace import Trace
 Parts = dict[str, torch.Tensor]
 
 
-def _ln_split(parts: Parts, norm: nn.LayerNorm) -> Parts:
-    """LayerNorm applied part by part with σ of the whole sum (exact: centring is linear)."""
+def _ln_split(parts: Parts, norm: nn.Module) -> Parts:
+    """LayerNorm applied part by part with σ of the whole sum (exact: centring is linear); an
+    RMSNorm (no centring, no bias) part by part with the whole sum's RMS."""
     total = sum(parts.values())  # (d_model,)
-    sigma = torch.sqrt(total.var(unbiased=False) + norm.eps)
     gamma = norm.weight.detach().cpu().double()
+    if getattr(norm, "bias", None) is None:  # RMSNorm: x / √(mean(x²) + ε) · g
+        rms = torch.sqrt(total.pow(2).mean() + norm.eps)
+        return {name: gamma * p / rms for name, p in parts.items()}
+    sigma = torch.sqrt(total.var(unbiased=False) + norm.eps)
     out = {name: gamma * (p - p.mean()) / sigma for name, p in parts.items()}
     out["bias"] = out.get("bias", torch.zeros_like(total)) + norm.bias.detach().cpu().double()
     return out
@@ -50,11 +54,15 @@ def _input_parts(trace: Trace, net: nn.Module, stack: str, item: int, pos: int) 
 
 
 def _project(parts: Parts, linear: nn.Linear, head: int, n_heads: int) -> Parts:
-    """Each part through head `head` of an input projection; the projection's bias joins "bias"."""
+    """Each part through head `head` of an input projection (of ``n_heads`` heads: fewer for
+    W_K and W_V under grouped-query attention); the projection's bias, if any, joins "bias"."""
     w = per_head(linear.weight.detach().cpu().double(), n_heads)[head]  # (d_model, d_head)
     out = {name: p @ w for name, p in parts.items() if name != "bias"}
-    bias = linear.bias.detach().cpu().double().view(n_heads, -1)[head]  # (d_head,)
-    out["bias"] = (parts["bias"] @ w if "bias" in parts else 0) + bias
+    bias = 0
+    if linear.bias is not None:
+        bias = linear.bias.detach().cpu().double().view(n_heads, -1)[head]  # (d_head,)
+    if "bias" in parts or linear.bias is not None:
+        out["bias"] = (parts["bias"] @ w if "bias" in parts else 0) + bias
     return out
 
 
@@ -68,10 +76,20 @@ def _split(trace, net, stack, layer, head, query, key, item, score_trace) -> dic
             "reason": "Only layer 0 of a self-attention stack reads token + position directly; "
             "after the first attention the softmax mixes them non-linearly.",
         }
+    cfg = trace.config
+    if cfg.positions == "rotary":
+        return {
+            "available": False,
+            "reason": "RoPE adds no position vector: it turns q and k by angles set by their "
+            "positions, so q·k has no token + position split (the Embeddings tab shows how a "
+            "score changes with distance).",
+        }
     attn = check_net(trace, net, stack, "The token/position split")[0]
-    n_heads, scale = trace.config.n_heads, trace.config.d_head**-0.5
+    n_heads, scale = cfg.n_heads, cfg.d_head**-0.5
     q_parts = _project(_input_parts(trace, net, stack, item, query), attn.w_q, head, n_heads)
-    k_parts = _project(_input_parts(trace, net, stack, item, key), attn.w_k, head, n_heads)
+    k_parts = _project(
+        _input_parts(trace, net, stack, item, key), attn.w_k, cfg.kv_head_of(head), cfg.kv_heads
+    )
     terms = [
         {"query_part": a, "key_part": b, "value": float(qa @ kb * scale)}
         for a, qa in q_parts.items()
@@ -101,7 +119,9 @@ def _context_check(trace, net, stack, layer, item, query, context_all) -> dict:
         return {"available": False, "reason": "Checking the context needs W_O: pass net."}
     attn = check_net(trace, net, stack, "The context check")[layer]
     w_o = output_per_head(attn.w_o.weight.detach().cpu().double(), trace.config.n_heads)
-    rebuilt = torch.einsum("hd,hdm->m", context_all, w_o) + attn.w_o.bias.detach().cpu().double()
+    rebuilt = torch.einsum("hd,hdm->m", context_all, w_o)  # (d_model,)
+    if attn.w_o.bias is not None:  # LLaMA's W_O has none
+        rebuilt = rebuilt + attn.w_o.bias.detach().cpu().double()
     out = trace.layer_field("attn_out", stack, layer)[item, query].cpu().double()  # (d_model,)
     return {"available": True, "difference": float((rebuilt - out).abs().max())}
 

@@ -24,7 +24,7 @@ import torch
 from analysis.block import attention_block
 from analysis.distances import head_distances, mds_2d, query_rows
 from analysis.flow import attention_flow
-from analysis.head_stats import head_stats
+from analysis.head_stats import attention_sink, head_stats
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from analysis.patterns import head_patterns
 from analysis.rollout import rollout
@@ -224,8 +224,14 @@ CONVENTIONS = {
 def head_table(
     trace: Trace, stack: str = "encoder", item: int = 0, convention: str = "ours", custom=None
 ) -> pd.DataFrame:
-    """head_stats and (self-attention stacks) head_patterns of one item, one row per head."""
+    """head_stats, the attention sink after "first", and (self-attention stacks)
+    head_patterns of one item, one row per head."""
     table = head_stats(trace, stack, item, convention=convention)
+    table.insert(
+        list(table.columns).index("first") + 1,
+        "sink",
+        attention_sink(trace, stack, item).flatten().numpy(),
+    )
     if stack != "cross":
         patterns = head_patterns(trace, stack, item, custom=custom)
         table = table.merge(patterns, on=["layer", "head"])

@@ -13,6 +13,8 @@ from model.trace import Trace
 CLASSES = ("first", "sep", "punct")
 COLUMNS = ("layer", "head", "entropy", "prev", "next", "self", "first", "sep", "punct", "distance")
 
+# The Heads tab's table (analysis.head_table): the statistics with the attention sink after first.
+TABLE_COLUMNS = (*COLUMNS[:7], "sink", *COLUMNS[7:])
 
 CONVENTIONS = ("ours", "clark")
 CLARK_PUNCT = frozenset({".", ","})  # the notebook's punctuation
@@ -119,3 +121,25 @@ def clark_columns(
             if pos + offset in key_at:
                 total += alpha[:, :, row, key_at[pos + offset]].double()
         stats[name] = total / len(q_pos)
+
+
+def attention_sink(trace: Trace, stack: str = "decoder", item: int = 0) -> torch.Tensor:
+    """Each head's weight on the first real key, averaged over the real queries that may attend
+    anywhere else, [L, H]: the "attention sink" of language models (Xiao et al. 2023,
+    StreamingLLM), where heads with nothing to do park their weight on the first token.
+
+    Under a causal mask the first query sees only itself (weight 1 there by construction), so it
+    is left out; in an encoder every query counts, and this is head_stats' "first" (BERT's
+    [CLS] column share). Padding is left out as in head_stats.
+    """
+    check_stack(trace, stack)
+    pattern = trace.attentions[stack]  # (B, L, H, T_q, T_k)
+    q_real, k_real = (m[item].cpu() for m in real_tokens(trace, stack))  # (T_q,), (T_k,)
+    q_pos, k_pos = q_real.nonzero().squeeze(1), k_real.nonzero().squeeze(1)
+    if not len(q_pos) or not len(k_pos):
+        raise ValueError(f"Batch item {item} has no real tokens in the {stack} stack.")
+    allowed = trace.masks[stack][item].cpu()[q_pos][:, k_pos]  # (n_q, n_k) True = may attend
+    free = allowed[:, 1:].any(-1)  # queries that may look past the first real key
+    rows = q_pos[free] if free.any() else q_pos
+    on_first = pattern[item, :, :, rows, int(k_pos[0])].detach().cpu()  # (L, H, n)
+    return on_first.double().mean(-1)

@@ -13,7 +13,9 @@ import torch
 from model.trace import Trace
 
 SEPARATORS = frozenset({"[SEP]", "</s>"})  # BERT's separator, RoBERTa/BART's (and our <s>...</s>)
-WORD_PREFIXES = ("##", "Ġ", "▁")  # WordPiece continuation, byte-level BPE and SentencePiece marks
+# WordPiece continuation, byte-level BPE and SentencePiece marks, and the space a byte-level piece
+# read as text starts with (pieces.py)
+WORD_PREFIXES = ("##", "Ġ", "▁", " ")
 
 
 def check_stack(trace: Trace, stack: str) -> None:

@@ -12,14 +12,18 @@ import torch
 from analysis.tokens import SEPARATORS
 
 SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", *SEPARATORS})
-WORD_STARTS = ("Ġ", "▁")  # byte-level BPE and SentencePiece mark a word's first piece
+SPECIAL |= {"<|endoftext|>", "<unk>"}  # GPT-2's start, end and padding; LLaMA 2's unknown
+# Byte-level BPE and SentencePiece mark a word's first piece; the page reads those pieces as
+# text (pieces.py), where the mark is the space itself.
+WORD_STARTS = ("Ġ", "▁", " ")
 
 
 def word_spans(tokens: list[str]) -> tuple[list[str], list[int]]:
     """(words, word index of every token): which tokens make one word.
 
     WordPiece: a "##" piece continues the word before it. Byte-level BPE / SentencePiece (some
-    token starts with "Ġ" or "▁"): a piece without that mark continues the word before it.
+    token starts with "Ġ", "▁" or, read as text, a space): a piece without that mark continues
+    the word before it.
     Special tokens ([CLS], [SEP], <s>, padding) are words of their own, as in Clark et al.
     """
     marked = any(t.startswith(WORD_STARTS) for t in tokens)
@@ -30,7 +34,7 @@ def word_spans(tokens: list[str]) -> tuple[list[str], list[int]]:
         special = token in SPECIAL
         if marked:
             joins = not token.startswith(WORD_STARTS)
-            piece = token.lstrip("Ġ▁")
+            piece = token.lstrip("Ġ▁ ")
         else:
             joins = token.startswith("##")
             piece = token.removeprefix("##")

@@ -203,7 +203,7 @@ def test_custom_checkpoints_are_offered_outside_public_mode(app_url, page):
     wait_status(page, "tokens")
     page.click("#model input")
     page.wait_for_selector("#model ul li")
-    page.locator("#model ul li", has_text="Custom BERT checkpoint").click()
+    page.locator("#model ul li", has_text="Custom checkpoint").click()
     page.fill("#checkpoint textarea, #checkpoint input", "/no/such/folder")
     page.click("#run")
     wait_status(page, "neither an existing folder")

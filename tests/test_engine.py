@@ -99,9 +99,9 @@ def test_loaded_models_are_bounded_and_the_bundled_bert_stays():
     eng.warm_up()
     for name in ("seed000-tiny", "seed001-decoder", "seed002-encoder", "seed003-encdec"):
         eng.model(name)
-    assert BUNDLED in eng._models
-    assert len(eng._models) == 1 + engine_mod.MAX_MODELS
-    assert "seed000-tiny" not in eng._models  # the least recently used went first
+    assert BUNDLED in eng.shelf._models
+    assert len(eng.shelf._models) == 1 + engine_mod.MAX_MODELS
+    assert "seed000-tiny" not in eng.shelf._models  # the least recently used went first
 
 
 def test_a_slow_model_load_does_not_block_requests_for_loaded_models(monkeypatch):
@@ -111,7 +111,7 @@ def test_a_slow_model_load_does_not_block_requests_for_loaded_models(monkeypatch
     eng = Engine(device="cpu")
     eng.warm_up()
     started, release = threading.Event(), threading.Event()
-    real_load = eng._load
+    real_load = eng.shelf._load
 
     def slow_load(model_id):
         if model_id == "seed002-encoder":
@@ -119,7 +119,7 @@ def test_a_slow_model_load_does_not_block_requests_for_loaded_models(monkeypatch
             release.wait(10)
         return real_load(model_id)
 
-    monkeypatch.setattr(eng, "_load", slow_load)
+    monkeypatch.setattr(eng.shelf, "_load", slow_load)
     loader = threading.Thread(target=eng.model, args=("seed002-encoder",))
     loader.start()
     assert started.wait(10)
@@ -128,7 +128,7 @@ def test_a_slow_model_load_does_not_block_requests_for_loaded_models(monkeypatch
     assert time.perf_counter() - t0 < 5
     release.set()
     loader.join(10)
-    assert "seed002-encoder" in eng._models
+    assert "seed002-encoder" in eng.shelf._models
 
 
 def test_a_trained_decoders_output_is_decoded_once_per_text():

@@ -29,7 +29,7 @@ pytestmark = [
 ]
 
 CHAR_MODEL = "seed002-encoder"  # one token per character: NUL, ZWJ and "<" each get a chip
-CUSTOM_LABEL = "Custom BERT checkpoint (folder or hub id)…"
+CUSTOM_LABEL = "Custom checkpoint: BERT, GPT-2, LLaMA, Qwen2, Mistral (folder or hub id)…"
 DEFAULT_TEXT = "time flies like an arrow"  # what the page runs on load
 TABS = list(TAB_PLOTS)  # tokens, embeddings, attention, masks, hidden, bertviz, model
 SHOT_CASES = {"img_onerror_pwned", "emoji_zwj_skin_tones", "rtl_mixed", "control_and_nul"}

@@ -161,7 +161,7 @@ def test_notices_and_errors_made_earlier_are_said_in_the_readers_language():
 def source_patterns() -> dict[str, str]:
     """Every literal first argument of tr(…) or Msg(…) in the code, with where it is; a module
     constant given instead (Msg(CANNOT_READ, …)) counts as its text."""
-    files = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
+    files = [ROOT / "app.py", ROOT / "engine.py", ROOT / "shelf.py", *ROOT.glob("[uv]i*/**/*.py")]
     files += [*ROOT.glob("model/*.py"), *ROOT.glob("serve/*.py")]  # checkpoint errors, refusals
     files += [*ROOT.glob("train/*.py")]  # what a live model says of its lesson
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
@@ -212,7 +212,7 @@ def test_every_pattern_the_code_says_has_a_translation_with_the_same_fields(draw
 
 def test_no_translation_is_stale():
     strings = set()
-    code = [ROOT / "app.py", ROOT / "engine.py", *ROOT.glob("[uv]i*/**/*.py")]
+    code = [ROOT / "app.py", ROOT / "engine.py", ROOT / "shelf.py", *ROOT.glob("[uv]i*/**/*.py")]
     code += [*ROOT.glob("analysis/*.py"), *ROOT.glob("model/*.py")]  # reasons, role labels
     code += [*ROOT.glob("serve/*.py")]  # the server's refusals (serve.exports)
     code += [*ROOT.glob("train/*.py")]  # a live model's lesson (train.progress.BELOW_LESSON)
@@ -328,20 +328,22 @@ def test_the_app_says_a_checkpoint_refusal_and_a_failed_view_in_the_page_languag
     from engine import CUSTOM_PREFIX
     from tests.test_checkpoint_guard import with_config
 
-    source = with_config(model_type="gpt2")(tmp_path / "ckpt")
+    source = with_config(model_type="t5")(tmp_path / "ckpt")
     with pytest.raises(app.InputError) as exc:
         Engine(device="cpu").analyse("hi", CUSTOM_PREFIX + source)
     english = app.sentence(exc.value)
-    assert (
-        english
-        == "ckpt is a gpt2 checkpoint; only BERT checkpoints (model_type 'bert') can be loaded."
+    assert english == (
+        "ckpt is a t5 checkpoint; the app opens BERT, GPT-2, LLaMA, Qwen2 and Mistral "
+        "checkpoints (model_type 'bert', 'gpt2', 'llama', 'qwen2' or 'mistral')."
     )
     with speaking("zh-CN"):
         said = app.sentence(exc.value)
         failed = failed_view("breakdown", exc.value)
-    assert "gpt2" in said and not english_words(said, {"gpt2", "ckpt", "model_type", "bert"})
+    names = {"t5", "ckpt", "model_type", "bert", "gpt2", "llama", "qwen2", "mistral"}
+    names |= {"BERT", "GPT", "LLaMA", "Qwen2", "Mistral"}
+    assert "t5" in said and not english_words(said, names)
     assert "InputError" in failed and said.rstrip("。") in html.unescape(failed), failed
-    assert not english_words(failed, {"gpt2", "ckpt", "model_type", "bert", "InputError"})
+    assert not english_words(failed, names | {"InputError"})
 
 
 @pytest.mark.parametrize(

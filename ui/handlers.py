@@ -499,7 +499,11 @@ class Views:
             for reason in invalid
         )
         name, _, step = state.model.partition("@")
+        if name.startswith(CUSTOM_PREFIX):  # a listed checkpoint: the box holds its name
+            name, step, source = CUSTOM, "", name.removeprefix(CUSTOM_PREFIX)
         boxes = model_boxes(name, int(step) if step else None, state.positions)
+        if name == CUSTOM:
+            boxes["checkpoint"]["value"] = source
         boxes["target"]["value"] = state.target
         boxes["positions"]["value"] = state.positions
         result.update(boxes)

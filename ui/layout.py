@@ -80,6 +80,7 @@ class Setup:
     bundled_error: str | None = None
     banner_reason: str = ""
     public: bool = False  # a public deployment: no custom checkpoints, no corpus upload
+    allowed: tuple[str, ...] = ()  # ...except these (TA_MODELS), named in the checkpoint box
 
 
 def header(page: Page, setup: Setup) -> None:
@@ -116,8 +117,12 @@ def inputs(page: Page, setup: Setup) -> None:
                 ),
                 checkpoint=gr.Textbox(
                     "",
-                    label=t("BERT checkpoint: local folder or Hugging Face Hub id"),
-                    placeholder="/path/to/bert-folder or google-bert/bert-base-uncased",
+                    label=t(
+                        "Checkpoint (BERT, GPT-2, LLaMA, Qwen2, Mistral): local folder or "
+                        "Hugging Face Hub id"
+                    ),
+                    placeholder=", ".join(setup.allowed)
+                    or "/path/to/folder, gpt2 or google-bert/bert-base-uncased",
                     visible=False,
                     elem_id="checkpoint",
                 ),

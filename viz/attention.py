@@ -23,6 +23,7 @@ from viz.common import (
     DIVERGING_SCALE,
     base_layout,
     fixed_margins,
+    head_label,
     heatmap,
     square_axis_props,
     stack_tokens,
@@ -349,7 +350,7 @@ def head_bar(scale: str, zmax: float) -> str:
     return tr("weight (0–head max)")
 
 
-def head_title(stack: str, layer: int, head: int, note: str, scale: str, zmax: float) -> str:
+def head_title(stack: str, layer: int, head: int | str, note: str, scale: str, zmax: float) -> str:
     """The head view's title: which head, what hides and pools cells, the colour range."""
     title = tr(
         "Layer {layer}, head {head} — {stack}{note}",
@@ -424,7 +425,7 @@ def head_figure(
     n = max(len(x_lab), len(y_lab))
     base_layout(
         fig,
-        head_title(stack, layer, head, note, scale, zmax),
+        head_title(stack, layer, head_label(trace.config, head), note, scale, zmax),
         height=min(860, max(380, 150 + 14 * n)),
     )
     return fig
@@ -490,7 +491,9 @@ def head_switch_data(
     # level 1, ~7× faster for ~30 % more bytes, so the tab's first draw stays within budget.
     level = 6 if planes.nbytes <= ZLIB6_BYTES else 1
     titles = [
-        head_title(stack, lay, h, frame.note, scale, zmax[lay * n_heads + h])
+        head_title(
+            stack, lay, head_label(trace.config, h), frame.note, scale, zmax[lay * n_heads + h]
+        )
         for lay in range(n_layers)
         for h in range(n_heads)
     ]
@@ -539,6 +542,20 @@ def overview_tiles(
     return tiles(att), tiles(att / peak), k_q, k_k, peak[..., 0, 0].numpy()
 
 
+def column_head(config, head: int) -> str:
+    """An overview column's head in its hover and category name: "H5", "H5/kv1" under
+    grouped-query attention."""
+    label = head_label(config, head)
+    return f"H{head}" if label == str(head) else f"H{head}/kv{config.kv_head_of(head)}"
+
+
+def overview_head(config, head: int) -> str:
+    """An overview column's name: "H5", and its key/value head below under grouped-query
+    attention ("H5<br>kv1")."""
+    label = head_label(config, head)
+    return f"H{head}" if label == str(head) else f"H{head}<br>kv{config.kv_head_of(head)}"
+
+
 def overview_figure(
     trace,
     stack: str,
@@ -576,7 +593,7 @@ def overview_figure(
     cells = dict(
         type="heatmap",
         z=tiles,
-        x=[f"H{h} · {lab}" for h in range(n_heads) for lab in k_lab],
+        x=[f"{column_head(trace.config, h)} · {lab}" for h in range(n_heads) for lab in k_lab],
         y=[f"L{layer} · {lab}" for layer in range(n_layers) for lab in q_lab],
         colorscale=ATTENTION_SCALE,
         zmin=0,
@@ -631,7 +648,7 @@ def overview_figure(
             "side": "top",
             "tickmode": "array",
             "tickvals": [h * n_k + (n_k - 1) / 2 for h in range(n_heads)],
-            "ticktext": [f"H{h}" for h in range(n_heads)],
+            "ticktext": [overview_head(trace.config, h) for h in range(n_heads)],
             "tickangle": 0,
             "showgrid": False,
             "zeroline": False,
@@ -699,7 +716,9 @@ def compare_figure(
     x_lab = pool_labels(token_labels(k_tok), k_k)
     y_lab = pool_labels(token_labels(q_tok), k_q)
     y_title, x_title = axis_titles(stack)
-    name_a, name_b = f"A = L{a[0]} H{a[1]}", f"B = L{b[0]} H{b[1]}"
+    cfg = trace.config
+    name_a = f"A = L{a[0]} H{head_label(cfg, a[1])}"
+    name_b = f"B = L{b[0]} H{head_label(cfg, b[1])}"
     common = {"x_title": x_title, "y_title": y_title}
     panels = [
         heatmap(pat_a, x_lab, y_lab, value_name=f"{name_a}:", **common),

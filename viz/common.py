@@ -40,6 +40,15 @@ pio.templates[TEMPLATE] = _white_template()
 pio.templates.default = TEMPLATE
 
 
+def head_label(config, head: int) -> str:
+    """A head's name in titles: "5", or "5 (kv 1)" under grouped-query attention, where query
+    head 5 reads key/value head 1 with the other heads of its group (LLaMA's repeat_kv)."""
+    kv_heads = getattr(config, "kv_heads", None)
+    if kv_heads is None or kv_heads == config.n_heads:
+        return str(head)
+    return f"{head} (kv {config.kv_head_of(head)})"
+
+
 def display_token(token: str, max_chars: int = MAX_LABEL_CHARS) -> str:
     """A token as a reader should see it: whitespace and control characters made visible, long
     tokens shortened with an ellipsis. Not escaped (see ``safe``)."""

@@ -38,11 +38,15 @@ CAPTIONS = {
     "positions": (
         "**PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / "
         "10000^(2i/d_model))** — the period grows with the dimension (seed 002). Learned "
-        "positions (BERT) are rows of a trained table P[max_len, d_model]."
+        "positions (BERT, GPT-2) are rows of a trained table P[max_len, d_model]. A RoPE model "
+        "(LLaMA, Qwen2, Mistral) adds no table: it turns each head's q and k, pair i of "
+        "dimensions by pos·θ_i, θ_i = base^(−2i/d_head); drawn here are its θ_i."
     ),
     "position_curves": (
         "**One dimension of P across positions** — dimension 2i / 2i+1 is a sin / cos of period "
-        "2π·10000^(2i/d_model); learned dimensions follow no formula."
+        "2π·10000^(2i/d_model); learned dimensions follow no formula. For a RoPE model: how the "
+        "score of one fixed pair of q and k changes with their distance alone (the dimensions "
+        "below do not apply)."
     ),
 }
 
@@ -114,6 +118,8 @@ def _panels(trace, stack: str, batch: int, n: int, labels: list[str]):
         (tr("token embedding E_tok[id]"), "token embedding", _np(emb["token"][batch, :n]), labels),
         (tr("position P[t]"), "position", _np(emb["position"][:n]), labels),
     ]
+    if trace.config.positions == "rotary":  # nothing is added: RoPE turns q and k instead
+        panels.pop()
     if "token_type" in emb:
         rows, seg_labels = _segment_rows(_np(emb["token_type"][batch, :n]))
         title = tr("token type E_type[s]: one row per segment, added to each of its tokens")

@@ -42,15 +42,33 @@ def next_token_answers(ids: list[int]) -> list[int | None]:
 
 
 def lens_cells(
-    probs: torch.Tensor, vocab: list[str], answers: list[int | None]
+    probs: torch.Tensor, vocab, answers: list[int | None]
 ) -> tuple[np.ndarray, list[list[str]], list[list[str]]]:
     """(top probability [L+1, T], cell texts, hover texts) of a lens."""
     top_p, top_id = probs.max(dim=-1)  # (L+1, T)
     ranks = answer_ranks(probs, answers)
+    right = [
+        probs[:, t, a] if a is not None else torch.full(probs.shape[:1], float("nan"))
+        for t, a in enumerate(answers)
+    ]
+    answer_p = torch.stack(right, dim=1) if right else torch.zeros(probs.shape[:2])  # (L+1, T)
+    return cells_of(top_p, top_id, ranks, answer_p, vocab, answers)
+
+
+def cells_of(
+    top_p: torch.Tensor,
+    top_id: torch.Tensor,
+    ranks: np.ndarray,
+    answer_p: torch.Tensor,
+    vocab,
+    answers: list[int | None],
+) -> tuple[np.ndarray, list[list[str]], list[list[str]]]:
+    """Cells of a lens from its top prediction per cell and the right answer's rank and p
+    [L+1, T]; ``vocab`` maps an id to its piece (a list, or a dict of the ids shown)."""
     texts, hovers = [], []
-    for row in range(probs.shape[0]):
+    for row in range(top_p.shape[0]):
         text_row, hover_row = [], []
-        for t in range(probs.shape[1]):
+        for t in range(top_p.shape[1]):
             token = display_token(vocab[int(top_id[row, t])], 8)
             p = float(top_p[row, t])
             answer = answers[t]
@@ -64,7 +82,7 @@ def lens_cells(
                     "right answer {token}: rank {rank} · p {p}",
                     token=right,
                     rank=rank,
-                    p=f"{float(probs[row, t, answer]):.3f}",
+                    p=f"{float(answer_p[row, t]):.3f}",
                 )
             text_row.append(f"{safe(token)}{mark}<br>{p:.2f}")
             hover_row.append(hover)
@@ -89,11 +107,20 @@ def logit_lens_figure(
             Msg("The lens has {n} positions: give as many tokens and answers.", n=n_pos)
         )
     z, texts, hovers = lens_cells(probs.detach().cpu().float(), vocab, answers)
+    return lens_heatmap(z, texts, hovers, tokens, title)
+
+
+def lens_heatmap(
+    z, texts, hovers, tokens: list[str], title: str | None = None, labels: list[str] | None = None
+) -> go.Figure:
+    """The lens's heatmap: rows the embeddings and each layer, columns the positions (labelled
+    "position·token", or ``labels``)."""
+    n_rows, n_pos = z.shape
     rows = [tr("embeddings")] + [tr("after layer {i}", i=i) for i in range(n_rows - 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=token_labels(tokens),
+            x=labels if labels is not None else token_labels(tokens),
             y=rows,
             zmin=0.0,
             zmax=1.0,
@@ -127,9 +154,45 @@ def figure_for(
     where the user supplied it: from position ``typed`` on the model wrote the stream itself,
     and its own token is no answer to rank."""
     tokens = stack_tokens(trace, stack, item)[0]
+    answers = lens_answers(trace, stack, item, typed)
+    vocab = tokenizer.convert_ids_to_tokens(list(range(probs.shape[-1])))
+    return logit_lens_figure(probs[:, : len(tokens)], tokens, vocab, answers)
+
+
+def top_figure(
+    summary: dict, trace, tokenizer, stack: str = "decoder", item: int = 0, first: int = 0
+) -> go.Figure:
+    """The lens of a real vocabulary from analysis.logit_lens_top's ``summary`` (asked with
+    ``lens_answers`` from position ``first`` on): the same figure as figure_for, only the pieces
+    it shows converted; a lens of the last positions only says so in its title."""
+    all_tokens = stack_tokens(trace, stack, item)[0]
+    tokens = all_tokens[first:]
+    labels = [safe(f"{first + t}·{display_token(token)}") for t, token in enumerate(tokens)]
+    answers = lens_answers(trace, stack, item)[first:]
+    n = len(tokens)
+    top_id = summary["top_id"][:, :n, 0]  # (L+1, T)
+    shown = sorted({*top_id.flatten().tolist(), *(a for a in answers if a is not None)})
+    vocab = dict(zip(shown, tokenizer.convert_ids_to_tokens(shown), strict=True))
+    ranks = summary["answer_rank"][:, :n].numpy()
+    z, texts, hovers = cells_of(
+        summary["top_p"][:, :n, 0], top_id, ranks, summary["answer_p"][:, :n], vocab, answers
+    )
+    title = None
+    if first:
+        title = tr(
+            "Logit lens: what each layer would predict next — the last {n} of {total} positions",
+            n=n,
+            total=len(all_tokens),
+        )
+    return lens_heatmap(z, texts, hovers, tokens, title, labels)
+
+
+def lens_answers(trace, stack: str = "decoder", item: int = 0, typed=None) -> list[int | None]:
+    """The next token of the stream at each position of one text (padding cut), where the user
+    supplied it: from position ``typed`` on the model wrote the stream itself."""
+    tokens = stack_tokens(trace, stack, item)[0]
     ids = trace.tgt_ids if stack == "decoder" and trace.tgt_ids is not None else trace.input_ids
     answers = next_token_answers(ids[item, : len(tokens)].tolist())
     if typed is not None:
         answers = [a if t + 1 < typed else None for t, a in enumerate(answers)]
-    vocab = tokenizer.convert_ids_to_tokens(list(range(probs.shape[-1])))
-    return logit_lens_figure(probs[:, : len(tokens)], tokens, vocab, answers)
+    return answers

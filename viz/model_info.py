@@ -36,11 +36,24 @@ _NORM = {
     "post": "post-norm: LN(x + Sublayer(x)) (the paper, BERT)",
     "pre": "pre-norm: x + Sublayer(LN(x)), a final LayerNorm ends each stack (seed 001, GPT-2)",
 }
+_RMS_NORM = (
+    "pre-norm with RMSNorm: x + Sublayer(RMSNorm(x)), RMSNorm(x) = g · x / √(mean(x²) + ε), "
+    "no mean and no bias; a final RMSNorm ends the stack (LLaMA)"
+)
 _POSITIONS = {
     "sinusoidal": "sinusoidal PE, fixed (paper §3.5, seed 002)",
     "learned": "learned position embeddings (BERT, seed 004)",
+    "rotary": "rotary (RoPE, Su et al. 2021): nothing is added to the embedding; each head's q "
+    "and k are turned by angles set by their position, pair i by θ_i = base^(−2i/d_head) per "
+    "token",
+    "none": "none: the model sees no order",
 }
-_ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU (erf)", "gelu_tanh": "GELU (tanh approximation)"}
+_ACTIVATIONS = {
+    "relu": "ReLU",
+    "gelu": "GELU (erf)",
+    "gelu_tanh": "GELU (tanh approximation)",
+    "silu": "SiLU (x · σ(x))",
+}
 
 
 def _where(device: str) -> str:
@@ -62,8 +75,60 @@ def _field(name: str) -> str:
 
 def _source(source: str) -> str:
     """Where a model comes from, in the request's language (a checkpoint's name as it is)."""
-    name = source.removeprefix("BERT checkpoint ")
-    return tr("BERT checkpoint {name}", name=name) if name != source else tr(source)
+    family, found, name = source.partition(" checkpoint ")
+    if found and family in ("BERT", "GPT-2", "LLaMA", "Qwen2", "Mistral"):
+        return tr("{family} checkpoint {name}", family=family, name=name)
+    return tr(source)
+
+
+def _grouped(c) -> list[str]:
+    """Grouped-query attention's line (LLaMA 2 70B, Mistral, Qwen2; Ainslie et al. 2023)."""
+    if c.kv_heads == c.n_heads:
+        return []
+    return [
+        f"{_field('Key/value heads')} "
+        + tr(
+            "{kv} (grouped-query attention: each key/value head serves {ratio} query heads; "
+            "query head h reads key/value head h // {ratio})",
+            kv=c.kv_heads,
+            ratio=c.n_heads // c.kv_heads,
+        )
+    ]
+
+
+def _rotary(c) -> list[str]:
+    """RoPE's base, its LLaMA 3 scaling, and Mistral's attention band."""
+    lines = []
+    if c.positions == "rotary":
+        said = tr("base θ = {theta:g}", theta=c.rope_theta)
+        if c.rope_llama3 is not None:
+            factor, _, _, context = c.rope_llama3
+            said += " · " + tr(
+                "LLaMA 3 scaling: slow pairs turn {factor:g}× slower (trained on {n} tokens)",
+                factor=factor,
+                n=context,
+            )
+        lines.append(f"{_field('RoPE')} {said}")
+    if c.sliding_window is not None:
+        lines.append(
+            f"{_field('Attention window')} "
+            + tr("each query sees its last {n} keys (itself included)", n=c.sliding_window)
+        )
+    return lines
+
+
+def _gated(c) -> list[str]:
+    """The gated MLP's formula (LLaMA's SwiGLU; Shazeer 2020)."""
+    if c.mlp != "gated":
+        return []
+    activation = _ACTIVATIONS.get(c.activation, c.activation).split(" (")[0]
+    return [
+        f"{_field('MLP')} "
+        + tr(
+            "gated: W_down({act}(x W_gate) ⊙ (x W_up)), three matrices of d_model × d_ff",
+            act=_text(activation),
+        )
+    ]
 
 
 def architecture_markdown(config, device: str, n_params: int) -> str:
@@ -85,16 +150,23 @@ def architecture_markdown(config, device: str, n_params: int) -> str:
         extras.append(tr("LM head") if c.lm_head_bias else tr("LM head (no bias)"))
     if c.pooler:
         extras.append(tr("[CLS] pooler"))
+    if c.tie_lm_head:
+        extras.append(tr("the LM head is the token embedding matrix (tied)"))
     activation = _ACTIVATIONS.get(c.activation)
+    activation = tr(activation) if activation else _text(c.activation)
+    norm = tr(_RMS_NORM) if c.norm_kind == "rms" else tr(_NORM[c.norm])
     lines = [
         f"**{_text(c.name)}** — {tr(_FAMILY[c.arch])}",
         "",
         f"{_field('Layers')} {stacks} · **{tr('heads')}** h = {c.n_heads} · "
         f"**d_model** = {c.d_model} · **d_ff** = {c.d_ff} · **d_head** = d_model / h = {c.d_head}",
-        f"{_field('Norm')} {tr(_NORM[c.norm])} (ε = {c.layer_norm_eps:g})",
+        *_grouped(c),
+        f"{_field('Norm')} {norm} (ε = {c.layer_norm_eps:g})",
         f"{_field('Positions')} "
         + tr("{kind}, up to {n} tokens", kind=tr(_POSITIONS[c.positions]), n=c.max_len),
-        f"{_field('FFN activation')} {tr(activation) if activation else _text(c.activation)}",
+        *_rotary(c),
+        f"{_field('FFN activation')} {activation}",
+        *_gated(c),
         f"{_field('Vocabulary')} "
         + tr("{n:,} ids", n=c.vocab_size)
         + (f" · {tr(', ').join(extras)}" if extras else ""),
@@ -113,6 +185,9 @@ STACK_PARTS = (
     "{stack} FFN",
     "{stack} Add & Norm LayerNorms",
     "{stack} final LayerNorm",
+    "{stack} Add & Norm RMSNorms",
+    "{stack} final RMSNorm",
+    "{stack} gated MLP (W_gate, W_up, W_down)",
 )
 
 
@@ -126,9 +201,14 @@ def component_name(name: str) -> str:
     return tr(name)
 
 
-def param_table(param_counts: dict[str, int]) -> pd.DataFrame:
+def param_table(param_counts: dict[str, int], config=None) -> pd.DataFrame:
     """Columns component, parameters, share % (one decimal), and a final "total" row, all in
-    the request's language."""
+    the request's language; a gated MLP (``config.mlp``) is named so, not "FFN"."""
+    if config is not None and config.mlp == "gated":
+        param_counts = {
+            name.replace(" FFN", " gated MLP (W_gate, W_up, W_down)"): count
+            for name, count in param_counts.items()
+        }
     total = sum(int(v) for v in param_counts.values())
     columns = [tr("component"), tr("parameters"), tr("share %")]
     rows = [

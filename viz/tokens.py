@@ -177,8 +177,11 @@ def _side_line(
     line = (
         f"`{ids_name} [B, {t_name}] = {_shape((b, t))}` → "
         f"`{tr(emb_name)} [B, {t_name}, d_model] = {_shape((b, t, d_model))}`"
-        f" + `{tr('position')} [{t_name}, d_model] = {_shape((t, d_model))}`"
     )
+    if trace.config.positions == "rotary":  # nothing added: each layer turns q and k instead
+        line += " " + tr("(RoPE: no position vector; every layer turns q and k by position)")
+    else:
+        line += f" + `{tr('position')} [{t_name}, d_model] = {_shape((t, d_model))}`"
     if "token_type" in trace.embeddings.get(stack, {}):
         line += f" + `{tr('token type')} [B, {t_name}, d_model] = {_shape((b, t, d_model))}`"
     if trace.config.embedding_norm:

@@ -7,7 +7,7 @@ import gradio as gr
 from ui.i18n import t
 from ui.state import DEFAULT_DIMS, parse_dims
 from ui.tabs.base import Built, Tab, View, plot
-from viz import embeddings
+from viz import embeddings, rope
 from viz.embeddings import CAPTIONS
 
 
@@ -42,6 +42,13 @@ def makers(view: View) -> dict:
             fig.layout.title.text = f"{fig.layout.title.text}<br>⚠️ {note}"
         return fig
 
+    if trace.config.positions == "rotary":  # no table is added: RoPE's own two views
+        n_tokens = int(trace.attention_mask[0].sum())
+        return {
+            "embedding_plot": lambda: embeddings.embedding_figure(trace, first_stack),
+            "position_table_plot": lambda: rope.frequency_figure(trace.config, n_tokens),
+            "position_curves_plot": lambda: rope.distance_figure(trace, first_stack),
+        }
     return {
         "embedding_plot": lambda: embeddings.embedding_figure(trace, first_stack),
         "position_table_plot": lambda: embeddings.position_table_figure(trace, first_stack),

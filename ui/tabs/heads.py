@@ -18,6 +18,7 @@ import analysis
 import analysis.export
 from analysis.corpus import MAX_SENTENCES
 from analysis.head_stats import COLUMNS as STATS_COLUMNS
+from analysis.head_stats import TABLE_COLUMNS
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from lang import message_of, tr
 from serve import exports
@@ -37,8 +38,12 @@ STATS_CAPTION = (
     "**Per-head statistics** (Clark et al. 2019, *What does BERT look at?*), averaged over the "
     "real query tokens of this text (padding excluded): **entropy** of each attention row (nats; "
     "low = focused), the weight on the **prev**ious (α(i, i−1)), **next** (α(i, i+1)) and the "
-    "token **self**, on the **first** token (`[CLS]` / `<s>`), on **sep**arators (`[SEP]` / "
-    "`</s>`), on **punct**uation, and the mean attention **distance** Σⱼ αᵢⱼ |i − j|. "
+    "token **self**, on the **first** token (`[CLS]` / `<s>`), the **sink**: that first-token "
+    "weight over the queries that could look elsewhere (the *attention sink* of language models, "
+    "Xiao et al. 2023: idle heads park their weight on the first token; a causal first query "
+    "sees only itself and is left out; for BERT it is the `[CLS]` column's share, = first), on "
+    "**sep**arators (`[SEP]` / `</s>`), on **punct**uation, and the mean attention "
+    "**distance** Σⱼ αᵢⱼ |i − j|. "
     "Conventions: **ours** averages prev and next over the n − 1 queries that have such a key, "
     "leaves the entropy unsmoothed and counts every punctuation mark; **Clark et al.** divide by "
     "n, smooth the entropy and count only “.” and “,” — their thresholds (prev/next > 0.5, punct "
@@ -124,7 +129,7 @@ def table_controls() -> tuple[Radio, gr.Textbox]:
 # every model has; the rest come with the first draw).
 def empty_stats() -> pd.DataFrame:
     """The head table with no rows: the statistics' and the patterns' columns."""
-    names = [*STATS_COLUMNS, *PATTERN_COLUMNS[2:]]
+    names = [*TABLE_COLUMNS, *PATTERN_COLUMNS[2:]]
     return shown_columns(pd.DataFrame(columns=names))
 
 

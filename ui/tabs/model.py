@@ -42,7 +42,7 @@ def makers(view: View) -> dict:
         "architecture": lambda: model_info.architecture_markdown(
             cfg, trace.device, net.get_num_params()
         ),
-        "param_table": lambda: model_info.param_table(net.param_counts()),
+        "param_table": lambda: model_info.param_table(net.param_counts(), cfg),
         "config_table": lambda: model_info.config_table(cfg),
     }
 

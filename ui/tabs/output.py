@@ -7,13 +7,13 @@ import pandas as pd
 import torch
 
 import analysis
-from engine import is_live
+from engine import LM_MIN_NEW_TOKENS, LM_POSITIONS, is_live, lm_continuation
 from lang import tr
 from model import TRAINED, predict_roles
 from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
 from viz import attention, logit_lens
-from viz.common import display_token
+from viz.common import display_token, md_literal
 from viz.output_facts import LESSON, copy_note, opening_step, step_marks, trained_on
 
 CAPTION = (
@@ -60,13 +60,16 @@ def no_steps() -> pd.DataFrame:
     return pd.DataFrame(columns=[tr(name) if name not in ("p", "✓/✗") else name for name in names])
 
 
-def steps_table(trace, stack: str, tokenizer, top: int = 3, typed: int | None = None):
+def steps_table(trace, stack: str, tokenizer, top: int = 3, typed: int | None = None, best=None):
     """One row per decoding step: what the step read, what it chose, how sure it was, and ✓/✗
     against the text's next token where the user supplied it (``typed`` positions: beyond them
-    the model's own output follows, said so instead of checked against itself)."""
+    the model's own output follows, said so instead of checked against itself). ``best``: the
+    top predictions (p, ids) [T, top] when the trace keeps no logits (a real vocabulary)."""
     tokens = trace.tokens_for(stack)[0][0]  # one text, no padding (the main analysis)
-    probs = torch.softmax(trace.logits[0].float(), dim=-1)  # (T, vocab)
-    best_p, best = probs.topk(min(top, probs.shape[-1]), dim=-1)  # (T, top)
+    if best is None:
+        probs = torch.softmax(trace.logits[0].float(), dim=-1)  # (T, vocab)
+        best = probs.topk(min(top, probs.shape[-1]), dim=-1)  # (T, top)
+    best_p, best = best
     ids = trace.tgt_ids if trace.tgt_ids is not None else trace.input_ids  # (1, T)
     marks = step_marks(best[:, 0].tolist(), ids[0, : len(tokens)].tolist(), typed)
     known = len(tokens) if typed is None else typed
@@ -241,10 +244,72 @@ def decoding_makers(view: View) -> dict:
     }
 
 
+LENS_POSITIONS = 64  # a language model's logit lens reads at most the last 64 positions
+
+
+def lm_makers(view: View) -> dict:
+    """A real language model (GPT-2, LLaMA, …): next-token top 5 at every position, its greedy
+    continuation, and the logit lens through its own final norm, from the trace's residual
+    stream (its vocabulary is too large to keep the logits of every token)."""
+    sel, trace, net = view.sel, view.analysis.trace, view.analysis.model.net
+    cfg = trace.config
+    layer, head = min(sel.layer, cfg.n_layers - 1), min(sel.head, cfg.n_heads - 1)
+    answers = logit_lens.lens_answers(trace, "decoder")
+
+    def prediction():
+        words = lm_continuation(view.analysis)
+        said = tr(
+            "Next-token predictions at every position (the top 5), read from the model's own "
+            "final norm and LM head."
+        )
+        if words is None:  # every step would read the whole long text again
+            said += " " + tr(
+                "A greedy continuation is written for texts of up to {n} tokens (each new token "
+                "reads the whole text again).",
+                n=LM_POSITIONS // LM_MIN_NEW_TOKENS,
+            )
+        else:
+            said += " " + tr("Greedy continuation of the text: “{words}”", words=md_literal(words))
+        return (
+            said
+            + "  \n"
+            + tr("Row t of the attention below is the step that predicts token t + 1.")
+        )
+
+    def table():
+        top = analysis.logit_lens_top(net, trace, "decoder", answers=answers, top=5, rows="last")
+        return steps_table(
+            trace, "decoder", net.tokenizer, best=(top["top_p"][0], top["top_id"][0])
+        )
+
+    def steps_plot():
+        fig = attention.head_figure(trace, "decoder", layer, head, scale=sel.scale)
+        fig.layout.title.text = tr(
+            "Next-token prediction — layer {layer}, head {head}: row t predicts token t + 1",
+            layer=layer,
+            head=head,
+        )
+        return fig
+
+    def lens_plot():  # a long text's last LENS_POSITIONS: each cell is a d_model × V product
+        first = max(0, len(answers) - LENS_POSITIONS)
+        top = analysis.logit_lens_top(net, trace, "decoder", answers=answers, top=1, first=first)
+        return logit_lens.top_figure(top, trace, net.tokenizer, "decoder", first=first)
+
+    return {
+        "prediction": prediction,
+        "steps_table": table,
+        "steps_plot": steps_plot,
+        "lens_plot": lens_plot,
+    }
+
+
 def makers(view: View) -> dict:
     trace = view.analysis.trace
     if getattr(trace.config, "token_labels", None):
         return role_makers(view)
+    if view.analysis.model.is_lm:
+        return lm_makers(view)
     if trace.logits is None:
         return no_output_makers(view.analysis.model.net)
     return decoding_makers(view)
