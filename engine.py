@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import re
 import threading
 import time
@@ -45,6 +46,21 @@ MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at m
 # (GPT-2 small on one core: ~0.5 s a step at 116 tokens, its LM head included).
 LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 2, 768
 LM_MAX_TOKENS = 512  # a language model's text is cut here, as BERT's (its attention: L·H·T²)
+
+
+def tokens_that_fit(config, budget: int) -> int:
+    """The longest text whose trace, as a forward pass makes it, holds at most ``budget`` bytes.
+
+    A trace holds float32 attention weights (L·H·T² cells), the residual stream ((L+1)·T·d) and
+    a few embedding-sized fields (token, sum, the stack's output; ``Trace.nbytes``): counted here
+    as 4·(L·H·T² + (L+6)·T·d) bytes, a little more than it holds, so the cut is never late (a
+    Qwen2.5-0.5B shape at 512 tokens: 388.5 MiB counted, 387.0 measured, bench/bench_lm.py)."""
+    a = config.n_layers * config.n_heads
+    b = (config.n_layers + 6) * config.d_model
+    cells = budget / 4
+    return max(1, int((-b + math.sqrt(b * b + 4 * a * cells)) / (2 * a)))
+
+
 FAMILY = {"encoder": "encoder", "decoder": "decoder", "encoder-decoder": "enc-dec"}
 TASK_SHORT = {
     "dates": "dates in many formats → ISO 2026-11-22",
@@ -311,8 +327,9 @@ class Engine:
         cfg, tok = loaded.net.config, loaded.tokenizer
         notices: list[str] = []
         limit = cfg.max_len
-        if loaded.is_lm:  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512
-            limit = min(limit, LM_MAX_TOKENS)
+        if loaded.is_lm:  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512,
+            # and a bigger model's trace must still fit the trace cache (Qwen2.5-0.5B: 509 tokens)
+            limit = min(limit, LM_MAX_TOKENS, tokens_that_fit(cfg, self.cache.max_bytes))
 
         def ids_of(text: str, decoder: bool) -> list[int]:
             if loaded.is_bert:

@@ -371,3 +371,21 @@ def test_every_tab_draws_for_both_models(eng, folders, runs):
                 continue
             out = render(tab, runs[case], Selection(), batch=batch if tab == "masks" else None)
             assert "could not be drawn" not in str(out), (case, tab)
+
+
+def test_a_bigger_language_models_text_is_cut_where_its_trace_fits_the_cache(folders):
+    """Qwen2.5-0.5B's trace at 512 tokens is 387 MiB, over the trace cache's 384 MiB, and 509
+    tokens fit (bench/bench_lm.py): its text is cut where the trace fits, and the notice says so."""
+    from types import SimpleNamespace
+
+    from engine import TraceCache, tokens_that_fit
+
+    qwen05 = SimpleNamespace(n_layers=24, n_heads=14, d_model=896)
+    assert tokens_that_fit(qwen05, TraceCache().max_bytes) == 508  # 509 fit: never late
+    small = Engine(device="cpu", allowed=())
+    small.cache = TraceCache(max_bytes=2 * 1024**2)  # a tiny budget: the tiny model's 512 won't fit
+    run = small.analyse("the cat sat " * 400, CUSTOM_PREFIX + folders["llama"])
+    fit = tokens_that_fit(run.model.net.config, small.cache.max_bytes)
+    assert fit < 512 and run.trace.input_ids.shape[1] == fit
+    assert run.trace.nbytes() <= small.cache.max_bytes
+    assert any(f"this app reads at most {fit:,} of a language model's" in n for n in run.notices)
