@@ -11,6 +11,7 @@ doubles a Run's work fails here, whatever the machine.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sys
 from pathlib import Path
 from urllib.parse import urlencode
@@ -61,9 +62,20 @@ class Calls:
     def run(self, coroutine):
         sys.setprofile(self.profile)
         try:
-            return asyncio.run(coroutine)
+            return run_now(coroutine)
         finally:
             sys.setprofile(None)
+
+
+def run_now(coroutine):
+    """asyncio.run, also where this thread already runs a loop (Playwright's sync API does while
+    a browser fixture is open): then on a thread of its own, waited for."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def dependency(demo, api_name=None, target=None):
