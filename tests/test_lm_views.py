@@ -83,7 +83,11 @@ def test_another_model_type_is_one_sentence_naming_what_opens(eng, tmp_path):
 
 
 def test_a_hub_id_whose_type_cannot_be_read_offline_gets_the_loaders_sentence(eng, monkeypatch):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # read once at import: without this the Hub client tries the network (23 s of timeouts here)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(InputError) as exc:
         eng.analyse("hi", CUSTOM_PREFIX + "nobody-here/no-such-model-xyz")
     assert "Hugging Face Hub" in str(exc.value) and "Traceback" not in str(exc.value)
