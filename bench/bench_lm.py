@@ -43,6 +43,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_forward import timed  # noqa: E402
 from bench.shapes import cache_root  # noqa: E402
 from model import load_lm  # noqa: E402
 
@@ -99,14 +100,6 @@ def make_lm_checkpoint(name: str, root: Path | None = None) -> Path:
 
 
 # ---- timing --------------------------------------------------------------------------------------
-def timed(fn, sync) -> float:
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - start
-
-
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 

@@ -33,8 +33,9 @@ def one_blas_thread() -> None:
     The views' small numpy linear algebra (the heads' MDS map: a 72 × 72 eigen-decomposition)
     runs between PyTorch calls; OpenBLAS's own threads and PyTorch's OpenMP threads then spin
     waiting for each other, and a 0.3 ms decomposition cost 7-150 ms of CPU (the Heads tab's
-    switch 209 -> 45 core-ms with this, bench/serving_cost.py). No view's numpy work is big enough
-    to gain from a second thread.
+    switch, in process: 209 -> 45 core-ms with this; bench/serving_cost.py, with the figure
+    changes of the same day: 108 -> 42). No view's numpy work is big enough to gain from a
+    second thread.
     """
     threadpool_limits(1, user_api="blas")
 
