@@ -252,6 +252,48 @@ def test_a_page_open_is_served_from_memory(demo):
     assert asked == [], f"asked of Gradio again: {asked}"
 
 
+def test_the_page_names_gradios_plotly_chunk_for_the_browser_to_fetch_at_once():
+    """Gradio's frontend build has one Plotly chunk; the kept page names it once, in its head,
+    by the relative address Gradio's own files use (a renamed chunk after a Gradio upgrade fails
+    here, not silently in the browser)."""
+    from serve.static import plotly_chunk, with_preload
+
+    name = plotly_chunk()
+    assert name.startswith("PlotlyPlot-") and name.endswith(".js")
+    page = b"<html><head><title>t</title></head><body></body></html>"
+    once = with_preload(page)
+    assert once.count(b'rel="modulepreload"') == 1
+    assert f'href="./assets/{name}"'.encode() in once.split(b"</head>")[0]
+    assert with_preload(b"<html>no head</html>") == b"<html>no head</html>"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium")
+def test_a_new_visitors_first_figure_waits_for_no_plotly_chunk(demo, page):
+    """A new visitor's page fetches Gradio's Plotly chunk once, as it opens, and has it running
+    before any figure is asked for: the first figure's draw asks the network for no script."""
+    from serve.static import plotly_chunk
+    from tests.inprocess import serve_demo
+    from tests.test_e2e_browser import run_of, run_text, wait_tab
+
+    scripts: list[tuple[str, bool]] = []  # (file, asked after the page had opened)
+    opened = []
+    page.on("request", lambda r: scripts.append((r.url.rsplit("/", 1)[-1], bool(opened))))
+    text = "a student opens the page and looks at the attention heads"
+    with serve_demo(demo) as url:
+        page.goto(url)
+        page.wait_for_function("() => window.ta && ta.ready && ta._plotly")
+        page.evaluate("() => ta._plotly")  # the chunk has run
+        opened.append(True)
+        page.click("#tab-attention-button")
+        run_text(page, text)
+        wait_tab(page, "attention", run=run_of(text))
+    chunks = [(name, late) for name, late in scripts if name.startswith("PlotlyPlot-")]
+    assert chunks == [(plotly_chunk(), False)], chunks
+    late_scripts = [name for name, late in scripts if late and name.endswith(".js")]
+    assert late_scripts == [], f"the first figure waited for {late_scripts}"
+
+
 GRADIENT_REFS_JS = """
 () => {
   const here = location.href.split('#')[0];

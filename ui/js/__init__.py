@@ -4,7 +4,8 @@
 Gradio mounts the app, and define the functions events call by name (a one-line ``js=`` each).
 
 - ``core.js``: the page's id and language, the visible tab, the stale marker, the view in the
-  address bar (history), downloads.
+  address bar (history), downloads, and Gradio's Plotly chunk fetched as the page opens (its file
+  name, ``serve.static.plotly_chunk()``, written before the files).
 - ``fill.js``: figures filled from the head switch data, and ``ta.onDraw`` (a figure was drawn).
 - ``figures.js``: long titles wrap, overview tiles pick a head.
 - ``head_switch.js``: the head switch (the server's side: ui/tabs/attention.py), and the gates
@@ -26,7 +27,10 @@ Plotly) into the deck's offline file, where it steps through the slides.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from serve.static import plotly_chunk
 
 FILES = (
     "core.js",
@@ -49,5 +53,7 @@ def source(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
 
 
-HEAD = "\n".join(f"<script>\n{source(name)}</script>" for name in FILES)
+HEAD = f"<script>window.ta = {{plotlyChunk: {json.dumps(plotly_chunk())}}};</script>\n" + "\n".join(
+    f"<script>\n{source(name)}</script>" for name in FILES
+)
 assert "</script" not in "".join(source(name) for name in FILES), "a file would end its tag"

@@ -95,12 +95,24 @@
     if (q.get('present') === '1') ta.startPresent?.(q.get('fig'));
     ta.watchLink();
     ta.ready = true;  /* the page's load script has run */
+    setTimeout(ta.warmPlotly, 0);
     if (![...q.keys()].filter((k) => !BROWSER_ONLY.includes(k)).length) {
       return [undefined, undefined];
     }
     ta.opening = true;  /* the address holds the view until the server has opened it */
     setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
     return [q.get('text') ?? undefined, OPENING[ta.lang()] || OPENING.en];
+  };
+  /* Gradio fetches and runs its Plotly chunk (4.6 MB of JavaScript) only when a figure first
+     arrives: a new student's first figure waited ~0.75 s more for it. The page's HTML names it
+     for the browser to fetch and compile beside Gradio's own files (serve/static.py); imported
+     as soon as the page has opened (ta.plotlyChunk: its file name), it runs then, and Gradio's
+     own import of the same address later finds it ready. */
+  ta.warmPlotly = () => {
+    const index = document.querySelector('script[type="module"][src*="/assets/index-"]');
+    if (!ta.plotlyChunk || !index || ta._plotly) return ta._plotly;
+    ta._plotly = import(new URL(ta.plotlyChunk, index.src).href).catch(() => null);
+    return ta._plotly;
   };
   /* The status line's "Link to this view" names the view on screen (the server writes it with
      every answer; the head switch updates it in the browser). The address bar follows it:
