@@ -53,7 +53,6 @@ def source(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
 
 
-HEAD = f"<script>window.ta = {{plotlyChunk: {json.dumps(plotly_chunk())}}};</script>\n" + "\n".join(
-    f"<script>\n{source(name)}</script>" for name in FILES
-)
+CHUNK = f"(window.ta = window.ta || {{}}).plotlyChunk = {json.dumps(plotly_chunk())};"
+HEAD = "\n".join(f"<script>\n{text}</script>" for text in [CHUNK, *map(source, FILES)])
 assert "</script" not in "".join(source(name) for name in FILES), "a file would end its tag"
