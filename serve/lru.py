@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -20,14 +21,34 @@ V = TypeVar("V")
 
 class LockedLRU(Generic[K, V]):
     """At most ``size`` entries; ``get`` and ``put`` make a key the most recently used, and
-    ``put`` drops the least recently used beyond ``size``."""
+    ``put`` drops the least recently used beyond ``size``. With ``max_bytes``, also while the
+    entries together weigh more than that (``weigh(value)``, in bytes), keeping the newest."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(
+        self, size: int, max_bytes: int | None = None, weigh: Callable[[V], int] | None = None
+    ) -> None:
         if size < 1:
             raise ValueError("a LockedLRU holds at least one entry")
-        self.size = size
+        if (max_bytes is None) != (weigh is None):
+            raise ValueError("a byte bound needs a weigh function, and one only a byte bound")
+        self.size, self.max_bytes, self.weigh = size, max_bytes, weigh
         self._items: OrderedDict[K, V] = OrderedDict()
+        self._weights: dict[K, int] = {}
         self._lock = threading.Lock()
+
+    def _evict(self) -> None:
+        """Under the lock: drop the least recently used beyond the bounds (never the newest)."""
+        while len(self._items) > self.size or (
+            self.max_bytes is not None
+            and len(self._items) > 1
+            and sum(self._weights.values()) > self.max_bytes
+        ):
+            key, _ = self._items.popitem(last=False)
+            self._weights.pop(key, None)
+
+    def _weighed(self, key: K, value: V) -> None:
+        if self.weigh is not None:
+            self._weights[key] = self.weigh(value)
 
     def get(self, key: K, default: V | None = None) -> V | None:
         """The value for ``key`` (now the most recently used), or ``default``."""
@@ -42,8 +63,8 @@ class LockedLRU(Generic[K, V]):
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            self._weighed(key, value)
+            self._evict()
         return value
 
     def setdefault(self, key: K, default: V) -> V:
@@ -52,8 +73,8 @@ class LockedLRU(Generic[K, V]):
         with self._lock:
             value = self._items.pop(key, default)
             self._items[key] = value
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            self._weighed(key, value)
+            self._evict()
             return value
 
     def values(self) -> list[V]:
@@ -72,3 +93,4 @@ class LockedLRU(Generic[K, V]):
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._weights.clear()

@@ -86,6 +86,23 @@ def test_the_lru_forgets_the_least_recently_used():
         LockedLRU(0)
 
 
+def test_the_lru_keeps_its_byte_bound_and_always_the_newest():
+    """A byte bound (ui.render.DRAWN: 16 MB of drawn views) drops the least recently used while
+    the entries together weigh more, but never the entry just kept, however heavy."""
+    cache: LockedLRU[str, str] = LockedLRU(8, max_bytes=10, weigh=len)
+    cache.put("a", "aaaa")
+    cache.put("b", "bbbb")
+    assert cache.get("a") == "aaaa"  # "a" is now the most recent: "b" goes first
+    cache.put("c", "cccc")  # 12 bytes: one over
+    assert "b" not in cache and cache.values() == ["aaaa", "cccc"]
+    cache.put("huge", "h" * 50)
+    assert cache.values() == ["h" * 50]
+    cache.put("a", "aa")  # a key kept again is weighed again
+    assert cache.values() == ["aa"]
+    with pytest.raises(ValueError):
+        LockedLRU(2, max_bytes=10)  # a bound with nothing to weigh by
+
+
 def test_the_lru_setdefault_gives_every_thread_the_same_value():
     """serve.lru.LockedLRU.setdefault (ui.handlers.Sessions, serve.turns.Pages): a missing key
     gets the value first offered, and every later asker that same value, made most recent."""

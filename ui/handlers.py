@@ -31,6 +31,7 @@ from engine import (
     n_params,
     positions_of,
     release_freed_memory,
+    release_when_settled,
     task_of,
     well_formed,
 )
@@ -308,6 +309,7 @@ class Views:
             values = DRAWN.put(key, self.finished(values, state, state.sel.clamp(analysis)))
             if positions >= BIG_DRAW:  # its temporaries go back to the OS now, not at the next
                 release_freed_memory()  # trace (bench/unread_links.py: 115 MiB held otherwise)
+                release_when_settled()  # and what its results free later
         if only is None:
             seen = {**seen, state.tab: signature}
         else:

@@ -150,7 +150,7 @@ NORMS_NOTE = "‖α·f(x)‖ (Kobayashi et al. 2020): not a distribution, colour
 
 
 # The last few runs' payloads, shared by the worker threads (serve.lru).
-_SWITCH_DATA: LockedLRU[tuple, str] = LockedLRU(8)
+_SWITCH_DATA: LockedLRU[tuple, str] = LockedLRU(8, max_bytes=8 * 2**20, weigh=len)
 
 
 def data_key(view: View, sel) -> tuple:
