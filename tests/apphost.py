@@ -25,6 +25,20 @@ CHROMIUM_ARGS = [
 ]
 
 
+# Gradio's event stream. The page opens it only after posting a join: an event already asked for.
+# A deep link's trailing event (its corpus, chained after the view) is joined before the link's
+# figure draws, and its stream may open just after: a request no switch made.
+EVENT_STREAM = "/gradio_api/queue/data?"
+
+
+def record_requests(page) -> list[str]:
+    """The addresses `page` asks for from now on, but for Gradio's event stream (EVENT_STREAM). A
+    switch drawn in the browser leaves it empty; one that asks the server posts a queue/join."""
+    asked: list[str] = []
+    page.on("request", lambda r: None if EVENT_STREAM in r.url else asked.append(r.url))
+    return asked
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from analysis.layer_steps import layer_steps
-from tests.apphost import CHROMIUM
+from tests.apphost import CHROMIUM, record_requests
 
 pytestmark = [
     pytest.mark.browser,
@@ -85,8 +85,7 @@ def test_a_step_switch_asks_nothing_and_draws_what_the_server_draws(served, brow
     steps = steps_of(demo)
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     open_layer(page, url)
-    requests: list[str] = []
-    page.on("request", lambda r: requests.append(r.url))
+    requests = record_requests(page)
     drawn = {}
     for n in (3, 9, 14, len(steps) - 1, 0, 16):
         set_step(page, n)

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests.apphost import CHROMIUM
+from tests.apphost import CHROMIUM, record_requests
 
 # Python calls of one event (this thread and the handler's worker thread), measured on
 # 2026-11-27 for the bundled BERT and a short sentence: a Run 17.7k (116k before serve.lean:
@@ -327,8 +327,7 @@ def test_head_switches_ask_nothing_and_every_colour_bar_keeps_its_gradient(demo,
         page.goto(url + "?" + urlencode({"text": text, "tab": "attention", "present": 1}))
         wait_tab(page, "attention", run=run_of(text))
         page.wait_for_function("() => location.search.includes('tab=attention')")
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
+        requests = record_requests(page)
         gd = "document.querySelector('#head-plot .js-plotly-plot')"
         for layer, head in ((1, 3), (3, 3), (3, 7), (5, 0)):
             set_slider(page, "layer", layer)
