@@ -64,10 +64,17 @@ def output_name(value) -> str | None:
     if isinstance(value, dict) and isinstance(value.get("plot"), str):
         layout = json.loads(value["plot"])["layout"]
         title = layout.get("title", {}).get("text", "")
-        for start, name in (("Layer", "head figure"), ("All", "overview"), ("Two", "compare")):
+        meta = layout.get("meta") or {}
+        how = "without z" if "fill" in meta else "packed" if "packed" in meta else "complete"
+        for start, name in (
+            ("Layer", "head figure"),
+            ("All", "overview"),
+            ("Two", "compare"),
+            ("Attention block", "attention block"),
+            ("Mixing ratio", "attention block"),
+        ):
             if title.startswith(start):
-                slim = "fill" in (layout.get("meta") or {})
-                return f"{name} ({'without z' if slim else 'complete'})"
+                return f"{name} ({how})"
     if isinstance(value, dict) and "value" in value:
         value = value["value"]
     if isinstance(value, str) and value.startswith('{"layers"'):

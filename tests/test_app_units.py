@@ -216,7 +216,12 @@ def test_only_a_page_that_holds_the_head_data_gets_figures_without_numbers():
     for name in slim:
         assert all(t.z is None for t in out[name].data)
         assert out[name].layout.meta["fill"]["data"] == data_id
-    assert out["overview_plot"].data[0].z is not None
+    # ... and the overview and attention block with their own numbers packed (fill.js unpacks)
+    for name in ("overview_plot", "block_plot"):
+        assert "packed" in out[name].layout.meta
+        assert all(t.z is None for t in out[name].data)
+        assert "packed" not in (api[name].layout.meta or {})
+        assert all(t.z is not None for t in api[name].data)
     only = {"compare_plot"}  # an A/B slider: the data does not come with it
     redrawn = render("attention", analysis, sel, only=only, client=fresh)
     assert redrawn["compare_plot"].data[0].z is not None

@@ -325,10 +325,16 @@ def test_a_layer_switch_on_the_heads_tab_still_redraws_there(slow_app, page):
 
 HEAD_GD = "document.querySelector('#head-plot .js-plotly-plot')"
 COMPARE_GD = "document.querySelector('#compare-plot .js-plotly-plot')"
+OVERVIEW_GD = "document.querySelector('#overview-plot .js-plotly-plot')"
+BLOCK_GD = "document.querySelector('#block-plot .js-plotly-plot')"
 # Which payload the head and compare figures were filled from (null: sent complete).
 FILLED_FROM = f"() => [{HEAD_GD}, {COMPARE_GD}].map((gd) => gd?.layout?.meta?.fill?.data ?? null)"
+# Which of the overview and the attention block came with their numbers packed (ui/js/fill.js).
+PACKED = """() => ['overview-plot', 'block-plot'].map(
+  (id) => !!document.querySelector(`#${id} .js-plotly-plot`)?.layout?.meta?.packed)"""
 # Every heatmap of the Attention tab drawn: each trace has its numbers and its painted image.
-NOTHING_BLANK = """() => ['head-plot', 'overview-plot', 'compare-plot'].every((id) => {
+NOTHING_BLANK = """() => ['head-plot', 'overview-plot', 'compare-plot', 'block-plot'].every(
+(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
   if (!gd || !gd._fullData || !gd._fullData.length) return false;
   const images = gd.querySelectorAll('g.heatmaplayer image');
@@ -353,6 +359,28 @@ def assert_shows_the_servers_numbers(page, trace, layer, head, a, b) -> None:
         assert hover_numbers(panel) == hover_numbers(server_panel.z)
     title = page.evaluate(f"() => {COMPARE_GD}.layout.title.text")
     assert title.startswith(server.layout.title.text)
+    assert_overview_and_block_are_the_servers(page, trace)
+
+
+def assert_overview_and_block_are_the_servers(page, trace) -> None:
+    """The overview shows the server's tiles and the attention block the server's hover numbers,
+    each tile with its tokens (sent packed to a page that fills figures, complete otherwise)."""
+    from model import load_bert
+    from viz import attention
+    from viz.block import block_figure
+
+    xy = "%s._fullData.map((t) => [Array.from(t.x), Array.from(t.y)])"
+    overview = attention.overview_figure(trace, "encoder")
+    shown = page.evaluate(f"() => {Z_JS % OVERVIEW_GD}")
+    np.testing.assert_array_equal(np.asarray(shown[0]), overview.data[0].z)
+    assert page.evaluate(f"() => {xy % OVERVIEW_GD}") == [
+        [list(overview.data[0].x), list(overview.data[0].y)]
+    ]
+    block = block_figure(trace, "encoder", load_bert()[0])  # the page's model: the bundled BERT
+    shown = page.evaluate(f"() => {Z_JS % BLOCK_GD}")
+    for tile, server_tile in zip(shown, block.data, strict=True):
+        assert hover_numbers(tile) == hover_numbers(server_tile.z)
+    assert page.evaluate(f"() => {xy % BLOCK_GD}") == [[list(t.x), list(t.y)] for t in block.data]
 
 
 def hover_text_at(page, elem_id: str, x_axis: str, row: int, col: int) -> str:
@@ -387,6 +415,7 @@ def test_figures_sent_without_numbers_show_the_servers_numbers(slow_app, page):
     wait_tab(page, "attention", run=run_of(text))
     trace = engine.analyse(text, "bert").trace
     assert all(page.evaluate(FILLED_FROM)), "a page that can fill got complete figures"
+    assert page.evaluate(PACKED) == [True, True]
     assert_shows_the_servers_numbers(page, trace, 0, 0, (0, 0), (0, 1))
     from viz import attention
 
@@ -474,6 +503,7 @@ def test_a_page_without_decompression_stream_gets_complete_figures(slow_app, bro
     text = "time flies like an arrow"
     wait_tab(page, "attention", run=run_of(text))
     assert page.evaluate(FILLED_FROM) == [None, None]
+    assert page.evaluate(PACKED) == [False, False]
     set_slider(page, "head-b", 4)
     page.wait_for_function(
         f"() => {COMPARE_GD}?.layout?.annotations?.[1]?.text === 'B = L0 H4'", timeout=20_000

@@ -628,3 +628,174 @@ def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, nat
     a, b = values[0, 0], values[-1, -1]
     want = (np.nan_to_num(a * 1000).round() - np.nan_to_num(b * 1000).round()) / 1000
     np.testing.assert_allclose(np.array(shown["diff"], dtype=np.float64), want, atol=1e-6)
+
+
+# ---------------------------------------------------------------- figures with their numbers packed
+
+
+def unpacked_like_the_browser(fig: go.Figure) -> dict:
+    """What ui/js/fill.js does to a figure whose numbers came packed (layout.meta.packed): each
+    [trace, field, rows, cols] from one inflated stream ("milli": code / 1000 as float32, 65535 a
+    gap; "byte": the bytes), and x and y copied from the first packed trace when same_xy. Returns
+    the figure's JSON as the page draws it, meta.packed dropped."""
+    import base64
+    import zlib
+
+    sent = json.loads(fig.to_json())
+    spec = sent["layout"]["meta"].pop("packed")
+    if not sent["layout"]["meta"]:
+        del sent["layout"]["meta"]
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(spec["data"])), dtype=np.uint8)
+    total = sum(rows * cols for _, _, rows, cols in spec["cells"])
+    if spec["kind"] == "milli":
+        codes = (raw[:total].astype(np.int64) << 8) | raw[total:]
+        values = np.where(codes == A.NAN_CODE, np.nan, codes / 1000).astype(np.float32)
+    else:
+        assert raw.size == total
+        values = raw
+    at = 0
+    for trace, field, rows, cols in spec["cells"]:
+        assert field not in sent["data"][trace], "a packed number was sent twice"
+        sent["data"][trace][field] = values[at : at + rows * cols].reshape(rows, cols)
+        at += rows * cols
+    first = spec["cells"][0][0]
+    for trace in dict.fromkeys(t for t, *_ in spec["cells"][1:]) if spec["same_xy"] else ():
+        if trace != first:
+            assert "x" not in sent["data"][trace] and "y" not in sent["data"][trace]
+            sent["data"][trace].update(x=sent["data"][first]["x"], y=sent["data"][first]["y"])
+    return sent
+
+
+def without_numbers(sent: dict) -> dict:
+    """A figure's JSON without its heatmaps' z and customdata (compared apart)."""
+    out = copy.deepcopy(sent)
+    for trace in out["data"]:
+        trace.pop("z", None)
+        trace.pop("customdata", None)
+    return out
+
+
+def plain(fig: go.Figure) -> dict:
+    return json.loads(fig.to_json())
+
+
+def test_a_packed_attention_block_shows_the_full_figures_numbers(bert, long_traces):
+    """The attention block sent packed ("milli") unpacks to the full figure's hover numbers on
+    every tile, colours within 0.0005, the same tokens on every tile and nothing else changed;
+    at 128 tokens it is under a third of the full figure's bytes."""
+    from viz.block import block_figure
+
+    for n in (32, 128):
+        full = block_figure(long_traces[n], "encoder", bert[0])
+        sent = A.packed(go.Figure(full), "milli")
+        assert sent.layout.meta["packed"]["same_xy"]
+        shown = unpacked_like_the_browser(sent)
+        for tile, server in zip(shown["data"], full.data, strict=True):
+            assert hover_strings(tile["z"]) == hover_strings(server.z)
+            assert np.abs(tile["z"] - np.asarray(server.z, np.float64)).max() <= 0.0005 + 1e-6
+        assert without_numbers(shown) == without_numbers(plain(full))
+    assert len(sent.to_json()) < len(full.to_json()) / 3
+
+
+@pytest.mark.parametrize(("family", "stack"), STACKS)
+@pytest.mark.parametrize("scale", ["fixed", "head"])
+def test_a_packed_overview_is_the_full_figure(families, family, stack, scale):
+    """The overview sent packed ("byte": its percent tiles, and under "head" the real weights of
+    its hover) unpacks to exactly the full figure, masked stacks included."""
+    full = A.overview_figure(families[family], stack, scale=scale)
+    sent = A.packed(go.Figure(full), "byte")
+    fields = [field for _, field, *_ in sent.layout.meta["packed"]["cells"]]
+    assert fields == (["z", "customdata"] if scale == "head" else ["z"])
+    shown = unpacked_like_the_browser(sent)
+    want = plain(full)
+    np.testing.assert_array_equal(shown["data"][0]["z"], full.data[0].z)
+    if scale == "head":
+        np.testing.assert_array_equal(shown["data"][0]["customdata"], full.data[0].customdata)
+    assert without_numbers(shown) == without_numbers(want)
+
+
+def test_numbers_that_cannot_be_packed_leave_the_figure_whole():
+    """A number beyond a milli code's range (or below 0) keeps the full figure; byte packing
+    takes bytes only."""
+    for z in ([[0.5, 70.0]], [[-0.1, 0.2]]):
+        fig = go.Figure(go.Heatmap(z=np.array(z, np.float32)))
+        assert A.packed(go.Figure(fig), "milli").to_json() == fig.to_json()
+    with pytest.raises(ValueError, match="uint8"):
+        A.packed(go.Figure(go.Heatmap(z=np.zeros((2, 2), np.float32))), "byte")
+
+
+PACKED_FIGURE = go.Figure(
+    [
+        go.Heatmap(
+            z=np.array([[0.0005, np.nan, 1.0], [65.534, 0.0014999, 0.25]], np.float32),
+            x=["a", "b", "c"],
+            y=["p", "q"],
+        ),
+        go.Heatmap(
+            z=np.array([[3.1416, 0, 2], [1, 0.001, np.nan]], np.float32),
+            x=["a", "b", "c"],
+            y=["p", "q"],
+            xaxis="x2",
+        ),
+        go.Scatter(x=[1, 2], y=[3, 4]),
+    ]
+)
+
+
+@pytest.mark.browser
+def test_the_page_unpacks_a_packed_figure_before_plotly_draws_it():
+    """ui/js/fill.js in Chromium, its Plotly.react wrapper around a stand-in Plotly: a packed
+    figure reaches Plotly with the numbers Python unpacks (gaps, halves up, the largest code), its
+    x and y copied to every tile, and a figure with bytes that do not inflate is drawn without
+    numbers and turns filling off."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from ui.js import source
+
+    sent = A.packed(go.Figure(PACKED_FIGURE), "milli")
+    want = unpacked_like_the_browser(sent)
+    overview = A.packed(
+        go.Figure(
+            go.Heatmap(
+                z=np.arange(12, dtype=np.uint8).reshape(3, 4),
+                customdata=np.full((3, 4), 7, np.uint8),
+            )
+        ),
+        "byte",
+    )
+    broken = json.loads(sent.to_json())
+    broken["layout"]["meta"]["packed"]["data"] = "bm90IGRlZmxhdGU="
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto("about:blank")
+            page.add_script_tag(content=source("fill.js"))
+            shown = page.evaluate(
+                """async ([sent, overview, broken]) => {
+                  const drawn = [];
+                  window.Plotly = {react: (gd, data, layout) => { drawn.push(data); return gd; }};
+                  const rows = (z) => z && z.map((r) => Array.from(r, (v) => (v !== v ? null : v)));
+                  const out = [];
+                  for (const fig of [sent, overview, broken]) {
+                    await window.Plotly.react({}, fig.data, fig.layout);
+                    const data = drawn.at(-1);
+                    out.push(data.map((t) => ({z: rows(t.z), customdata: rows(t.customdata),
+                                               x: t.x ?? null, y: t.y ?? null})));
+                  }
+                  return {out, fills: window.ta.fill.ok()};
+                }""",
+                [json.loads(sent.to_json()), json.loads(overview.to_json()), broken],
+            )
+        finally:
+            browser.close()
+    milli, byte, unreadable = shown["out"]
+    for got, expected in zip(milli[:2], want["data"][:2], strict=True):
+        assert hover_strings(np.array(got["z"], dtype=np.float64)) == hover_strings(expected["z"])
+        np.testing.assert_array_equal(np.array(got["z"], np.float64), expected["z"])
+        assert (got["x"], got["y"]) == (["a", "b", "c"], ["p", "q"])
+    assert milli[2]["z"] is None  # the scatter is left alone
+    assert byte[0]["z"] == np.arange(12).reshape(3, 4).tolist()
+    assert byte[0]["customdata"] == [[7] * 4] * 3
+    assert unreadable[0]["z"] is None and shown["fills"] is False

@@ -7,6 +7,8 @@
    (viz.attention.without_z). ta.fill keeps the last few decoded payloads and fills such a
    figure's z just before Plotly draws it, so the figure is drawn once, complete, and Plotly's
    PNG/SVG downloads show the numbers. The head switch (head_switch.js) uses the same decoder.
+   The same page gets the tab's overview and attention block with their own numbers packed the
+   same way (viz.attention.packed, layout.meta.packed), unpacked here before Plotly draws them.
 
    ta.fill: add(json) -> Promise(decoded | null); get(id) waits for the data `id`;
    z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added;
@@ -44,10 +46,14 @@
     return packed;
   }
 
+  async function inflate(text) {
+    const stream = new Blob([bytesOf(text)]).stream()
+      .pipeThrough(new DecompressionStream('deflate'));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
   async function decode(d) {
-    const packed = bytesOf(d.data);
-    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream('deflate'));
-    d.codes = new Uint8Array(await new Response(stream).arrayBuffer());
+    d.codes = await inflate(d.data);
     if (d.codes.length !== 2 * d.layers * d.heads * d.rows * d.cols) throw new Error('size');
     delete d.data;
     return d;
@@ -113,6 +119,51 @@
     },
   };
 
+  /* A figure whose own numbers came packed (viz.attention.packed: layout.meta.packed): each
+     [trace, field, rows, cols] of spec.cells as rows, in order, from one inflated stream; "milli"
+     codes are two byte planes (high bytes, then low), shown as code / 1000 (65535: a gap), "byte"
+     numbers are themselves. Kept by the packed text, so a figure Gradio draws again costs
+     nothing. */
+  const unpacked = new Map();
+  function unpack(spec) {
+    if (unpacked.has(spec.data)) return unpacked.get(spec.data);
+    const ready = inflate(spec.data).then((bytes) => {
+      const milli = spec.kind === 'milli';
+      const total = spec.cells.reduce((n, c) => n + c[2] * c[3], 0);
+      if (bytes.length !== (milli ? 2 : 1) * total) throw new Error('size');
+      let at = 0;
+      return spec.cells.map(([trace, field, rows, cols]) => {
+        const n = rows * cols;
+        let flat = bytes.subarray(at, at + n);
+        if (milli) {
+          flat = new Float32Array(n);
+          for (let i = 0; i < n; i++) {
+            const c = (bytes[at + i] << 8) | bytes[total + at + i];
+            flat[i] = c === NAN ? NaN : c / 1000;
+          }
+        }
+        at += n;
+        const z = new Array(rows);
+        for (let r = 0; r < rows; r++) z[r] = flat.subarray(r * cols, (r + 1) * cols);
+        return [trace, field, z];
+      });
+    });
+    unpacked.set(spec.data, ready);
+    while (unpacked.size > KEEP) unpacked.delete(unpacked.keys().next().value);
+    return ready;
+  }
+  function unpackInto(data, spec) {
+    return unpack(spec).then((cells) => {
+      for (const [trace, field, values] of cells) if (data[trace]) data[trace][field] = values;
+      if (spec.same_xy) {
+        const first = data[cells[0][0]];
+        for (const [trace] of cells.slice(1)) {
+          if (data[trace]) { data[trace].x = first.x; data[trace].y = first.y; }
+        }
+      }
+    });
+  }
+
   /* Gradio draws every figure with Plotly.react: a figure that names its data gets its z first. */
   function hook(P) {
     if (!P || P.__taFill || typeof P.react !== 'function') return;
@@ -128,16 +179,25 @@
         const said = ta.plotConfig ? ta.plotConfig(config) : config;
         return drawn(gd, react.call(self, gd, d, l, said, ...more));
       };
-      const spec = layout && layout.meta && layout.meta.fill;
-      if (!spec || !Array.isArray(data)) return draw();
-      return fill.get(spec.data).then((d) => {
-        if (d && d.id === spec.data && d.run === layout.meta.run) {
-          spec.z.forEach((cells, i) => { if (data[i]) data[i].z = fill.z(d, cells, spec.hidden); });
-        } else {
-          broken = true;
-        }
-        return draw();
-      });
+      /* A figure that names the head switch data gets its heads' numbers from it. */
+      const filled = () => {
+        const spec = layout && layout.meta && layout.meta.fill;
+        if (!spec || !Array.isArray(data)) return draw();
+        return fill.get(spec.data).then((d) => {
+          if (d && d.id === spec.data && d.run === layout.meta.run) {
+            spec.z.forEach((cells, i) => {
+              if (data[i]) data[i].z = fill.z(d, cells, spec.hidden);
+            });
+          } else {
+            broken = true;
+          }
+          return draw();
+        });
+      };
+      /* A figure whose numbers came packed is unpacked first. */
+      const own = layout && layout.meta && layout.meta.packed;
+      if (!own || !Array.isArray(data)) return filled();
+      return unpackInto(data, own).catch(() => { broken = true; }).then(filled);
     };
     P.__taFill = true;
   }

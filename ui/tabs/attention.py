@@ -223,10 +223,14 @@ def makers(view: View) -> dict:
             fig = attention.without_z(fig, data_id, [[*a], [*b], [*a, *b]], hidden=0)
         return note(fig)
 
+    def overview_plot():
+        fig = note(attention.overview_figure(trace, sel.stack, scale=sel.scale))
+        return attention.packed(fig, "byte") if view.client.fills else fig
+
     return {
         "head_plot": head_plot,
         "head_data": lambda: switch_data(view, trace, sel),
-        "overview_plot": lambda: note(attention.overview_figure(trace, sel.stack, scale=sel.scale)),
+        "overview_plot": overview_plot,
         "block_plot": lambda: block_view(view),
         "compare_plot": compare_plot,
     }
@@ -239,7 +243,8 @@ def block_view(view: View):
     if sel.stack == "cross":
         return None
     fig = block_figure(view.analysis.trace, sel.stack, view.analysis.model.net, scale=sel.scale)
-    return untrained_note(fig, view.analysis.model.random_weights)
+    fig = untrained_note(fig, view.analysis.model.random_weights)
+    return attention.packed(fig, "milli") if view.client.fills else fig
 
 
 TAB = Tab(
