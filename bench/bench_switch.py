@@ -12,7 +12,7 @@ BERT (with --sizes, also of BERT-base- and BERT-large-shaped checkpoints, chosen
 Then the switch data's size, and how long the page takes to decode it (what the figures sent
 without numbers wait for once per run), for the same text on BERT-base- and BERT-large-shaped
 checkpoints (seeded random weights, bench/shapes.py; random weights attend nearly uniformly,
-which compresses differently from trained ones). Budget (bench/README.md): switch ≤ 50 ms at 128
+which compresses differently from trained ones). Budget (bench/README.md): switch ≤ 35 ms at 128
 tokens, ≤ 150 ms at 512; a run's bytes ≤ 1 MB at 128 tokens.
 
     .venv/bin/python bench/bench_switch.py [--switches 12] [--sizes bundled,base,large]
@@ -151,7 +151,7 @@ def browser_part(n_switches: int, sizes: list[str]) -> None:
                 f"browser median {statistics.median(fast):.0f} ms (p95 {p95(fast):.0f}, max "
                 f"{max(fast):.0f}) vs server median {statistics.median(slow):.0f} ms (p95 "
                 f"{p95(slow):.0f}): {statistics.median(slow) / statistics.median(fast):.1f}× "
-                f"faster; budget {50 if n == 128 else 150} ms",
+                f"faster; budget {35 if n == 128 else 150} ms",
                 flush=True,
             )
             page.close()
