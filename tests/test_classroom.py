@@ -376,6 +376,13 @@ def assert_overview_and_block_are_the_servers(page, trace) -> None:
     assert page.evaluate(f"() => {xy % OVERVIEW_GD}") == [
         [list(overview.data[0].x), list(overview.data[0].y)]
     ]
+    # Its axes name the heads and the layers (the page's crowded-label rule once replaced them
+    # with every few tiles' token labels, stood upright into the title).
+    ticks = page.evaluate(
+        f"""() => ['xtick', 'ytick'].map((k) =>
+          [...{OVERVIEW_GD}.querySelectorAll(`g.${{k}} text`)].map((t) => t.textContent))"""
+    )
+    assert ticks == [list(overview.layout.xaxis.ticktext), list(overview.layout.yaxis.ticktext)]
     block = block_figure(trace, "encoder", load_bert()[0])  # the page's model: the bundled BERT
     shown = page.evaluate(f"() => {Z_JS % BLOCK_GD}")
     for tile, server_tile in zip(shown, block.data, strict=True):

@@ -37,6 +37,7 @@ FIGURE_BOXES_JS = """(id) => {
   const all = (sel, root = gd) => [...root.querySelectorAll(sel)].map(box).filter(Boolean);
   return {panels: all('.draglayer .nsewdrag'), bars: all('g.colorbar'),
           titles: all('.annotation'), title: box(gd.querySelector('.gtitle')),
+          ticks: all('g.xtick text, g.ytick text'),
           floating: [...all('.modebar'), ...all('.icon-button-wrapper',
                                                    document.querySelector(`#${id}`))]};
 }"""
@@ -218,6 +219,8 @@ def assert_figure_clear(page, plot_id: str) -> None:
     if boxes["title"]:
         for thing in boxes["floating"]:
             assert not overlap(thing, boxes["title"]), f"{plot_id}: a button covers the title"
+        for tick in boxes["ticks"]:  # the overview's top labels once ran into its title
+            assert not overlap(tick, boxes["title"]), f"{plot_id}: a tick label covers the title"
 
 
 def assert_page_fits(page) -> None:

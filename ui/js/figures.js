@@ -65,7 +65,9 @@
   /* ---- tick labels that never overlap ----------------------------------------------------------
      A category axis's labels (crowded on a phone or a tablet) are stood upright when they are
      closer than two lines apart at their slant, and thinned to every k-th when even upright ones
-     would touch. Measured after the draw, from the axis Plotly laid out. */
+     would touch. Measured after the draw, from the axis Plotly laid out. An axis that places its
+     own few labels (tickvals: the overview's heads and layers) keeps them: they are only stood
+     upright where even those would touch (thinning them would show the categories instead). */
   const LINE = 13;  /* px a label needs across its direction */
   const spaced = (gd) => {
     const full = gd._fullLayout;
@@ -75,13 +77,14 @@
       const axis = full[key];
       if (!/^[xy]axis\d*$/.test(key) || !axis || axis.type !== 'category' || !axis._length) continue;
       if (axis.showticklabels === false) continue;
-      const n = (axis._categories || []).length;
+      const placed = axis.tickmode === 'array';
+      const n = placed ? (axis.tickvals || []).length : (axis._categories || []).length;
       if (n < 2) continue;
       const gap = axis._length / n;
       const user = gd.layout[key] || {};
       const x = key[0] === 'x';  /* y labels lie along their line: only thinned, never turned */
       if (x && gap < 2 * LINE && user.tickangle !== -90) update[`${key}.tickangle`] = -90;
-      if (gap < LINE) {
+      if (gap < LINE && !placed) {
         const every = Math.ceil(LINE / gap);
         if (user.dtick !== every) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
       }
