@@ -239,6 +239,12 @@ def test_small_screens_show_the_attention_tab_without_overlap(app_url, browser, 
         assert_page_fits(page)
         for plot_id in ("head-plot", "overview-plot", "compare-plot"):
             assert_figure_clear(page, plot_id)
+        if screen == "phone":  # the overview's square tiles leave no empty band under them
+            spare = page.evaluate(
+                """() => { const f = document.querySelector('#overview-plot .js-plotly-plot')
+                  ._fullLayout; return f.height - f.margin.t - f.margin.b - f.yaxis._length; }"""
+            )
+            assert spare <= 40, f"the overview is {spare} px taller than its plot on a phone"
         if screen == "zoom150":  # wide enough: every figure fits the viewport, no inner scroll
             widths = page.evaluate(
                 "() => [...document.querySelectorAll('#tab-attention .js-plotly-plot')]"

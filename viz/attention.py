@@ -671,7 +671,9 @@ def overview_figure(
             "constrain": "domain",
         },
     }
-    fig = go.Figure([cells], {**axes, "shapes": shapes})  # validated once, not per update
+    # On a narrow screen the page makes it only as tall as its square tiles (ui/js/figures.js).
+    meta = {"fit_height": {"below": 560, "pad": 16}}
+    fig = go.Figure([cells], {**axes, "shapes": shapes, "meta": meta})  # validated once
     base_layout(fig, title, height=int(min(900, max(260, plot_px + 90))))
     fig.layout.margin.l, fig.layout.margin.t = 40, 78
     return fig

@@ -241,16 +241,22 @@ def fixed_margins_json(figure: dict) -> dict:
     return figure
 
 
+def _own_ticks(axis: dict) -> bool:
+    """Whether an axis shows its own tick texts rather than its categories."""
+    return axis.get("tickmode") == "array" and axis.get("ticktext") is not None
+
+
 def _margin_changes(traces: list[dict], layout: dict) -> dict:
     """The layout changes of ``fixed_margins``: {"margin": {"l", "b"}, axis: {"automargin"}}."""
     xs = ["xaxis", *sorted(k for k in layout if k.startswith("xaxis") and k != "xaxis")]
     ys = ["yaxis", *sorted(k for k in layout if k.startswith("yaxis") and k != "yaxis")]
     x_axes, y_axes = [layout.get(k, {}) for k in xs], [layout.get(k, {}) for k in ys]
     y_chars = x_chars = 0
-    for trace in traces:
-        if trace.get("yaxis") in (None, "y"):
+    for trace in traces:  # an axis that names its own ticks (ticktext) shows no trace's labels
+        if trace.get("yaxis") in (None, "y") and not _own_ticks(layout.get("yaxis", {})):
             y_chars = max(y_chars, _label_chars(trace.get("y")))
-        x_chars = max(x_chars, _label_chars(trace.get("x")))
+        if not _own_ticks(layout.get(axis_key(trace.get("xaxis") or "x"), {})):
+            x_chars = max(x_chars, _label_chars(trace.get("x")))
     y_chars = max([y_chars, *(_label_chars(a.get("ticktext")) for a in y_axes)])
     x_chars = max([x_chars, *(_label_chars(a.get("ticktext")) for a in x_axes)])
     y_title = any(a.get("title", {}).get("text") for a in y_axes)

@@ -115,6 +115,22 @@
     window.Plotly.update(gd, restyle, narrow.layout || {}, traces.length ? traces : undefined);
   });
 
+  /* ---- square cells on a narrow screen give back the height they cannot use --------------------
+     A figure whose cells are square (the overview: layout.meta.fit_height) is laid out for the
+     page's width; on a phone its plot shrinks with the width and left most of its height empty,
+     with a colour bar as tall as the figure. Below `below` px wide it is made as tall as its plot
+     and margins. */
+  ta.drawHooks.push((gd) => {
+    const fit = gd.layout?.meta?.fit_height;
+    if (!fit || !window.Plotly || gd.closest('[data-ta-shown]')) return;
+    requestAnimationFrame(() => {
+      const full = gd._fullLayout, ya = full?.yaxis;
+      if (!ya?._length || gd.getBoundingClientRect().width >= fit.below) return;
+      const want = Math.ceil(full.margin.t + full.margin.b + ya._length + fit.pad);
+      if (full.height - want > 2 * fit.pad) window.Plotly.relayout(gd, {height: want});
+    });
+  });
+
   /* ---- a figure wider than the screen says that it scrolls -------------------------------------
      Three panels side by side need ~640 px: on a phone they scroll sideways inside their own box
      (assets/app.css), which hid their right side and colour bar with no sign. A line above such a
