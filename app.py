@@ -60,6 +60,9 @@ __all__ = [  # what tests and scripts use from here
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_TEXT = "time flies like an arrow"
 FALLBACK_MODEL = "seed004-encoder"  # the default when the bundled BERT cannot be loaded
+# Events that may wait in the queue beyond the 12 admitted. A class of 200 opening the lecturer's
+# link within a second queued up to ~100 at once; with 64, Gradio refused the rest ("busy").
+QUEUE_WAITING = 128
 EXAMPLES = [  # each on a model that reads its language; [UNK] only where [UNK] is the lesson
     ["time flies like an arrow", BUNDLED],
     ["我喜欢你", "roles"],  # same characters, other order: another answer (turn PE off: the same)
@@ -165,8 +168,11 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
         events.wire(page, peers, Pages(others_waiting=share_queue(page.demo)))
     page.demo.handlers = peers  # what the page's handlers keep (tests and benchmarks read it)
     page.demo.views = peers.views  # its sessions and trainings among them
+    # QUEUE_WAITING: a lecture hall opening one link within a second (bench/lecture_link.py).
     page.demo.queue(
-        default_concurrency_limit=BOUND["concurrency_limit"], max_size=64, api_open=False
+        default_concurrency_limit=BOUND["concurrency_limit"],
+        max_size=QUEUE_WAITING,
+        api_open=False,
     )
     bound_unread(page.demo)
     lean()

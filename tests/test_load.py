@@ -208,6 +208,8 @@ def test_queue_is_explicit_even_on_zerogpu(monkeypatch):
     demo = app.build_demo()
     queue = demo._queue
     assert queue.max_size is not None and queue.max_size >= 32, queue.max_size
+    # A class of 200 opening one link within a second queues ~100 (bench/lecture_link.py --spread 1)
+    assert queue.max_size == app.QUEUE_WAITING >= 128
     assert isinstance(queue.default_concurrency_limit, int)
     assert queue.default_concurrency_limit >= 2, queue.default_concurrency_limit
     run_fn = next(fn for fn in demo.fns.values() if fn.api_name == "run")
