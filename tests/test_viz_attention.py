@@ -421,16 +421,26 @@ def test_attention_views_draw_in_chromium(long_traces, tmp_path):
 # ---------------------------------------------------------------- the browser's head switch
 
 
-def decode_switch_data(data: dict) -> np.ndarray:
-    """What the browser's head switch (ta.switchHead) decodes: (L, H, rows, cols) hover numbers,
-    NaN = hidden."""
+def inflated(text: str) -> np.ndarray:
+    """A payload's bytes (``viz.attention.deflated``, base64 of a zlib stream)."""
     import base64
     import zlib
 
-    planes = np.frombuffer(zlib.decompress(base64.b64decode(data["data"])), dtype=np.uint8)
+    return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8)
+
+
+def milli_values(planes: np.ndarray) -> np.ndarray:
+    """Two byte planes of ``milli`` codes (all high bytes, then all low) as the numbers the hover
+    shows, NaN where the code is NAN_CODE (a hidden cell)."""
     half = planes.size // 2
     codes = (planes[:half].astype(np.int64) << 8) | planes[half:]
-    values = np.where(codes == A.NAN_CODE, np.nan, codes / 1000)
+    return np.where(codes == A.NAN_CODE, np.nan, codes / 1000)
+
+
+def decode_switch_data(data: dict) -> np.ndarray:
+    """What the browser's head switch (ta.switchHead) decodes: (L, H, rows, cols) hover numbers,
+    NaN = hidden."""
+    values = milli_values(inflated(data["data"]))
     shape = (data["layers"], data["heads"], data["cols"], data["rows"])  # stored key by key
     return values.reshape(shape).transpose(0, 1, 3, 2)
 
@@ -638,18 +648,15 @@ def unpacked_like_the_browser(fig: go.Figure) -> dict:
     [trace, field, rows, cols] from one inflated stream ("milli": code / 1000 as float32, 65535 a
     gap; "byte": the bytes), and x and y copied from the first packed trace when same_xy. Returns
     the figure's JSON as the page draws it, meta.packed dropped."""
-    import base64
-    import zlib
-
     sent = json.loads(fig.to_json())
     spec = sent["layout"]["meta"].pop("packed")
     if not sent["layout"]["meta"]:
         del sent["layout"]["meta"]
-    raw = np.frombuffer(zlib.decompress(base64.b64decode(spec["data"])), dtype=np.uint8)
+    raw = inflated(spec["data"])
     total = sum(rows * cols for _, _, rows, cols in spec["cells"])
     if spec["kind"] == "milli":
-        codes = (raw[:total].astype(np.int64) << 8) | raw[total:]
-        values = np.where(codes == A.NAN_CODE, np.nan, codes / 1000).astype(np.float32)
+        assert raw.size == 2 * total
+        values = milli_values(raw).astype(np.float32)
     else:
         assert raw.size == total
         values = raw
