@@ -29,6 +29,7 @@ from engine import (
 )
 from lang import Msg, speaking, tr
 from model import TRAINED
+from serve.idle import quiet_queue
 from serve.lean import lean
 from serve.static import keep_page_files
 from serve.training import Trainings
@@ -175,6 +176,7 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
         api_open=False,
     )
     bound_unread(page.demo)
+    quiet_queue(page.demo)
     lean()
     keep_page_files()
     return page.demo

@@ -16,7 +16,8 @@ time) on:
 
 Clients send their own ``X-Forwarded-For`` address, as students on their own connections do.
 The budgets (core-ms, the 2-core machine): Run ≤ 50 kept, ≤ 80 fresh; tab switch ≤ 60; page
-open ≤ 100. It prints the load average, as a busy machine moves every figure (about ±30 %).
+open ≤ 100; the idle app (nobody connected) ≤ 10 core-ms per second. It prints the load
+average, as a busy machine moves every figure (about ±30 %).
 
     .venv/bin/python bench/serving_cost.py [--runs 30] [--opens 12] [--tabs attention,hidden]
                                            [--url URL --pid PID] [--device cpu|cuda]
@@ -41,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.capacity import sentence  # noqa: E402
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS, serve_app_process  # noqa: E402
 
-BUDGETS = {"run_kept": 50, "run_fresh": 80, "tab_switch": 60, "page_open": 100}
+BUDGETS = {"run_kept": 50, "run_fresh": 80, "tab_switch": 60, "page_open": 100, "idle": 10}
 TABS = ["embeddings", "attention", "layer", "masks", "hidden", "heads", "output", "model"]
 
 
@@ -214,7 +215,13 @@ def main() -> None:
     def run_all(url: str, pid: int) -> None:
         config = httpx.get(url + "config", timeout=30).json()
         meter = Meter(pid)
-        print(f"idle: {meter.idle / 1e6:.1f} core-ms per second (subtracted)", flush=True)
+        idle = meter.idle / 1e6
+        verdict = "PASS" if idle <= BUDGETS["idle"] else "FAIL"
+        print(
+            f"idle: {idle:.1f} core-ms per second (subtracted below)  "
+            f"budget {BUDGETS['idle']} {verdict}",
+            flush=True,
+        )
         for name, values in measure_runs(url, config, meter, args.runs).items():
             if values:
                 report(name, values, BUDGETS[name])

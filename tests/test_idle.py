@@ -1,0 +1,105 @@
+"""An idle server sleeps (serve/idle.py), and a queued event still starts the moment it can."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from gradio_client import Client
+
+from serve.idle import FALLBACK, quiet_queue
+
+
+def thread_cpu_ns(native_id: int) -> int:
+    return int(Path(f"/proc/self/task/{native_id}/schedstat").read_text().split()[0])
+
+
+@pytest.fixture(scope="module")
+def served():
+    """A one-button app with one worker slot, its queue quieted as app.build_demo does."""
+    stamps: list[tuple[float, float]] = []
+
+    def work(x: str) -> str:
+        start = time.monotonic()
+        time.sleep(0.05)
+        stamps.append((start, time.monotonic()))
+        return x
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(work, box, box, api_name="work", concurrency_limit=1)
+    demo.queue(default_concurrency_limit=1)
+    quiet_queue(demo)
+    demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
+    try:
+        yield demo, stamps
+    finally:
+        demo.close()
+
+
+def test_an_idle_queue_costs_the_server_almost_nothing(served):
+    demo, _ = served
+    loop_thread = demo.server.thread.native_id  # the server's event loop: Gradio's queue runs there
+    time.sleep(0.5)
+    c0, t0 = thread_cpu_ns(loop_thread), time.monotonic()
+    time.sleep(2.0)
+    per_second_ms = (thread_cpu_ns(loop_thread) - c0) / (time.monotonic() - t0) / 1e6
+    # Gradio's own loops polled every 1 ms and 10 ms: 40-80 core-ms a second here.
+    assert per_second_ms < 5, f"the idle event loop used {per_second_ms:.1f} core-ms a second"
+
+
+def test_a_queued_event_starts_when_the_one_before_it_ends(served):
+    demo, stamps = served
+    client = Client(demo.local_url, verbose=False)
+    stamps.clear()
+    jobs = [client.submit(f"t{i}", api_name="/work") for i in range(4)]
+    assert [job.result(timeout=30) for job in jobs] == [f"t{i}" for i in range(4)]
+    stamps.sort()
+    gaps = [nxt[0] - prev[1] for prev, nxt in zip(stamps, stamps[1:], strict=False)]
+    assert len(gaps) == 3
+    # A job's end wakes the queue: the next one starts at once, not after the fallback nap.
+    assert max(gaps) < FALLBACK / 3, f"gaps between jobs {gaps}"
+
+
+def test_a_first_event_after_a_long_idle_starts_at_once(served):
+    demo, stamps = served
+    client = Client(demo.local_url, verbose=False)
+    time.sleep(FALLBACK * 1.5)  # the queue is deep in a nap
+    stamps.clear()
+    asked = time.monotonic()
+    assert client.predict("hello", api_name="/work") == "hello"
+    assert stamps[0][0] - asked < FALLBACK / 2, "the joined event waited for the nap"
+
+
+def test_the_loop_serve_idle_copies_is_still_gradios():
+    """serve/idle.py copies the body of Gradio 6.31's loop: an upgrade that changes it fails."""
+    import inspect
+
+    from gradio.queueing import Queue
+
+    source = inspect.getsource(Queue.start_processing)
+    for line in (
+        "await asyncio.sleep(self.sleep_when_free)",
+        "self.active_jobs[self.active_jobs.index(None)] = events",
+        "event_queue.current_concurrency += 1",
+        "event_queue.start_times_per_fn[fn].add(start_time)",
+        "self.process_events, events, batch, start_time, fn",
+    ):
+        assert line in source, line
+
+
+def test_a_demo_closed_and_launched_again_still_serves():
+    """A relaunch runs the queue on a new event loop; the wake-ups follow it."""
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(str.upper, box, box, api_name="up")
+    demo.queue()
+    quiet_queue(demo)
+    for _ in range(2):
+        demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
+        try:
+            assert Client(demo.local_url, verbose=False).predict("a", api_name="/up") == "A"
+        finally:
+            demo.close()
