@@ -4,7 +4,7 @@ The Train tab's promise: a live training "never slows the other users' views bey
 budgets". In one process, through the app's own code: the engine and renderer as
 bench/bench_views.py uses them (engine.Engine, ui.render.render) on the bundled BERT, and the
 training exactly as the server runs it: serve.training.Trainings (limit 1, its default fit,
-train.fit, on one torch thread at nice 10) started with trainings.start(page, "induction", s),
+train.process.fit_in_process: train.fit in a process of its own on one torch thread) started with trainings.start(page, "induction", s),
 kept alive by a thread calling trainings.touch(page) every second (the page's timer) and stopped
 with trainings.close(page).
 
@@ -128,7 +128,7 @@ def main() -> None:
     print(
         f"load average (1 / 5 / 15 min) at start: {load()}; {os.cpu_count()} CPUs; "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads (the engine sets each "
-        "pass's own from serve.cpu; the training runs on 1 at nice 10)",
+        "pass's own from serve.cpu; the training runs on 1 in its own process)",
         flush=True,
     )
     engine = Engine(device="cpu")

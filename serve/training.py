@@ -3,15 +3,14 @@
 At most ``TA_MAX_TRAININGS`` models train at once (default 1: on two cores one training already
 takes a core); later requests wait in line, first come first served, and are told their place in
 a sentence. A job belongs to the page that started it: its progress and its weights are given to
-that page id only, and it stops when the page asks or closes. A training runs on one torch thread
-at low priority (nice 10), so other visitors' views keep their share of the CPU.
+that page id only, and it stops when the page asks or closes. A training runs in a process of its
+own on one torch thread (train.process): in the server's process a class's requests starved it
+of the interpreter lock, and it missed its lesson exactly while the class followed along.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 import threading
 import time
@@ -19,18 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 import train
 from lang import Msg, message_of, tr
 from model.trained import save_weights
 from model.transformer import Transformer
 from serve.turns import env_count
+from train.process import fit_in_process
 from train.progress import BELOW_LESSON, Progress, below_lesson
 
 LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
-NICE = 10  # a training thread's niceness: visitors' forward passes come first
 ABANDONED = 15.0  # s without a page's asking: the page was closed, its training stops
 MAX_SECONDS = 300.0  # the longest training a page may ask for
 KEPT = 64  # ended jobs kept (their pages may not have said goodbye); the oldest go first
@@ -65,19 +62,12 @@ class Job:
         self.model_id = f"{LIVE_PREFIX}{self.name}:{secrets.token_urlsafe(12)}"
 
 
-def lower_priority() -> None:
-    """This thread alone on one torch thread (the setting is per thread) and at nice NICE."""
-    torch.set_num_threads(1)
-    with contextlib.suppress(AttributeError, OSError):  # elsewhere it keeps its priority
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)  # Linux: per thread
-
-
 class Trainings:
     """Every page's training job, at most ``limit`` running at once, the rest in line."""
 
     def __init__(self, limit: int = MAX_TRAININGS, fit: Callable[..., Transformer] | None = None):
         self.limit = max(1, limit)
-        self._fit = fit or train.fit
+        self._fit = fit or fit_in_process
         self._jobs: dict[str, Job] = {}  # page id -> its (latest) job
         self._line: list[Job] = []  # waiting jobs, first come first
         self._running: set[Job] = set()  # the jobs training now
@@ -118,8 +108,6 @@ class Trainings:
             threading.Thread(target=self._run, args=(job,), daemon=True, name="training").start()
 
     def _run(self, job: Job) -> None:
-        lower_priority()
-
         def keep(progress: Progress) -> bool:
             job.progress = progress
             if time.monotonic() - job.seen > ABANDONED:  # the page closed: nobody watches
