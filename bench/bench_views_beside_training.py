@@ -4,9 +4,9 @@ The Train tab's promise: a live training "never slows the other users' views bey
 budgets". In one process, through the app's own code: the engine and renderer as
 bench/bench_views.py uses them (engine.Engine, ui.render.render) on the bundled BERT, and the
 training exactly as the server runs it: serve.training.Trainings (limit 1, its default fit,
-train.process.fit_in_process: train.fit in a process of its own on one torch thread) started with trainings.start(page, "induction", s),
-kept alive by a thread calling trainings.touch(page) every second (the page's timer) and stopped
-with trainings.close(page).
+train.process.fit_in_process: train.fit in a process of its own on one torch thread) started
+with trainings.start(page, "induction", s), kept alive by a thread calling trainings.touch(page)
+every second (the page's timer) and stopped with trainings.close(page).
 
 What a visitor waits for, at 32 and 512 tokens (bench.bench_browser.text_of):
   run    a Run with an emptied trace cache: engine.analyse(text, BUNDLED), then the Attention tab
