@@ -17,22 +17,8 @@ import torch
 from torch import nn
 
 from analysis.tokens import check_stack, real_tokens
-from analysis.weights import check_net, output_per_head
+from analysis.weights import model_of, output_per_head
 from model.trace import Trace
-
-
-def _layers(trace: Trace, stack: str, net: nn.Module | None) -> list[nn.Module]:
-    """The stack's layers (each with add_norm1), from ``net`` or the model the trace replays."""
-    if net is not None:
-        check_net(trace, net, stack, "The attention block's LayerNorm")
-        return list((net.encoder if stack == "encoder" else net.decoder).layers)
-    replay = trace._replay
-    if replay is None or stack not in replay.stacks:
-        raise ValueError(
-            "The attention block's LayerNorm needs the model's weights, which this trace no "
-            "longer reaches: pass net=<the model that made the trace>."
-        )
-    return list(replay.stacks[stack].layers)
 
 
 class Parts(NamedTuple):
@@ -56,7 +42,9 @@ def _parts(trace: Trace, stack: str, net: nn.Module | None) -> Parts:
             "The attention block adds each token's own residual x_i, which cross-attention's "
             "keys (source tokens) are not: pick 'encoder' or 'decoder'."
         )
-    layers = _layers(trace, stack, net)
+    layers = list(
+        model_of(trace, stack, net, "The attention block's LayerNorm").stacks[stack].layers
+    )
     n_heads = trace.config.n_heads
     with torch.no_grad():
         # float32 at least (a half-precision model's too): every sum below is float64

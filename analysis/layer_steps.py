@@ -14,29 +14,27 @@ names is taken apart in full (Q, K, V, heads, scores, mask, softmax, context, co
 decoder layer's other attention is one step (its sublayer output), so that the step list of
 "decoder" and of "cross" both walk the whole layer from its input to its output.
 
-Every step is computed from the trace's stored residual stream (the layer's input,
-``trace.hidden_states``), the encoder output and the masks, by the model's own weights (read from
-``net``, or from the model the trace replays, as analysis.block does), on the real tokens of one
-text: a padded item keeps only its real positions (T = its real token count, S = its source's),
-which give the same numbers as the padded batch (padded keys were hidden, -inf, and padding never
+No step is computed here: the model runs the layer again on the trace's stored input
+(``trace.hidden_states``), the encoder output and the masks, and its own modules hand back every
+intermediate they computed (``Replay.walk``, model/replay.py; the model is ``net``, or the one the
+trace replays). This module names those tensors, in the layer's order, with their formulas, the
+tutorial lines that compute them and notes. The layer runs on the real tokens of one text: a
+padded item keeps only its real positions (T = its real token count, S = its source's), which
+give the same numbers as the padded batch (padded keys were hidden, -inf, and padding never
 reaches a real token). STEP_NAMES lists every name in order; docs/layer-steps.md documents it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from analysis.layer_lines import LLAMA_LINES, llama_line, llama_style, seed_line
 from analysis.layer_notes import GATED_HIDDEN, NOTES, POSITIONS_OFF, mask_note
-from analysis.tokens import check_stack, real_tokens
-from analysis.weights import check_net
-from model.attention import HeadAblation
-from model.rotary import Rotation
+from analysis.tokens import check_stack
+from analysis.weights import model_of
 from model.trace import Trace
 
 # Every step name, in the order data flows; each architecture's list is a subsequence of this
@@ -125,26 +123,26 @@ def _b(linear: nn.Linear, name: str) -> str:
     return f" + b_{name}" if linear.bias is not None else ""
 
 
-# ---- the computation ------------------------------------------------------------------------
-def _layers(trace: Trace, stack: str, net: nn.Module | None) -> tuple[nn.ModuleList, Callable]:
-    """The layers of the stack's home (the decoder for "cross"), from net or the trace's model,
-    and the model's RoPE angles (seq_len, positions) -> Rotation | None."""
-    home = "decoder" if stack == "cross" else stack
-    if net is not None:
-        check_net(trace, net, stack, "The layer's steps")
-        return (net.encoder if home == "encoder" else net.decoder).layers, net.embedding.rotation
-    replay = trace._replay
-    if replay is None or home not in replay.stacks:
-        raise ValueError(
-            "The layer's steps need the model's weights, which this trace no longer reaches: "
-            "pass net=<the model that made the trace>."
-        )
-    replay._check(replay.stacks[home])  # eval mode, weights unchanged since the trace
-    return replay.stacks[home].layers, replay.rotation
-
-
-def _linear(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
-    return F.linear(x, linear.weight, linear.bias)
+# The attention's record (MultiHeadAttention with "record", model/attention.py) by step name;
+# RoPE's and the repeated heads' entries exist only where the model turned or repeated.
+ATTENTION_RECORD = {
+    "Q": "q_linear",
+    "K": "k_linear",
+    "V": "v_linear",
+    "Q heads": "q_heads",
+    "K heads": "k_heads",
+    "V heads": "v_heads",
+    "RoPE on Q": "q_rot",
+    "RoPE on K": "k_rot",
+    "K heads repeated": "k_rep",
+    "V heads repeated": "v_rep",
+    "scores": "scores",
+    "masked scores": "masked",
+    "attention weights": "pattern",
+    "context": "z",  # before any head ablation; "concat" is after it
+    "concat": "concat",
+    "attention output": "out",
+}
 
 
 def unsupported(config) -> str | None:
@@ -154,49 +152,6 @@ def unsupported(config) -> str | None:
     ):
         return "RMSNorm in a post-norm or encoder-decoder layer"
     return None
-
-
-def _attend(
-    attn: nn.Module,
-    x_q: torch.Tensor,
-    x_kv: torch.Tensor,
-    allowed: torch.Tensor,
-    keep: torch.Tensor | None,
-    mode: str,
-    rotation: Rotation | None = None,
-) -> dict[str, torch.Tensor]:
-    """MultiHeadAttention of one text, every intermediate kept (model/attention.py's order: split,
-    RoPE on Q and K, a shared key/value head repeated for its group, scores, …)."""
-    n_heads, d_k, n_rep = attn.n_heads, attn.d_head, attn.n_rep
-    q, k, v = _linear(x_q, attn.w_q), _linear(x_kv, attn.w_k), _linear(x_kv, attn.w_v)
-    t_q, t_k = q.shape[0], k.shape[0]
-
-    def split(m: torch.Tensor, t: int) -> torch.Tensor:
-        return m.view(t, m.shape[1] // d_k, d_k).transpose(0, 1)  # (H or H_kv, t, d_k)
-
-    qh, kh, vh = split(q, t_q), split(k, t_k), split(v, t_k)
-    parts = {"Q": q, "K": k, "V": v, "Q heads": qh, "K heads": kh, "V heads": vh}
-    if rotation is not None:  # turned before repeating: H_kv key heads, not H
-        qh = parts["RoPE on Q"] = rotation(qh)  # (H, T, d_k)
-        kh = parts["RoPE on K"] = rotation(kh)  # (H_kv, S, d_k)
-    if n_rep > 1:  # query head h reads key/value head h // n_rep (HF's repeat_kv)
-        kh = parts["K heads repeated"] = kh.repeat_interleave(n_rep, dim=0)  # (H, S, d_k)
-        vh = parts["V heads repeated"] = vh.repeat_interleave(n_rep, dim=0)  # (H, S, d_k)
-    # Q scaled before the product, as the model does (T·d_k numbers rather than T·T): QKᵀ/√d_k
-    scores = (qh * d_k**-0.5) @ kh.transpose(-2, -1)  # (H, T, S)
-    # nothing hidden: the same tensor; else -inf where hidden (the model adds an -inf bias)
-    masked = scores if bool(allowed.all()) else scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(masked, dim=-1)  # (H, T, S)
-    if not bool(allowed.any(-1).all()):  # a fully hidden row is NaN after softmax: 0, as the model
-        weights = weights.masked_fill(~allowed, 0.0)
-    context = weights @ vh  # (H, T, d_k)
-    used = context if keep is None else HeadAblation(keep, mode)(context[None])[0]
-    concat = used.transpose(0, 1).reshape(t_q, n_heads * d_k)  # (T, d_model)
-    out = _linear(concat, attn.w_o)  # (T, d_model)
-    parts.update(scores=scores, weights=weights, context=context, concat=concat, out=out)
-    parts["masked scores"], parts["attention weights"] = masked, weights
-    parts["attention output"] = out
-    return parts
 
 
 class _Steps:
@@ -350,120 +305,84 @@ def layer_steps(
     missing = unsupported(trace.config)
     if missing:
         raise ValueError(f"The layer's steps do not take apart {missing}.")
-    layers, rotation_of = _layers(trace, stack, net)
-    module = layers[layer]
+    replay = model_of(trace, stack, net, "The layer's steps")
     home = "decoder" if stack == "cross" else stack
+    module = replay.stacks[home].layers[layer]  # its biases and groups name the formulas
+    with torch.no_grad():
+        record = replay.walk(trace, stack, layer, item)  # every intermediate the layer computed
     cfg = trace.config
     pre = cfg.norm == "pre"
     norm_name, ln = ("RMSNorm", "RMSNorm") if cfg.norm_kind == "rms" else ("LayerNorm", "LN")
-    param = next(module.parameters())
-    q_real = real_tokens(trace, stack)[0]
-    rows = q_real[item].nonzero().squeeze(1).to(param.device)  # the text's real positions
-    # RoPE turns the text's positions as the model did (0 … T−1 of the padded batch): the real
-    # rows' own angles. Positions off: nothing turns (the step shows the heads unchanged).
-    full = rotation_of(trace.hidden_states[home].shape[2], trace.positions)
-    rotary = cfg.positions == "rotary"
-    if full is not None:
-        own = Rotation(full.cos.to(param.device)[rows], full.sin.to(param.device)[rows])
-    elif rotary:
-        own = Rotation(torch.tensor(1.0, dtype=param.dtype), torch.tensor(0.0, dtype=param.dtype))
-    else:
-        own = None
-
-    def on(t: torch.Tensor) -> torch.Tensor:
-        return t.to(device=param.device, dtype=param.dtype)
-
-    blocks = [{"kind": "self", "attn": module.self_attn, "norm": module.add_norm1.norm}]
-    if home == "decoder" and getattr(module, "cross_attn", None) is not None:
-        blocks.append({"kind": "cross", "attn": module.cross_attn, "norm": module.add_norm2.norm})
+    blocks = [{"kind": "self", "attn": module.self_attn, "allowed": record["mask"]}]
+    if "cross" in record:
+        blocks.append({"kind": "cross", "attn": module.cross_attn, "allowed": record["cross_mask"]})
     s = _Steps(cfg)
     dims = "[T, d_model]"
-    with torch.no_grad():
-        stream = on(trace.hidden_states[home][item, layer].to(param.device)[rows])  # (T, d_model)
-        s.add("input", stream, "X", dims, home)
-        sym, last = "X", "input"
-        for number, block in enumerate(blocks, start=1):
-            kind = block["kind"]
-            place = "cross" if kind == "cross" else home
-            detailed = (kind == "cross") == (stack == "cross")
-            # the name of this attention's steps: "attention …" when taken apart, else its kind
-            label = "attention" if detailed else f"{kind}-attention"
-            mask_name, cols = home, rows
-            if kind == "cross":
-                mask_name = "cross"
-                source = real_tokens(trace, "cross")[1][item]  # (T_src,) the real source tokens
-                cols = source.nonzero().squeeze(1).to(param.device)
-            allowed = trace.masks[mask_name][item].to(param.device)[rows][:, cols]  # (T, S)
-            head_mask = trace.head_mask.get(mask_name)
-            keep = None if head_mask is None else head_mask[layer]
-            src, src_name, reader = stream, last, sym
-            if pre:
-                src = block["norm"](stream)
-                src_name, reader = f"{norm_name} before {label}", f"{ln}({sym})"
-                s.add(src_name, src, reader, dims, place, (last,))
-            if kind == "cross":
-                memory = on(trace.outputs["encoder"][item].to(param.device)[cols])  # (S, d_model)
-                kv, kv_sym, mha = memory, "C", f"MultiHead({reader}, C, C)"
-            else:
-                kv, kv_sym = src, reader
-                mha = ("Masked" if home == "decoder" else "") + f"MultiHead({reader})"
-            turn = own if kind == "self" else None  # cross-attention is never turned
-            parts = _attend(block["attn"], src, kv, allowed, keep, trace.ablation, turn)
-            out_name = f"{label} output"
-            if detailed:
-                info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
-                info.update(kind=kind, home=home, allowed=allowed, keep=keep, mode=trace.ablation)
-                info.update(positions=full is not None)
-                _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
-            else:
-                s.add(out_name, parts["attention output"], mha, dims, place, (src_name,))
-            residual = stream + parts["attention output"]
-            new = f"X{'₁₂'[number - 1]}"
-            res_name = f"{label} residual"
-            added = f"{new} = {sym} + {mha}" if pre else f"{sym} + {mha}"
-            s.add(res_name, residual, added, dims, place, (last, out_name))
-            if pre:
-                stream, last = residual, res_name
-            else:
-                stream, last = block["norm"](residual), f"LayerNorm after {label}"
-                s.add(last, stream, f"{new} = LayerNorm({sym} + {mha})", dims, place, (res_name,))
-            sym = new
-        ffn = module.ffn
-        norm = (module.add_norm3 if home == "decoder" else module.add_norm2).norm
-        src, src_name, reader = stream, last, sym
+    s.add("input", record["resid_pre"], "X", dims, home)
+    sym, last = "X", "input"
+    for number, block in enumerate(blocks, start=1):
+        kind = block["kind"]
+        done, norm = record[kind], record[f"{kind}_norm"]  # the attention's and its Add & Norm's
+        place = "cross" if kind == "cross" else home
+        detailed = (kind == "cross") == (stack == "cross")
+        # the name of this attention's steps: "attention …" when taken apart, else its kind
+        label = "attention" if detailed else f"{kind}-attention"
+        head_mask = trace.head_mask.get("cross" if kind == "cross" else home)
+        keep = None if head_mask is None else head_mask[layer]
+        src_name, reader = last, sym
         if pre:
-            src, src_name, reader = norm(stream), f"{norm_name} before FFN", f"{ln}({sym})"
-            s.add(src_name, src, reader, dims, home, (last,))
-        if cfg.mlp == "gated":
-            out, _ = _gated(s, ffn, src, src_name, reader, home)
-            formula = f"FFN({reader}) = (SiLU(G) ⊙ U) W_down{_b(ffn.w_down, 'down')}"
+            src_name, reader = f"{norm_name} before {label}", f"{ln}({sym})"
+            s.add(src_name, norm["input"], reader, dims, place, (last,))
+        if kind == "cross":
+            kv_sym, mha = "C", f"MultiHead({reader}, C, C)"
         else:
-            inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
-            hidden = ffn.act(_linear(src, ffn.fc1))  # (T, d_ff)
-            s.add("FFN hidden", hidden, inner, "[T, d_ff]", home, (src_name,))
-            out = _linear(hidden, ffn.fc2)  # (T, d_model)
-            formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
-        s.add("FFN output", out, formula, dims, home, ("FFN hidden",))
-        stream, added = stream + out, f"{sym} + FFN({reader})"
-        s.add("FFN residual", stream, added, dims, home, (last, "FFN output"))
-        last = "FFN residual"
+            kv_sym = reader
+            mha = ("Masked" if home == "decoder" else "") + f"MultiHead({reader})"
+        out_name = f"{label} output"
+        if detailed:
+            parts = {step: done[key] for step, key in ATTENTION_RECORD.items() if key in done}
+            info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
+            info.update(kind=kind, home=home, allowed=block["allowed"], keep=keep)
+            info.update(mode=trace.ablation, positions=trace.positions)
+            _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
+        else:
+            s.add(out_name, done["out"], mha, dims, place, (src_name,))
+        new = f"X{'₁₂'[number - 1]}"
+        res_name = f"{label} residual"
+        added = f"{new} = {sym} + {mha}" if pre else f"{sym} + {mha}"
+        s.add(res_name, norm["residual"], added, dims, place, (last, out_name))
+        last = res_name
         if not pre:
-            stream, added = norm(stream), f"LayerNorm({added})"
-            s.add("LayerNorm after FFN", stream, added, dims, home, (last,))
-            last = "LayerNorm after FFN"
-        s.add("output", stream, f"X_out = {added}", dims, home, (last,))
+            last = f"LayerNorm after {label}"
+            s.add(
+                last, norm["output"], f"{new} = LayerNorm({sym} + {mha})", dims, place, (res_name,)
+            )
+        sym = new
+    ffn, mlp, norm = module.ffn, record["mlp"], record["mlp_norm"]
+    src_name, reader = last, sym
+    if pre:
+        src_name, reader = f"{norm_name} before FFN", f"{ln}({sym})"
+        s.add(src_name, norm["input"], reader, dims, home, (last,))
+    if cfg.mlp == "gated":
+        act = _ACT[cfg.activation].format(x="G")
+        for name, key, weight in (("FFN gate", "gate", "G"), ("FFN up", "up", "U")):
+            linear = getattr(ffn, f"w_{key}")
+            formula = f"{weight} = {reader} W_{key}{_b(linear, key)}"
+            s.add(name, mlp[key], formula, "[T, d_ff]", home, (src_name,))
+        reads = ("FFN gate", "FFN up")
+        s.add("FFN hidden", mlp["hidden"], f"{act} ⊙ U", "[T, d_ff]", home, reads, GATED_HIDDEN)
+        formula = f"FFN({reader}) = (SiLU(G) ⊙ U) W_down{_b(ffn.w_down, 'down')}"
+    else:
+        inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
+        s.add("FFN hidden", mlp["hidden"], inner, "[T, d_ff]", home, (src_name,))
+        formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
+    s.add("FFN output", record["mlp_out"], formula, dims, home, ("FFN hidden",))
+    added = f"{sym} + FFN({reader})"
+    s.add("FFN residual", norm["residual"], added, dims, home, (last, "FFN output"))
+    last = "FFN residual"
+    if not pre:
+        added = f"LayerNorm({added})"
+        s.add("LayerNorm after FFN", norm["output"], added, dims, home, (last,))
+        last = "LayerNorm after FFN"
+    s.add("output", record["resid_post"], f"X_out = {added}", dims, home, (last,))
     return s.steps
-
-
-def _gated(s: _Steps, ffn: nn.Module, src, src_name: str, reader: str, home: str):
-    """The gated MLP's steps (gate, up, act(gate) ⊙ up); returns (W_down's output, hidden)."""
-    act = _ACT[s.config.activation].format(x="G")
-    gate = _linear(src, ffn.w_gate)  # (T, d_ff)
-    s.add("FFN gate", gate, f"G = {reader} W_gate{_b(ffn.w_gate, 'gate')}", "[T, d_ff]", home,
-          (src_name,))  # fmt: skip
-    up = _linear(src, ffn.w_up)  # (T, d_ff)
-    s.add("FFN up", up, f"U = {reader} W_up{_b(ffn.w_up, 'up')}", "[T, d_ff]", home, (src_name,))
-    hidden = ffn.act(gate) * up  # (T, d_ff)
-    s.add("FFN hidden", hidden, f"{act} ⊙ U", "[T, d_ff]", home, ("FFN gate", "FFN up"),
-          GATED_HIDDEN)  # fmt: skip
-    return _linear(hidden, ffn.w_down), hidden  # (T, d_model), (T, d_ff)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from analysis.tokens import check_stack
+from model.replay import Replay
 from model.trace import Trace
 
 
@@ -44,6 +45,22 @@ def check_net(trace: Trace, net: nn.Module | None, stack: str, what: str) -> lis
             "that made the trace."
         )
     return attention_modules(net, stack)
+
+
+def model_of(trace: Trace, stack: str, net: nn.Module | None, what: str) -> Replay:
+    """The modules of the model that made the trace, as a Replay (model/replay.py): from ``net``
+    (checked against the trace), else from the trace itself; ``what`` names the asker."""
+    if net is not None:
+        check_net(trace, net, stack, what)
+        return net.replay()
+    replay = trace._replay
+    home = "decoder" if stack == "cross" else stack
+    if replay is None or home not in replay.stacks:
+        raise ValueError(
+            f"{what}: the model's weights are needed, and this trace no longer reaches them: "
+            "pass net=<the model that made the trace>."
+        )
+    return replay
 
 
 def per_head(weight: torch.Tensor, n_heads: int) -> torch.Tensor:

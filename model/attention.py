@@ -1,7 +1,10 @@
 """Scaled dot-product attention and multi-head attention (seed 000 §2, seed 004 §Attention).
 
 Both return their intermediates instead of stashing them on the module: the model is shared by
-concurrent requests, so whatever one call computes must leave through its return value.
+concurrent requests, so whatever one call computes must leave through its return value. Asked to
+(a slot's "record"), multi-head attention returns every intermediate of its forward pass, from
+the projections to W_O: the layer walk (analysis/layer_steps.py) reads those, not a second copy
+of the formula.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ def scaled_dot_product_attention(
         q: [..., T_q, d_k]; k: [..., T_k, d_k]; v: [..., T_k, d_v].
         mask: bool, broadcastable to [..., T_q, T_k]; True = may attend.
         out: optional {"pattern": tensor [..., T_q, T_k]} to write the weights into (a trace's
-            per-layer slot), which saves copying them afterwards.
+            per-layer slot), which saves copying them afterwards; a "record" dict there gets
+            the masked scores, "masked" (the layer walk's; nothing is kept otherwise).
     Returns:
         (out [..., T_q, d_v], weights [..., T_q, T_k], scores [..., T_q, T_k]) where scores are
         QKᵀ/√d_k before masking. A query row with no allowed key gets all-zero weights (not NaN).
@@ -42,12 +46,19 @@ def scaled_dot_product_attention(
     scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k)
     if mask is not None and bool(mask.all()):
         mask = None  # nothing hidden (one text, no padding, no causality): skip the masking work
+    seen = out.get("record")  # the layer walk's; None in a forward pass or a trace
     if mask is None:
+        if seen is not None:
+            seen["masked"] = scores  # nothing hidden: the same tensor
         weights = torch.softmax(scores, dim=-1, out=out.get("pattern"))
         return weights @ v, weights, scores
     bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
     bias.masked_fill_(~mask, float("-inf"))  # (..., T_q, T_k) broadcast over heads
-    weights = torch.softmax(scores + bias, dim=-1, out=out.get("pattern"))
+    masked = scores + bias  # (..., T_q, T_k): -inf where hidden
+    if seen is not None:
+        seen["masked"] = masked
+    weights = torch.softmax(masked, dim=-1, out=out.get("pattern"))
+    del masked  # freed before weights @ v unless recorded: a trace's peak stays where it was
     if not bool(mask.any(dim=-1).all()):
         # A fully hidden row is softmax(-inf, ..., -inf) = NaN. Every entry of such a row is hidden,
         # so this zeroes exactly those rows; other rows' hidden entries are 0 already.
@@ -107,17 +118,31 @@ class MultiHeadAttention(nn.Module):
         return x.view(batch, seq_len, width // self.d_head, self.d_head).transpose(1, 2)
 
     def project(
-        self, kind: str, x: torch.Tensor, rotary: Rotation | None = None, turn: bool = True
+        self,
+        kind: str,
+        x: torch.Tensor,
+        rotary: Rotation | None = None,
+        turn: bool = True,
+        record: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """ "q", "k" or "v" of x per query head, [B, H, T, d_head]: q and k turned by rotary
         (unless turn=False: the projection before RoPE), a shared key/value head repeated for
-        each query head of its group (HF's repeat_kv)."""
+        each query head of its group (HF's repeat_kv). ``record`` gets each stage: "q_linear"
+        [B, T, heads · d_head], "q_heads" [B, H or H_kv, T, d_head], "q_rot" (turned), "k_rep"
+        (repeated), with the kind's letter."""
         linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
-        heads = self.split(linear(x))  # (B, H or H_kv, T, d_head)
+        flat = linear(x)  # (B, T, H or H_kv · d_head)
+        heads = self.split(flat)  # (B, H or H_kv, T, d_head)
+        if record is not None:
+            record[f"{kind}_linear"], record[f"{kind}_heads"] = flat, heads
         if rotary is not None and turn and kind != "v":
             heads = rotary(heads)  # turned before repeating: H_kv heads, not H
+            if record is not None:
+                record[f"{kind}_rot"] = heads
         if kind != "q" and self.n_rep > 1:
             heads = heads.repeat_interleave(self.n_rep, dim=1)  # (B, H, T, d_head)
+            if record is not None:
+                record[f"{kind}_rep"] = heads
         return heads
 
     @staticmethod
@@ -139,25 +164,35 @@ class MultiHeadAttention(nn.Module):
         Args:
             x_q: [B, T_q, d_model]; x_kv: [B, T_k, d_model].
             mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
-            out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into, and
-                {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported).
+            out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into,
+                {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported),
+                and {"record": {}} to get every intermediate back (the layer walk's).
             rotary: RoPE angles of the text (self-attention of a rotary model), else None.
         Returns:
             out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
-            [B, H, T_q, T_k]}.
+            [B, H, T_q, T_k]}; with "record", also project()'s stages, "masked" (the scores
+            with -inf where hidden), "z" (the heads' contexts [B, H, T_q, d_head] before any
+            ablation), "concat" [B, T_q, d_model] (after it) and "out".
         """
-        q = self.project("q", x_q, rotary)  # (B, H, T_q, d_head)
-        k = self.project("k", x_kv, rotary)  # (B, H, T_k, d_head)
-        v = self.project("v", x_kv)  # (B, H, T_k, d_head)
+        record = out.get("record") if out else None
+        q = self.project("q", x_q, rotary, record=record)  # (B, H, T_q, d_head)
+        k = self.project("k", x_kv, rotary, record=record)  # (B, H, T_k, d_head)
+        v = self.project("v", x_kv, record=record)  # (B, H, T_k, d_head)
         if mask is not None:
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
         # z: (B, H, T_q, d_head), the heads' contexts before concat
         z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, out)
+        found = {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}
+        if record is not None:
+            record["z"] = z
         ablation = out.get("ablation") if out else None
         if ablation is not None:
             z = ablation(z)
-        out = self.w_o(self.concat(z))  # (B, T_q, d_model)
-        return out, {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}
+        concat = self.concat(z)  # (B, T_q, d_model)
+        out = self.w_o(concat)  # (B, T_q, d_model)
+        if record is not None:
+            found = {**record, **found, "concat": concat, "out": out}
+        return out, found
 
 
 def head_masks(

@@ -21,6 +21,12 @@ class GatedFeedForward(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.w_down = nn.Linear(config.d_ff, config.d_model, bias=bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gated = self.act(self.w_gate(x)) * self.w_up(x)  # (B, T, d_ff)
+    def forward(self, x: torch.Tensor, record: dict | None = None) -> torch.Tensor:
+        """record: optional {} that gets "gate" x W_gate, "up" x W_up and "hidden" their
+        product after the activation, each [B, T, d_ff]."""
+        gate, up = self.w_gate(x), self.w_up(x)  # (B, T, d_ff) each
+        gated = self.act(gate) * up  # (B, T, d_ff)
+        if record is not None:
+            record.update(gate=gate, up=up, hidden=gated)
+        del gate, up  # freed before W_down unless recorded: a forward pass's peak stays as it was
         return self.w_down(self.dropout(gated))  # (B, T, d_model)

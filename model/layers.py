@@ -35,8 +35,12 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.fc2 = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.dropout(self.act(self.fc1(x))))  # (B, T, d_model)
+    def forward(self, x: torch.Tensor, record: dict | None = None) -> torch.Tensor:
+        """record: optional {} that gets "hidden", act(x W_1 + b_1) [B, T, d_ff]."""
+        hidden = self.act(self.fc1(x))  # (B, T, d_ff)
+        if record is not None:
+            record["hidden"] = hidden
+        return self.fc2(self.dropout(hidden))  # (B, T, d_model)
 
 
 def make_mlp(config: TransformerConfig) -> nn.Module:
@@ -68,17 +72,47 @@ class AddNorm(nn.Module):
         return self.norm(x) if self.pre else x
 
     def forward(
-        self, x: torch.Tensor, sublayer: SubLayer
+        self, x: torch.Tensor, sublayer: SubLayer, record: dict | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-        """Returns (new residual stream, the sublayer's own output, the sublayer's record)."""
-        out, record = sublayer(self.sublayer_input(x))
-        if self.pre:
-            return x + self.dropout(out), out, record
-        return self.norm(x + self.dropout(out)), out, record
+        """Returns (new residual stream, the sublayer's own output, the sublayer's record).
+
+        record: optional {} that gets "input" (what the sublayer read: LayerNorm(x) when
+        pre-norm), "residual" (x + the sublayer's output) and "output" (the new stream).
+        """
+        h = self.sublayer_input(x)  # (B, T, d_model)
+        out, found = sublayer(h)
+        residual = x + self.dropout(out)  # (B, T, d_model)
+        new = residual if self.pre else self.norm(residual)
+        if record is not None:
+            record.update(input=h, residual=residual, output=new)
+        return new, out, found
 
 
-def _ffn(ffn: nn.Module) -> SubLayer:
-    return lambda h: (ffn(h), {})
+def _ffn(ffn: nn.Module, record: bool) -> SubLayer:
+    """The FFN as a sublayer; with ``record``, its record holds its hidden features."""
+    if not record:
+        return lambda h: (ffn(h), {})
+
+    def run(h: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        found: dict = {}
+        return ffn(h, found), found
+
+    return run
+
+
+def _recording(slots: dict | None) -> tuple[dict, dict | None]:
+    """A layer's slots, and {} for the layer's record when slots ask for it ({"record": True}):
+    then each attention records its intermediates too (model/attention.py)."""
+    slots = slots or {}
+    if not slots.get("record"):
+        return slots, None
+    asked = {kind: {**(slots.get(kind) or {}), "record": {}} for kind in ("self", "cross")}
+    return asked, {}
+
+
+def _norm_record(record: dict | None, name: str) -> dict | None:
+    """The record of one Add & Norm ("self_norm", "cross_norm", "mlp_norm"), when recording."""
+    return None if record is None else record.setdefault(name, {})
 
 
 class EncoderLayer(nn.Module):
@@ -98,14 +132,22 @@ class EncoderLayer(nn.Module):
         slots: dict | None = None,
         rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, dict]:
-        """slots: optional {"self": {"pattern": tensor}} trace slots for this layer; rotary: the
-        text's RoPE angles when the model turns queries and keys."""
-        slots = slots or {}
+        """slots: optional {"self": {"pattern": tensor}} trace slots for this layer, and
+        "record": True for every intermediate (the Add & Norms' "self_norm" and "mlp_norm", the
+        FFN's "mlp"); rotary: the text's RoPE angles when the model turns queries and keys."""
+        slots, seen = _recording(slots)
         x, attn_out, self_rec = self.add_norm1(
-            x, lambda h: self.self_attn(h, h, mask, slots.get("self"), rotary)
+            x,
+            lambda h: self.self_attn(h, h, mask, slots.get("self"), rotary),
+            _norm_record(seen, "self_norm"),
         )
-        x, mlp_out, _ = self.add_norm2(x, _ffn(self.ffn))
-        return x, {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
+        x, mlp_out, mlp_rec = self.add_norm2(
+            x, _ffn(self.ffn, seen is not None), _norm_record(seen, "mlp_norm")
+        )
+        record = {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
+        if seen is not None:
+            record.update(seen, mlp=mlp_rec)
+        return x, record
 
 
 class DecoderLayer(nn.Module):
@@ -133,20 +175,29 @@ class DecoderLayer(nn.Module):
         slots: dict | None = None,
         rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, dict]:
-        """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer;
-        rotary: the text's RoPE angles, for self-attention (cross-attention is never turned)."""
-        slots = slots or {}
+        """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer,
+        and "record": True for every intermediate (as EncoderLayer, with "cross_norm"); rotary:
+        the text's RoPE angles, for self-attention (cross-attention is never turned)."""
+        slots, seen = _recording(slots)
         x, attn_out, self_rec = self.add_norm1(
-            x, lambda h: self.self_attn(h, h, self_mask, slots.get("self"), rotary)
+            x,
+            lambda h: self.self_attn(h, h, self_mask, slots.get("self"), rotary),
+            _norm_record(seen, "self_norm"),
         )
         record = {"self": self_rec, "attn_out": attn_out}
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
             x, cross_out, cross_rec = self.add_norm2(
-                x, lambda h: self.cross_attn(h, memory, cross_mask, slots.get("cross"))
+                x,
+                lambda h: self.cross_attn(h, memory, cross_mask, slots.get("cross")),
+                _norm_record(seen, "cross_norm"),
             )
             record.update(cross=cross_rec, cross_out=cross_out)
-        x, mlp_out, _ = self.add_norm3(x, _ffn(self.ffn))
+        x, mlp_out, mlp_rec = self.add_norm3(
+            x, _ffn(self.ffn, seen is not None), _norm_record(seen, "mlp_norm")
+        )
         record["mlp_out"] = mlp_out
+        if seen is not None:
+            record.update(seen, mlp=mlp_rec)
         return x, record

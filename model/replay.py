@@ -6,6 +6,10 @@ tokens) and only a few views read them, so they are computed on first access: by
 modules, on the same inputs, in the same order as the forward pass (the equal numbers are pinned
 in tests/test_big_shapes.py and tests/test_transformer.py).
 
+``walk`` runs one layer of one text again with every intermediate recorded, from its input to
+its output (the layer walk, analysis/layer_steps.py): what the layer computes, returned by the
+layer's own modules, so no second copy of the formulas exists to drift from the model.
+
 The replay holds a reference to the model's stacks (shared, read-only) and the version counters
 of their weights: if the weights change in place after the trace (a training step, a new
 checkpoint copied in), asking for a replayed field is an error rather than a silent mismatch.
@@ -137,3 +141,71 @@ class Replay:
                 "attn_out": stacked("cross_out"),
             }
         return found
+
+    def walk(self, trace, stack: str, layer: int, item: int) -> dict:
+        """One layer of one text run again, every intermediate recorded (see module doc).
+
+        The layer's own forward pass on the text's real tokens only: padded keys were hidden
+        and padding never reaches a real token, so these are the padded batch's numbers. RoPE
+        turns the real rows by their own positions in the batch; with positions off a rotary
+        model's turn is the identity (so the walk can show that nothing turned).
+
+        Returns:
+            The layer's record (EncoderLayer / DecoderLayer with "record": "self", "cross"
+            attention, "self_norm", "cross_norm", "mlp_norm", "mlp"), the batch dimension
+            dropped, and "resid_pre", "resid_post" [T, d_model] (the layer's input and output),
+            "mask" [T, T] (self-attention's, True = may attend), with cross-attention "memory"
+            [S, d_model] (the encoder output C of the source's real tokens) and "cross_mask"
+            [T, S]; on the model's device and dtype.
+        """
+        name = "decoder" if stack == "cross" else stack
+        module = self.stacks[name]
+        self._check(module)
+        param = next(module.parameters())
+
+        def on(t: torch.Tensor, *index: torch.Tensor) -> torch.Tensor:
+            t = t.to(param.device)
+            for dim, positions in enumerate(index):
+                t = t.index_select(dim, positions)
+            return t.to(param.dtype) if t.is_floating_point() else t
+
+        src = trace.attention_mask[item].bool().to(param.device)  # (T_src,)
+        tgt = src
+        if name == "decoder" and trace.tgt_attention_mask is not None:
+            tgt = trace.tgt_attention_mask[item].bool().to(param.device)  # (T_tgt,)
+        rows, cols = tgt.nonzero().squeeze(1), src.nonzero().squeeze(1)
+        hidden = trace.hidden_states[name]  # (B, L+1, T, d_model)
+        x = on(hidden[item, layer], rows)  # (T, d_model)
+        mask = on(trace.masks[name][item], rows, rows)  # (T, T)
+        rotary = self.rotation(hidden.shape[2], trace.positions)
+        if rotary is not None:  # the real rows' own angles
+            rotary = Rotation(on(rotary.cos, rows), on(rotary.sin, rows))  # (T, d_head) each
+        elif trace.config.positions == "rotary":
+            one = torch.ones((), dtype=param.dtype, device=param.device)
+            rotary = Rotation(one, one * 0)  # positions off: the identity turn
+        keep = trace.head_mask
+        slots: dict = {"record": True}
+        for kind, s in (("self", name), ("cross", "cross")):
+            if s in keep:
+                ablation = HeadAblation(keep[s][layer].to(param.device), trace.ablation)
+                slots[kind] = {"ablation": ablation}
+        found: dict = {"resid_pre": x, "mask": mask}
+        with torch.no_grad():
+            layer_module = module.layers[layer]
+            if name == "encoder":
+                out, record = layer_module(x[None], mask[None], slots, rotary)
+            else:
+                memory = cross = None
+                if "cross" in trace.masks:
+                    memory = on(trace.outputs["encoder"][item], cols)  # (S, d_model)
+                    cross = on(trace.masks["cross"][item], rows, cols)  # (T, S)
+                    found.update(memory=memory, cross_mask=cross)
+                    memory, cross = memory[None], cross[None]
+                out, record = layer_module(x[None], mask[None], memory, cross, slots, rotary)
+        found.update(_first(record), resid_post=out[0])
+        return found
+
+
+def _first(record: dict) -> dict:
+    """A record of a batch of one, its batch dimension dropped (nested dicts too)."""
+    return {k: _first(v) if isinstance(v, dict) else v[0] for k, v in record.items()}

@@ -293,6 +293,11 @@ class Transformer(nn.Module):
         """Greedy decoding; see model.generate.generate for arguments and the returned ids."""
         return generate(self, src_ids, max_new_tokens, attention_mask, return_trace, **options)
 
+    def replay(self) -> Replay:
+        """This model's stacks as a Replay (model/replay.py): it recomputes a trace's internals."""
+        stacks = {"encoder": self.encoder, "decoder": self.decoder}
+        return Replay({k: v for k, v in stacks.items() if v is not None}, self.embedding.rotation)
+
     def trace(
         self,
         input_ids: torch.Tensor,
@@ -374,10 +379,7 @@ class Transformer(nn.Module):
                 trace.attentions["cross"] = run["slots"]["cross"].transpose(0, 1)
                 trace.masks["cross"] = run["masks"]["cross"]
             # Q, K, V and the sublayer outputs are recomputed on first access (model/replay.py).
-            stacks = {"encoder": self.encoder, "decoder": self.decoder}
-            trace._replay = Replay(
-                {k: v for k, v in stacks.items() if k in run["resid"]}, self.embedding.rotation
-            )
+            trace._replay = self.replay()
             last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
             if with_logits and self.lm_head is not None:
                 trace.logits = self.lm_head(last)

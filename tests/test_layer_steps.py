@@ -12,6 +12,7 @@ import math
 import pickle
 import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -289,6 +290,31 @@ def test_input_attention_weights_and_output_are_the_traces(traced, name):
             torch.testing.assert_close(steps["output"], hidden[layer + 1][q], atol=TOL, rtol=0)
             weights = tr.attentions[stack][1, layer][:, q][:, :, k]  # (H, T, S)
             torch.testing.assert_close(steps["attention weights"], weights, atol=TOL, rtol=0)
+
+
+def test_the_steps_are_what_the_models_own_modules_computed(traced):
+    """The walk names the layer's record (Replay.walk: the layer run with "record"), and computes
+    nothing itself; a forward pass not asked to record returns only what a trace replays."""
+    net, tr = traced("seed001-prenorm")
+    layer = net.decoder.layers[0]
+    x = tr.hidden_states["decoder"][:, 0]  # (B, T, d_model)
+    _, plain = layer(x, tr.masks["decoder"], tr.outputs["encoder"], tr.masks["cross"])
+    assert set(plain) == {"self", "attn_out", "cross", "cross_out", "mlp_out"}
+    assert set(plain["self"]) == {"q", "k", "v", "scores", "pattern"}
+    record = net.replay().walk(tr, "decoder", 0, 1)
+    steps = {s.name: s.value for s in layer_steps(tr, "decoder", 0, 1)}
+    for name, value in (
+        ("attention weights", record["self"]["pattern"]),
+        ("masked scores", record["self"]["masked"]),
+        ("context", record["self"]["z"]),
+        ("cross-attention output", record["cross"]["out"]),
+        ("FFN hidden", record["mlp"]["hidden"]),
+        ("output", record["resid_post"]),
+    ):
+        assert torch.equal(steps[name], value.float()), name
+    source = (Path(__file__).parents[1] / "analysis" / "layer_steps.py").read_text()
+    for code in (".softmax(", " @ ", "functional"):  # no second attention formula
+        assert code not in source, code
 
 
 def test_names_come_from_one_list_in_its_order(traced):

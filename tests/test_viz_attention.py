@@ -17,7 +17,9 @@ import pytest
 from model import PRESETS, Transformer
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import ARTIFACTS, LONG_TEXT
+from tests.wire import filled_like_the_page, inflated, numbers, switch_numbers, unpacked, vector
 from viz import attention as A
+from viz import wire
 from viz.common import DIVERGING_SCALE
 from viz.masks import score_steps_figure
 
@@ -421,30 +423,6 @@ def test_attention_views_draw_in_chromium(long_traces, tmp_path):
 # ---------------------------------------------------------------- the browser's head switch
 
 
-def inflated(text: str) -> np.ndarray:
-    """A payload's bytes (``viz.attention.deflated``, base64 of a zlib stream)."""
-    import base64
-    import zlib
-
-    return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8)
-
-
-def milli_values(planes: np.ndarray) -> np.ndarray:
-    """Two byte planes of ``milli`` codes (all high bytes, then all low) as the numbers the hover
-    shows, NaN where the code is NAN_CODE (a hidden cell)."""
-    half = planes.size // 2
-    codes = (planes[:half].astype(np.int64) << 8) | planes[half:]
-    return np.where(codes == A.NAN_CODE, np.nan, codes / 1000)
-
-
-def decode_switch_data(data: dict) -> np.ndarray:
-    """What the browser's head switch (ta.switchHead) decodes: (L, H, rows, cols) hover numbers,
-    NaN = hidden."""
-    values = milli_values(inflated(data["data"]))
-    shape = (data["layers"], data["heads"], data["cols"], data["rows"])  # stored key by key
-    return values.reshape(shape).transpose(0, 1, 3, 2)
-
-
 def hover_strings(z: np.ndarray) -> list[str]:
     """A heatmap's hover numbers as Plotly prints them (d3 ".3f": JavaScript's toFixed(3))."""
     from decimal import ROUND_HALF_UP, Decimal
@@ -462,7 +440,7 @@ def test_switch_data_shows_every_head_as_the_server_figure_does(families, family
     the server's figure of that head."""
     tr = families[family]
     data = A.head_switch_data(tr, stack, scale=scale)
-    values = decode_switch_data(data)
+    values = switch_numbers(data)
     for layer in range(data["layers"]):
         for head in range(data["heads"]):
             fig = A.head_figure(tr, stack, layer, head, scale=scale)
@@ -473,20 +451,16 @@ def test_switch_data_shows_every_head_as_the_server_figure_does(families, family
 
 
 def test_switch_data_pools_like_the_head_view_and_stays_small(long_traces):
-    import zlib
-
     for n, budget in ((128, 1_000_000), (512, None)):
         tr = long_traces[n]
         data = A.head_switch_data(tr, "encoder")
-        values = decode_switch_data(data)
+        values = switch_numbers(data)
         assert values.shape == (6, 12, min(n, 256), min(n, 256))
         fig = A.head_figure(tr, "encoder", 5, 11)
         assert hover_strings(values[5, 11]) == hover_strings(fig.data[0].z)
         if budget:  # the whole stack for the browser, at 128 tokens (bench/README.md: a run ≤ 1 MB)
             assert len(json.dumps(data)) < 0.8 * budget
-        assert zlib.decompress(__import__("base64").b64decode(data["data"])).__len__() == (
-            2 * values.size
-        )
+        assert inflated(data["data"]).size == 2 * values.size
 
 
 def boxes_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -515,28 +489,6 @@ def test_three_panel_colour_bars_sit_under_the_panels(bert, make):
 # ---------------------------------------------------------------- figures the browser fills
 
 
-def fill_like_the_browser(fig: go.Figure, data: dict) -> go.Figure:
-    """What ui/js/fill.js does to a figure sent without z: each trace's z from the decoded payload
-    ([layer, head]: its shown numbers, a hidden cell as meta.fill.hidden; [la, ha, lb, hb]: the
-    difference of the shown numbers, hidden as 0), stored as float32 as the page stores them."""
-    sent = json.loads(fig.to_json())
-    spec = sent["layout"]["meta"]["fill"]
-    assert spec["data"] == data["id"]
-    assert all("z" not in t for t in sent["data"]), "the slim figure still carries numbers"
-    values = decode_switch_data(data)  # (L, H, rows, cols), NaN = hidden
-    hidden = np.nan if spec["hidden"] is None else spec["hidden"]
-    out = go.Figure(fig)
-    for trace, cells in zip(out.data, spec["z"], strict=True):
-        if len(cells) == 2:
-            trace.z = np.where(np.isnan(values[cells[0], cells[1]]), hidden, values[tuple(cells)])
-        else:
-            code_a = np.nan_to_num(values[cells[0], cells[1]] * 1000, nan=0.0).round()
-            code_b = np.nan_to_num(values[cells[2], cells[3]] * 1000, nan=0.0).round()
-            trace.z = (code_a - code_b) / 1000
-        trace.z = np.asarray(trace.z, dtype=np.float32)
-    return out
-
-
 def payload(trace, stack: str, scale: str) -> dict:
     """The head switch data as the Attention tab sends it (with an id and a run)."""
     return {**A.head_switch_data(trace, stack, scale=scale), "id": "d1", "run": "r1"}
@@ -563,16 +515,16 @@ def test_a_figure_sent_without_numbers_is_filled_to_the_servers_figure(
     n_layers, n_heads = data["layers"], data["heads"]
     for layer, head in {(0, 0), (n_layers - 1, n_heads - 1), (n_layers - 1, 0)}:
         full = A.head_figure(tr, stack, layer, head, scale=scale)
-        slim = A.without_z(go.Figure(full), "d1", [[layer, head]], hidden=None)
-        filled = fill_like_the_browser(slim, data)
+        slim = wire.without_z(go.Figure(full), "d1", [[layer, head]], hidden=None)
+        filled = filled_like_the_page(slim, data)
         assert hover_strings(filled.data[0].z) == hover_strings(full.data[0].z)
         assert filled.data[0].zmax == full.data[0].zmax
         assert without_meta_fill(filled) == without_meta_fill(full)
     a, b = (0, 1), (n_layers - 1, n_heads - 1)
     full = A.compare_figure(tr, stack, a, b, scale=scale)
     assert A.compare_in_switch_data(tr, stack, a, b)
-    slim = A.without_z(go.Figure(full), "d1", [[*a], [*b], [*a, *b]], hidden=0)
-    filled = fill_like_the_browser(slim, data)
+    slim = wire.without_z(go.Figure(full), "d1", [[*a], [*b], [*a, *b]], hidden=0)
+    filled = filled_like_the_page(slim, data)
     for shown, server in zip(filled.data, full.data, strict=True):
         # exactly the server's numbers: it sends float32 of the same thousandths
         np.testing.assert_array_equal(shown.z, np.asarray(server.z, np.float32))
@@ -592,7 +544,7 @@ def test_compare_is_filled_only_where_it_and_the_payload_pool_alike(long_traces)
 def test_a_slim_figure_is_much_smaller_than_the_full_one(long_traces):
     tr = long_traces[128]
     full = A.compare_figure(tr, "encoder", (0, 0), (5, 11))
-    slim = A.without_z(go.Figure(full), "d1", [[0, 0], [5, 11], [0, 0, 5, 11]], hidden=0)
+    slim = wire.without_z(go.Figure(full), "d1", [[0, 0], [5, 11], [0, 0, 5, 11]], hidden=0)
     assert len(slim.to_json()) < 0.25 * len(full.to_json())
 
 
@@ -601,7 +553,8 @@ def test_a_slim_figure_is_much_smaller_than_the_full_one(long_traces):
 def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, native_base64):
     """The page's decoder (ui/js/fill.js), in Chromium, with the browser's base64 decoder and
     without it (an older browser): every head of a masked stack gives the hover numbers and gaps
-    the payload holds (decoded in Python here) and A − B is their difference."""
+    the payload holds (decoded in Python here) and A − B is their difference; the test vector's
+    payload gives exactly the vector's numbers."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
@@ -609,7 +562,7 @@ def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, nat
 
     tr = families["seed003-encdec"]
     data = {**A.head_switch_data(tr, "decoder"), "id": "d1", "run": "r1"}
-    values = decode_switch_data(data)  # (L, H, rows, cols), NaN = hidden
+    values = switch_numbers(data)  # (L, H, rows, cols), NaN = hidden
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -618,18 +571,27 @@ def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, nat
             if not native_base64:
                 page.evaluate("() => { delete Uint8Array.fromBase64; }")
             page.add_script_tag(content=source("fill.js"))
-            shown = page.evaluate(
-                """async (src) => { const fill = window.ta.fill, d = await fill.add(src);
-                  const rows = (z) => z.map((row) => Array.from(row, (v) => (v !== v ? null : v)));
-                  const heads = [];
-                  for (let l = 0; l < d.layers; l++) for (let h = 0; h < d.heads; h++) {
-                    heads.push(rows(fill.z(d, [l, h], null)));
+            shown, test_vector = page.evaluate(
+                """async (srcs) => { const out = [];
+                  for (const src of srcs) {
+                    const fill = window.ta.fill, d = await fill.add(src);
+                    const rows = (z) => z.map((r) => Array.from(r, (v) => (v !== v ? null : v)));
+                    const heads = [];
+                    for (let l = 0; l < d.layers; l++) for (let h = 0; h < d.heads; h++) {
+                      heads.push(rows(fill.z(d, [l, h], null)));
+                    }
+                    const diff = rows(fill.z(d, [0, 0, d.layers - 1, d.heads - 1], 0));
+                    out.push({heads, diff});
                   }
-                  return {heads, diff: rows(fill.z(d, [0, 0, d.layers - 1, d.heads - 1], 0))}; }""",
-                json.dumps(data),
+                  return out; }""",
+                [json.dumps(data), json.dumps(vector()["switch"]["payload"])],
             )
         finally:
             browser.close()
+    # the test vector (tests/wire_vector.json): exactly its numbers, gaps included
+    want = numbers(vector()["switch"]["numbers"]).astype(np.float32)  # (1, 2, rows, cols)
+    got = np.array(test_vector["heads"], dtype=np.float64)  # (2, rows, cols), NaN = a gap
+    np.testing.assert_array_equal(got, want.reshape(got.shape))
     n_heads = data["heads"]
     for i, head in enumerate(shown["heads"]):
         expected = values[i // n_heads, i % n_heads]
@@ -641,36 +603,6 @@ def test_the_pages_decoder_reads_every_head_as_the_server_wrote_it(families, nat
 
 
 # ---------------------------------------------------------------- figures with their numbers packed
-
-
-def unpacked_like_the_browser(fig: go.Figure) -> dict:
-    """What ui/js/fill.js does to a figure whose numbers came packed (layout.meta.packed): each
-    [trace, field, rows, cols] from one inflated stream ("milli": code / 1000 as float32, 65535 a
-    gap; "byte": the bytes), and x and y copied from the first packed trace when same_xy. Returns
-    the figure's JSON as the page draws it, meta.packed dropped."""
-    sent = json.loads(fig.to_json())
-    spec = sent["layout"]["meta"].pop("packed")
-    if not sent["layout"]["meta"]:
-        del sent["layout"]["meta"]
-    raw = inflated(spec["data"])
-    total = sum(rows * cols for _, _, rows, cols in spec["cells"])
-    if spec["kind"] == "milli":
-        assert raw.size == 2 * total
-        values = milli_values(raw).astype(np.float32)
-    else:
-        assert raw.size == total
-        values = raw
-    at = 0
-    for trace, field, rows, cols in spec["cells"]:
-        assert field not in sent["data"][trace], "a packed number was sent twice"
-        sent["data"][trace][field] = values[at : at + rows * cols].reshape(rows, cols)
-        at += rows * cols
-    first = spec["cells"][0][0]
-    for trace in dict.fromkeys(t for t, *_ in spec["cells"][1:]) if spec["same_xy"] else ():
-        if trace != first:
-            assert "x" not in sent["data"][trace] and "y" not in sent["data"][trace]
-            sent["data"][trace].update(x=sent["data"][first]["x"], y=sent["data"][first]["y"])
-    return sent
 
 
 def without_numbers(sent: dict) -> dict:
@@ -694,9 +626,9 @@ def test_a_packed_attention_block_shows_the_full_figures_numbers(bert, long_trac
 
     for n in (32, 128):
         full = block_figure(long_traces[n], "encoder", bert[0])
-        sent = A.packed(go.Figure(full), "milli")
+        sent = wire.packed(go.Figure(full), "milli")
         assert sent.layout.meta["packed"]["same_xy"]
-        shown = unpacked_like_the_browser(sent)
+        shown = unpacked(sent)
         for tile, server in zip(shown["data"], full.data, strict=True):
             assert hover_strings(tile["z"]) == hover_strings(server.z)
             assert np.abs(tile["z"] - np.asarray(server.z, np.float64)).max() <= 0.0005 + 1e-6
@@ -710,10 +642,10 @@ def test_a_packed_overview_is_the_full_figure(families, family, stack, scale):
     """The overview sent packed ("byte": its percent tiles, and under "head" the real weights of
     its hover) unpacks to exactly the full figure, masked stacks included."""
     full = A.overview_figure(families[family], stack, scale=scale)
-    sent = A.packed(go.Figure(full), "byte")
+    sent = wire.packed(go.Figure(full), "byte")
     fields = [field for _, field, *_ in sent.layout.meta["packed"]["cells"]]
     assert fields == (["z", "customdata"] if scale == "head" else ["z"])
-    shown = unpacked_like_the_browser(sent)
+    shown = unpacked(sent)
     want = plain(full)
     np.testing.assert_array_equal(shown["data"][0]["z"], full.data[0].z)
     if scale == "head":
@@ -726,43 +658,26 @@ def test_numbers_that_cannot_be_packed_leave_the_figure_whole():
     takes bytes only."""
     for z in ([[0.5, 70.0]], [[-0.1, 0.2]]):
         fig = go.Figure(go.Heatmap(z=np.array(z, np.float32)))
-        assert A.packed(go.Figure(fig), "milli").to_json() == fig.to_json()
+        assert wire.packed(go.Figure(fig), "milli").to_json() == fig.to_json()
     with pytest.raises(ValueError, match="uint8"):
-        A.packed(go.Figure(go.Heatmap(z=np.zeros((2, 2), np.float32))), "byte")
-
-
-PACKED_FIGURE = go.Figure(
-    [
-        go.Heatmap(
-            z=np.array([[0.0005, np.nan, 1.0], [65.534, 0.0014999, 0.25]], np.float32),
-            x=["a", "b", "c"],
-            y=["p", "q"],
-        ),
-        go.Heatmap(
-            z=np.array([[3.1416, 0, 2], [1, 0.001, np.nan]], np.float32),
-            x=["a", "b", "c"],
-            y=["p", "q"],
-            xaxis="x2",
-        ),
-        go.Scatter(x=[1, 2], y=[3, 4]),
-    ]
-)
+        wire.packed(go.Figure(go.Heatmap(z=np.zeros((2, 2), np.float32))), "byte")
 
 
 @pytest.mark.browser
 def test_the_page_unpacks_a_packed_figure_before_plotly_draws_it():
-    """ui/js/fill.js in Chromium, its Plotly.react wrapper around a stand-in Plotly: a packed
-    figure reaches Plotly with the numbers Python unpacks (gaps, halves up, the largest code), its
-    x and y copied to every tile, and a figure with bytes that do not inflate is drawn without
-    numbers and turns filling off."""
+    """ui/js/fill.js in Chromium, its Plotly.react wrapper around a stand-in Plotly: the test
+    vector's packed figure (tests/wire_vector.json) reaches Plotly with the vector's numbers
+    (gaps, halves up, the largest code), its x and y copied to every tile; an overview's bytes
+    too; and a figure with bytes that do not inflate is drawn without numbers and turns filling
+    off."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     from ui.js import source
 
-    sent = A.packed(go.Figure(PACKED_FIGURE), "milli")
-    want = unpacked_like_the_browser(sent)
-    overview = A.packed(
+    sent = vector()["packed"]["figure"]
+    want = vector()["packed"]["numbers"]
+    overview = wire.packed(
         go.Figure(
             go.Heatmap(
                 z=np.arange(12, dtype=np.uint8).reshape(3, 4),
@@ -771,7 +686,7 @@ def test_the_page_unpacks_a_packed_figure_before_plotly_draws_it():
         ),
         "byte",
     )
-    broken = json.loads(sent.to_json())
+    broken = copy.deepcopy(sent)
     broken["layout"]["meta"]["packed"]["data"] = "bm90IGRlZmxhdGU="
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -793,14 +708,15 @@ def test_the_page_unpacks_a_packed_figure_before_plotly_draws_it():
                   }
                   return {out, fills: window.ta.fill.ok()};
                 }""",
-                [json.loads(sent.to_json()), json.loads(overview.to_json()), broken],
+                [sent, json.loads(overview.to_json()), broken],
             )
         finally:
             browser.close()
     milli, byte, unreadable = shown["out"]
-    for got, expected in zip(milli[:2], want["data"][:2], strict=True):
-        assert hover_strings(np.array(got["z"], dtype=np.float64)) == hover_strings(expected["z"])
-        np.testing.assert_array_equal(np.array(got["z"], np.float64), expected["z"])
+    for got, expected in zip(milli[:2], want, strict=True):
+        expected = numbers(expected).astype(np.float32)  # the page stores float32, as the server
+        assert hover_strings(np.array(got["z"], dtype=np.float64)) == hover_strings(expected)
+        np.testing.assert_array_equal(np.array(got["z"], np.float64), expected)
         assert (got["x"], got["y"]) == (["a", "b", "c"], ["p", "q"])
     assert milli[2]["z"] is None  # the scatter is left alone
     assert byte[0]["z"] == np.arange(12).reshape(3, 4).tolist()

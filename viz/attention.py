@@ -6,9 +6,7 @@ one row per query token summing to 1 over the keys it may see. Padding is remove
 
 from __future__ import annotations
 
-import base64
 import math
-import zlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from lang import tr
+from viz import wire
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
@@ -431,23 +430,7 @@ def head_figure(
     return fig
 
 
-NAN_CODE = 65535  # the browser payload's code for a cell the mask hides
 SWITCH_CHUNK = 16  # heads pooled and encoded at a time for the switch payload
-
-
-def milli(weights: np.ndarray) -> np.ndarray:
-    """Weights as the hover prints them (".3f"), as integers: round(w·1000), halves up as
-    JavaScript's toFixed rounds; NAN_CODE where the weight is NaN (hidden). uint16, so only for
-    weights in [0, 65.534] (see ``codes_fit``)."""
-    codes = np.floor(weights.astype(np.float64) * 1000 + 0.5)
-    return np.where(np.isnan(weights), NAN_CODE, codes).astype(np.uint16)
-
-
-def codes_fit(weights: np.ndarray) -> bool:
-    """Whether every weight has a ``milli`` code (norms of an unusual model may not)."""
-    return np.nanmax(weights, initial=0.0) * 1000 < NAN_CODE - 0.5 and (
-        np.nanmin(weights, initial=0.0) >= 0
-    )
 
 
 def head_switch_data(
@@ -459,59 +442,34 @@ def head_switch_data(
 ) -> dict | None:
     """Every head of a stack as the head view shows it, for switching heads in the browser.
 
-    Each cell is sent as the number the figure's hover shows (three decimals: ``round(w·1000)``,
-    halves up as JavaScript's toFixed rounds), so a head drawn in the browser shows exactly the
-    numbers the server's figure of that head would; colours differ from the float32 weight by at
-    most 0.0005. Layout: uint16 codes (NAN_CODE = hidden) with each head stored key by key
-    (column-major), all high bytes then all low bytes (they compress apart far better),
-    ``deflated``: 0.66 MB for 6 × 12 heads at 128 tokens.
-    None when a value is beyond 65.534 (the norms view of an unusual model): the server draws
-    those heads instead.
+    Each cell is sent as the number the figure's hover shows (three decimals), so a head drawn
+    in the browser shows exactly the numbers the server's figure of that head would; colours
+    differ from the float32 weight by at most 0.0005 (viz/wire.py, docs/wire-format.md: 0.66 MB
+    for 6 × 12 heads at 128 tokens). None when a value is beyond 65.534 (the norms view of an
+    unusual model): the server draws those heads instead.
 
-    Returns {"layers", "heads", "rows", "cols", "zmax": [[…]], "titles": [[…]], "data"}, where a
-    title is the head-specific part of the figure's title (``head_title``).
+    Returns ``wire.switch_payload``'s dict, a title being the head-specific part of the
+    figure's title (``head_title``).
     """
     frame = head_frame(trace, stack, batch, max_cells)
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
-    n, rows, cols = n_layers * n_heads, len(frame.y_lab), len(frame.x_lab)
+    n = n_layers * n_heads
+    codes = wire.SwitchCodes(n, len(frame.y_lab), len(frame.x_lab))
     # Pooled, rounded and split a few heads at a time (BERT-large at 512 tokens: 384 heads, 50 MB
     # of codes; one pass over all of them at once is ~3× slower, out of cache).
-    planes = np.empty((2, n, cols, rows), np.uint8)  # high bytes, then low; each head key-major
     zmax = []
     for start in range(0, n, SWITCH_CHUNK):
         cells = frame.cells(slice(start, start + SWITCH_CHUNK))
-        if not codes_fit(cells):
+        if not codes.put(start, cells):
             return None
-        codes = milli(cells).transpose(0, 2, 1)  # key-major: ~5 % smaller
-        planes[0, start : start + len(cells)] = codes >> 8
-        planes[1, start : start + len(cells)] = codes & 0xFF
         zmax += [head_zmax(m, scale) for m in cells]
+    heads = [(lay, h) for lay in range(n_layers) for h in range(n_heads)]  # layer order
     titles = [
-        head_title(
-            stack, lay, head_label(trace.config, h), frame.note, scale, zmax[lay * n_heads + h]
-        )
-        for lay in range(n_layers)
-        for h in range(n_heads)
+        head_title(stack, lay, head_label(trace.config, h), frame.note, scale, zmax[i])
+        for i, (lay, h) in enumerate(heads)
     ]
-    return {
-        "layers": n_layers,
-        "heads": n_heads,
-        "rows": rows,
-        "cols": cols,
-        "zmax": [zmax[i : i + n_heads] for i in range(0, len(zmax), n_heads)],
-        "titles": [titles[i : i + n_heads] for i in range(0, len(titles), n_heads)],
-        "bars": [[head_bar(scale, z) for z in zmax[i : i + n_heads]] for i in range(0, n, n_heads)],
-        "data": deflated(planes),
-    }
-
-
-def deflated(raw) -> str:
-    """Bytes as the page's decoder reads them (DecompressionStream("deflate"): a zlib stream),
-    base64. Runs of one byte only (zlib's Z_RLE strategy): on the head switch codes at 128 tokens
-    that is 12 % smaller than level 1's matching and as fast; level 6 is 11 % smaller but 4× slower,
-    a cost every Run on the Attention tab would pay."""
-    packer = zlib.compressobj(1, zlib.DEFLATED, 15, 8, zlib.Z_RLE)
-    return base64.b64encode(packer.compress(raw) + packer.flush()).decode("ascii")
+    bars = [head_bar(scale, z) for z in zmax]
+    return wire.switch_payload(n_layers, n_heads, codes, zmax, titles, bars)
 
 
 # ---------------------------------------------------------------- every layer × head at once
@@ -791,72 +749,7 @@ def compare_in_switch_data(
         return False
     maps = head_cells(trace, stack, [a, b], batch)[0]  # (2, T_q, T_k), NaN = hidden
     pair = np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])
-    if not codes_fit(maps):
+    if not wire.codes_fit(maps):
         return False
-    codes = np.where(np.isnan(maps), 0, milli(maps))
-    return np.array_equal(codes, np.floor(pair.astype(np.float64) * 1000 + 0.5))
-
-
-def without_z(fig: go.Figure, data_id: str, cells: list[list[int]], hidden: float | None):
-    """The figure without its heatmaps' numbers, for a page that holds the head switch data
-    ``data_id``: ``layout.meta["fill"]`` names, trace by trace, the head it shows ([layer, head])
-    or the difference it shows ([layer_a, head_a, layer_b, head_b]: A − B of the shown numbers),
-    and what a hidden cell shows (None: a gap); the page rebuilds each z from the data before
-    Plotly draws (ui/js/fill.js). The caller checks that the data covers exactly these cells."""
-    assert len(cells) == len(fig.data)
-    for cells_trace in fig.data:
-        cells_trace.z = None
-    fig.layout.meta = {
-        **(fig.layout.meta or {}),
-        "fill": {"data": data_id, "z": cells, "hidden": hidden},
-    }
-    return fig
-
-
-def packed(fig: go.Figure, kind: Literal["milli", "byte"]) -> go.Figure:
-    """The figure with its heatmaps' numbers packed, for a page that fills figures
-    (ui/js/fill.js unpacks them before Plotly draws): every heatmap's z and 2-D customdata, row
-    by row, deflated into ``layout.meta["packed"]`` = {"kind", "cells": [[trace, field, rows,
-    cols], …], "data", "same_xy"}.
-
-    kind "milli": each number as the hover prints it (".3f"), ``milli`` codes as two byte planes
-    (all high bytes, then all low): the page shows exactly the hover numbers of the full figure
-    and colours within 0.0005 of them (the full figure, unchanged, when a number has no code);
-    "byte": uint8 numbers as they are. same_xy: every packed trace after the first had the
-    first's x and y, which the page copies back.
-    """
-    cells, arrays = [], []
-    for i, cells_trace in enumerate(fig.data):
-        if cells_trace.type != "heatmap":
-            continue
-        for field in ("z", "customdata"):
-            values = getattr(cells_trace, field)
-            if values is None or np.ndim(values) != 2:
-                continue
-            values = np.asarray(values)
-            if kind == "byte" and values.dtype != np.uint8:
-                raise ValueError(f"byte packing takes uint8, not {values.dtype}")
-            cells.append([i, field, *values.shape])
-            arrays.append(values)
-    if not arrays or (kind == "milli" and not all(codes_fit(a) for a in arrays)):
-        return fig
-    if kind == "milli":
-        codes = np.concatenate([milli(a).ravel() for a in arrays])
-        raw = np.concatenate([codes >> 8, codes & 0xFF]).astype(np.uint8)
-    else:
-        raw = np.concatenate([a.ravel() for a in arrays])
-    traces = [fig.data[i] for i in dict.fromkeys(i for i, *_ in cells)]
-    same_xy = len(traces) > 1 and all(
-        np.array_equal(t.x, traces[0].x) and np.array_equal(t.y, traces[0].y) for t in traces[1:]
-    )
-    with fig.batch_update():
-        for i, field, *_ in cells:
-            fig.data[i][field] = None
-        if same_xy:
-            for cells_trace in traces[1:]:
-                cells_trace.x = cells_trace.y = None
-    fig.layout.meta = {
-        **(fig.layout.meta or {}),
-        "packed": {"kind": kind, "cells": cells, "data": deflated(raw), "same_xy": same_xy},
-    }
-    return fig
+    codes = np.where(np.isnan(maps), 0, wire.milli(maps))
+    return np.array_equal(codes, wire.milli(pair))

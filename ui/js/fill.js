@@ -1,14 +1,15 @@
 /* Transformer Anatomy's page code: figures the browser fills.
 
-   The Attention tab sends every head of the stack once per run (viz.attention.head_switch_data):
+   The page's decoder of the wire format (docs/wire-format.md; written by viz/wire.py). The
+   Attention tab sends every head of the stack once per run (viz.wire.switch_payload):
    three-decimal weights as uint16 byte planes, key-major, zlib, base64. A page that can decode
    it (DecompressionStream) says so in its stamp (ta.stamp); the server then sends the head and
    compare figures without z, and layout.meta.fill says which head each trace shows
-   (viz.attention.without_z). ta.fill keeps the last few decoded payloads and fills such a
+   (viz.wire.without_z). ta.fill keeps the last few decoded payloads and fills such a
    figure's z just before Plotly draws it, so the figure is drawn once, complete, and Plotly's
    PNG/SVG downloads show the numbers. The head switch (head_switch.js) uses the same decoder.
    The same page gets the tab's overview and attention block with their own numbers packed the
-   same way (viz.attention.packed, layout.meta.packed), unpacked here before Plotly draws them.
+   same way (viz.wire.packed, layout.meta.packed), unpacked here before Plotly draws them.
 
    ta.fill: add(json) -> Promise(decoded | null); get(id) waits for the data `id`;
    z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added;
@@ -119,7 +120,7 @@
     },
   };
 
-  /* A figure whose own numbers came packed (viz.attention.packed: layout.meta.packed): each
+  /* A figure whose own numbers came packed (viz.wire.packed: layout.meta.packed): each
      [trace, field, rows, cols] of spec.cells as rows, in order, from one inflated stream; "milli"
      codes are two byte planes (high bytes, then low), shown as code / 1000 (65535: a gap), "byte"
      numbers are themselves. Kept by the packed text, so a figure Gradio draws again costs

@@ -15,7 +15,7 @@ from serve.lru import LockedLRU
 from ui.i18n import t
 from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
-from viz import attention
+from viz import attention, wire
 from viz.attention import CAPTIONS
 from viz.block import BLOCK_TOKENS, block_figure
 from viz.common import stack_tokens
@@ -213,19 +213,19 @@ def makers(view: View) -> dict:
     def head_plot():
         fig = attention.head_figure(trace, sel.stack, sel.layer, sel.head, scale=sel.scale)
         if data_id := fill_id(view, trace, sel):
-            fig = attention.without_z(fig, data_id, [[sel.layer, sel.head]], hidden=None)
+            fig = wire.without_z(fig, data_id, [[sel.layer, sel.head]], hidden=None)
         return note(fig)
 
     def compare_plot():
         fig = attention.compare_figure(trace, sel.stack, a, b, scale=sel.scale)
         data_id = fill_id(view, trace, sel)
         if data_id and attention.compare_in_switch_data(trace, sel.stack, a, b):
-            fig = attention.without_z(fig, data_id, [[*a], [*b], [*a, *b]], hidden=0)
+            fig = wire.without_z(fig, data_id, [[*a], [*b], [*a, *b]], hidden=0)
         return note(fig)
 
     def overview_plot():
         fig = note(attention.overview_figure(trace, sel.stack, scale=sel.scale))
-        return attention.packed(fig, "byte") if view.client.fills else fig
+        return wire.packed(fig, "byte") if view.client.fills else fig
 
     return {
         "head_plot": head_plot,
@@ -244,7 +244,7 @@ def block_view(view: View):
         return None
     fig = block_figure(view.analysis.trace, sel.stack, view.analysis.model.net, scale=sel.scale)
     fig = untrained_note(fig, view.analysis.model.random_weights)
-    return attention.packed(fig, "milli") if view.client.fills else fig
+    return wire.packed(fig, "milli") if view.client.fills else fig
 
 
 TAB = Tab(
