@@ -10,8 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import model.lm
-from model import LMLoadError, load_lm
+import model.checkpoint
+import model.checkpoint_guard
+from model import CheckpointError, load_lm
 from model.lm_config import lm_config
 from tests.test_lm import save_checkpoint, save_tokenizer
 
@@ -38,7 +39,7 @@ def never_built(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was allocated before the refusal")
 
-    monkeypatch.setattr(model.lm, "Transformer", refuse)
+    monkeypatch.setattr(model.checkpoint, "Transformer", refuse)
 
 
 def edit_config(folder: Path, **changes) -> None:
@@ -60,7 +61,7 @@ def edit_weights(folder: Path, change) -> None:
 
 def refusal(source, **kwargs) -> str:
     """The one sentence load_lm refuses with (no exception chained behind it)."""
-    with pytest.raises(LMLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_lm(source, **kwargs)
     text = str(exc.value)
     assert "\n" not in text and text.endswith(".") and exc.value.__cause__ is None, text
@@ -103,13 +104,13 @@ def test_qwen2_with_a_window_on_some_layers_only_is_refused():
     hf = {"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}
     hf |= {"num_hidden_layers": 2, "intermediate_size": 8, "sliding_window": 4}
     hf["layer_types"] = ["full_attention", "sliding_attention"]
-    with pytest.raises(LMLoadError, match="some layers only"):
+    with pytest.raises(CheckpointError, match="some layers only"):
         lm_config(hf, "q")
     hf["layer_types"] = ["sliding_attention"] * 2
     assert lm_config(hf, "q").sliding_window == 4
     hf.pop("layer_types")  # transformers 4's way of saying it
     hf |= {"use_sliding_window": True, "max_window_layers": 1}
-    with pytest.raises(LMLoadError, match="some layers only"):
+    with pytest.raises(CheckpointError, match="some layers only"):
         lm_config(hf, "q")
     hf["use_sliding_window"] = False
     assert lm_config(hf, "q").sliding_window is None
@@ -123,7 +124,7 @@ def test_llama3_scaling_is_read_from_transformers_4_configs_too():
     config = lm_config(hf, "llama-3.2")
     assert (config.rope_theta, config.rope_llama3) == (500000.0, (32.0, 1.0, 4.0, 8192))
     hf["rope_scaling"]["high_freq_factor"] = 0.5
-    with pytest.raises(LMLoadError, match="high above low"):
+    with pytest.raises(CheckpointError, match="high above low"):
         lm_config(hf, "llama-3.2")
 
 
@@ -164,9 +165,11 @@ def test_weights_that_do_not_fit_the_config_are_refused_from_the_header(
 def test_a_model_larger_than_memory_is_refused_before_reading_weights(
     folder, never_built, monkeypatch
 ):
-    monkeypatch.setattr(model.lm, "available_memory", lambda: 50_000)
+    monkeypatch.setattr(model.checkpoint_guard, "available_memory", lambda: 50_000)
     assert "of memory in float32; this machine has 50.0 kB available" in refusal(folder)
-    monkeypatch.setattr(model.lm, "available_memory", lambda: None)  # unknown: max_bytes only
+    monkeypatch.setattr(
+        model.checkpoint_guard, "available_memory", lambda: None
+    )  # unknown: max_bytes only
     assert "the limit is 1.0 kB" in refusal(folder, max_bytes=1000)
 
 
@@ -174,7 +177,7 @@ def test_the_memory_estimate_counts_float32_weights_and_one_conversion(llama_fol
     net, _ = load_lm(llama_folder)
     shapes = {k: tuple(v.shape) for k, v in net.state_dict().items()}
     largest = max(v.numel() for v in net.state_dict().values())
-    assert model.lm.memory_needed(shapes) == 4 * (net.get_num_params() + largest)
+    assert model.checkpoint_guard.memory_needed(shapes) == 4 * (net.get_num_params() + largest)
 
 
 def test_missing_weights_files_and_sharded_checkpoints_are_refused(folder, never_built):
@@ -234,7 +237,7 @@ def test_a_tokenizer_with_remote_code_never_runs_it(folder):
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     try:
         load_lm(folder)
-    except LMLoadError as exc:
+    except CheckpointError as exc:
         assert "tokenizer could not be loaded" in str(exc)
     assert not marker.exists()
 

@@ -305,12 +305,12 @@ def data_in(message: Msg) -> set[str]:
 def test_a_refused_checkpoint_is_said_in_the_readers_language(tmp_path):
     """Loading a custom checkpoint fails with one sentence (a lang.Msg): English as before, and
     wholly Chinese for a Chinese page; only the names it quotes stay as they are."""
-    from model import BertLoadError, load_bert
+    from model import CheckpointError, load_bert
     from tests.test_checkpoint_guard import REFUSALS
 
     for case in LIGHT_REFUSALS:
         build, fragment = REFUSALS[case]
-        with pytest.raises(BertLoadError) as exc:
+        with pytest.raises(CheckpointError) as exc:
             load_bert(build(tmp_path / case.replace("/", "_") / "ckpt"), device="cpu")
         message = exc.value.args[0]
         assert isinstance(message, Msg) and fragment in message, (case, message)
