@@ -178,7 +178,7 @@ TOKENIZER = TokenizerFiles(
         "chat_template.json": SMALL_FILE_LIMIT,
     },
     needs=(("vocab.txt",), ("tokenizer.json",)),
-    needs_said="vocab.txt or tokenizer.json",
+    needs_said=Msg("vocab.txt or tokenizer.json"),
     load=load_wordpiece,
     counted_lines="vocab.txt",
 )

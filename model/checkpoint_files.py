@@ -21,7 +21,7 @@ from model.load_errors import CheckpointError
 
 MB = 1_000_000
 HEADER_LIMIT = 1 * MB  # about 100 bytes per tensor: BERT-large's header is 40 kB
-MAX_TENSORS = 4096  # BERT-large has 390 tensors; a 128-layer BERT would have 2,060
+MAX_TENSORS = 4096  # BERT-large has 390 tensors, an 80-layer LLaMA 723; a 128-layer BERT 2,060
 SHOWN = 60  # characters of a user's value quoted back in a message
 # Sentences said in several places (lang.Msg patterns; ui/zh_CN_server.json has their Chinese).
 UNREADABLE = "{what} cannot be read (permission denied)."
@@ -151,7 +151,7 @@ def header_length(first8: bytes, file_size: int, what: str) -> int:
     if n > HEADER_LIMIT:
         raise CheckpointError(
             Msg(
-                "{what} has a {size} header; a BERT's is under 0.1 MB and the limit is {limit}.",
+                "{what} has a {size} header; a model's is under 0.1 MB and the limit is {limit}.",
                 what=what,
                 size=size_text(n),
                 limit=size_text(HEADER_LIMIT),
@@ -171,7 +171,7 @@ def parse_header(raw: bytes, data_len: int, what: str) -> dict[str, TensorEntry]
     if len(header) > MAX_TENSORS:
         raise CheckpointError(
             Msg(
-                "{what} holds {n:,} tensors; a BERT has a few hundred (at most {limit:,} are "
+                "{what} holds {n:,} tensors; a model has a few hundred (at most {limit:,} are "
                 "read).",
                 what=what,
                 n=len(header),

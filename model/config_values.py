@@ -23,9 +23,17 @@ def model_type_of(hf: dict, name: str, known: tuple[str, ...], said: str) -> str
             name=name,
             kind=kind,
             said=said,
-            types=" or ".join(filter(None, [", ".join(map(repr, known[:-1])), repr(known[-1])])),
+            types=one_of(known),
         )
     )
+
+
+def one_of(names: tuple[str, ...]) -> str:
+    """ "'gpt2', 'llama' or 'qwen2'", said in any language."""
+    quoted = [repr(name) for name in names]
+    if len(quoted) == 1:
+        return quoted[0]
+    return Msg("{names} or {last}", names=", ".join(quoted[:-1]), last=quoted[-1])
 
 
 def whole_number(hf: dict, key: str, lowest: int, highest: int, default: int | None, what: str):

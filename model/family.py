@@ -37,7 +37,7 @@ class TokenizerFiles:
 
     limits: dict[str, int]  # file -> the most bytes it may have
     needs: tuple[tuple[str, ...], ...]  # one of these groups of files must all be there
-    needs_said: str  # the groups, said in a sentence: "vocab.txt or tokenizer.json"
+    needs_said: str  # the groups, said in a sentence (a lang.Msg): "vocab.txt or tokenizer.json"
     load: Callable[[Path], object]  # the judged folder -> a transformers tokenizer
     chat_templates: bool = False  # whether an additional_chat_templates/ folder may come along
     counted_lines: str | None = None  # a one-token-a-line vocabulary to count against the table

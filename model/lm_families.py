@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lang import Msg
 from model.bert import SMALL_FILE_LIMIT, VOCAB_FILE_LIMIT
 from model.family import Family, Source, TokenizerFiles
 from model.lm_config import lm_config
@@ -84,7 +85,7 @@ TOKENIZER = TokenizerFiles(
         "chat_template.json": SMALL_FILE_LIMIT,
     },
     needs=(("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",)),
-    needs_said="tokenizer.json, vocab.json and merges.txt, or tokenizer.model",
+    needs_said=Msg("tokenizer.json, vocab.json and merges.txt, or tokenizer.model"),
     load=load_auto,
     chat_templates=True,
 )

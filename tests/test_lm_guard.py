@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,14 @@ from safetensors.torch import load_file, save_file
 
 import model.checkpoint
 import model.checkpoint_guard
-from model import CheckpointError, load_lm
+from model import (
+    CheckpointError,
+    ConfigRefused,
+    SourceNotFound,
+    TokenizerRefused,
+    WeightsRefused,
+    load_lm,
+)
 from model.lm_config import lm_config
 from tests.test_lm import save_checkpoint, save_tokenizer
 
@@ -291,3 +299,60 @@ def test_a_gpt2_checkpoint_keeps_its_own_sentences(tmp_path, never_built):
     config["scale_attn_by_inverse_layer_idx"] = True
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert "1/(layer + 1)" in refusal(tmp_path)
+
+
+def _spoil_source(folder: Path) -> str:
+    return str(folder / "no" / "such" / "folder")
+
+
+def _spoil_config(folder: Path) -> str:
+    edit_config(folder, rope_parameters={"rope_type": "yarn", "rope_theta": 5e5})
+    return str(folder)
+
+
+def _spoil_family(folder: Path) -> str:
+    edit_config(folder, model_type="t5")
+    return str(folder)
+
+
+def _spoil_weights(folder: Path) -> str:
+    edit_weights(folder, lambda s: s.update({"model.extra.weight": torch.ones(2)}))
+    return str(folder)
+
+
+def _spoil_tokenizer(folder: Path) -> str:
+    (folder / "tokenizer.json").unlink()
+    return str(folder)
+
+
+# A refusal of each stage of the pipeline: (spoil a good folder -> source, its error type).
+STAGE_REFUSALS = {
+    "source": (_spoil_source, SourceNotFound),
+    "config": (_spoil_config, ConfigRefused),
+    "family": (_spoil_family, ConfigRefused),
+    "weights": (_spoil_weights, WeightsRefused),
+    "tokenizer": (_spoil_tokenizer, TokenizerRefused),
+}
+# Names a refusal quotes that stay as they are on a Chinese page.
+KEPT_NAMES = {"rope_type", "default", "llama3", "model_type", "RoPE", "LLaMA", "GPT", "Qwen2"}
+KEPT_NAMES |= {"Mistral", "gpt2", "llama", "qwen2", "mistral", "Hugging", "Face", "Hub", "id"}
+
+
+@pytest.mark.parametrize("stage", STAGE_REFUSALS)
+def test_a_refusal_names_its_stage_and_is_said_in_chinese_on_a_chinese_page(
+    folder, never_built, stage
+):
+    """Each stage refuses with its own error type and a lang.Msg: English as before, and
+    Chinese on a Chinese page, where only the names and values it quotes stay as they are."""
+    from lang import Msg, message_of, speaking
+    from tests.test_server_language import data_in, english_words
+
+    spoil, kind = STAGE_REFUSALS[stage]
+    with pytest.raises(kind) as exc:
+        load_lm(spoil(folder))
+    message = exc.value.args[0]
+    assert isinstance(message, Msg) and message_of(exc.value) == str(exc.value)
+    with speaking("zh-CN"):
+        said = message_of(exc.value)
+    assert re.search(r"[\u4e00-\u9fff]", said), said
+    assert not english_words(said, data_in(message) | KEPT_NAMES), said
