@@ -13,7 +13,15 @@ from pathlib import Path
 from lang import Msg
 from model.checkpoint_files import MB, file_of, shown
 from model.config import TransformerConfig
-from model.config_values import CONFIG, flag, model_type_of, number, text, whole_number
+from model.config_values import (
+    CONFIG,
+    activation,
+    flag,
+    model_type_of,
+    number,
+    text,
+    whole_number,
+)
 from model.family import Family, Source, TokenizerFiles
 from model.load_errors import ConfigRefused
 
@@ -59,16 +67,7 @@ def check_config(hf: dict, name: str) -> dict[str, int]:
             raise ConfigRefused(
                 Msg("{name} is a BERT decoder; only BERT encoders can be loaded.", name=name)
             )
-    text(hf, "hidden_act", "gelu", what)
-    if hf.get("hidden_act", "gelu") not in ACTIVATIONS:
-        raise ConfigRefused(
-            Msg(
-                "{name} uses the activation {act}, which is not implemented (only {known}).",
-                name=name,
-                act=shown(hf["hidden_act"]),
-                known=", ".join(ACTIVATIONS),
-            )
-        )
+    activation(hf, "hidden_act", "gelu", ACTIVATIONS, name)
     sizes = {key: whole_number(hf, key, *bounds, what) for key, bounds in SIZES.items()}
     if sizes["hidden_size"] % sizes["num_attention_heads"]:
         raise ConfigRefused(
@@ -100,7 +99,7 @@ def bert_config(hf: dict, name: str, pooler: bool = True) -> TransformerConfig:
             d_ff=sizes["intermediate_size"],
             max_len=sizes["max_position_embeddings"],
             norm="post",
-            activation=ACTIVATIONS[hf.get("hidden_act", "gelu")],
+            activation=activation(hf, "hidden_act", "gelu", ACTIVATIONS, name),
             positions="learned",
             type_vocab_size=sizes["type_vocab_size"],
             embedding_norm=True,
