@@ -376,28 +376,6 @@ def test_half_precision_weights_load_as_float32_after_judging(tmp_path, dtype):
 
 
 # ---- the hub: config and header judged before the weights are downloaded -------------------------
-@pytest.fixture
-def fake_hub(tmp_path, monkeypatch) -> tuple[Path, list[str]]:
-    """A 'remote' folder served through the hub functions, and the list of files downloaded."""
-    import model.checkpoint_hub as hub
-
-    remote, downloaded = tmp_path / "remote", []
-
-    def download(repo_id, filename, cached_only=False):
-        if cached_only:
-            raise FileNotFoundError(filename)
-        downloaded.append(filename)
-        return remote / filename
-
-    def size(repo_id, filename):
-        return (remote / filename).stat().st_size if (remote / filename).exists() else None
-
-    monkeypatch.setattr(hub, "_download", download)
-    monkeypatch.setattr(hub, "_size", size)
-    monkeypatch.setattr(hub, "_bytes", lambda r, f, a, b: (remote / f).read_bytes()[a:b])
-    return remote, downloaded
-
-
 HUB_CASES = ["layers 1e5", "config.json 2 MB", "JSON nested 200k deep", "header 50 MB"]
 HUB_CASES += ["300k empty tensors", "float8 weights", "shape disagrees", "vocab.txt past the table"]
 

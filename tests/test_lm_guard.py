@@ -357,3 +357,19 @@ def test_a_refusal_names_its_stage_and_is_said_in_chinese_on_a_chinese_page(
     assert re.search(r"[\u4e00-\u9fff]", said), said
     words = re.sub(r"[\w.]+\.(json|txt|model)\b", " ", said)  # file names stay as they are
     assert not english_words(words, data_in(message) | KEPT_NAMES), said
+
+
+def test_a_hub_language_model_is_judged_before_its_weights_download(llama_folder, fake_hub):
+    """The Hub path is BERT's: config.json, the safetensors header and the tokenizer's files are
+    judged before model.safetensors is downloaded."""
+    remote, downloaded = fake_hub
+    remote.mkdir()
+    for path in llama_folder.iterdir():
+        (remote / path.name).write_bytes(path.read_bytes())
+    edit_weights(remote, lambda s: s.update({"model.extra.weight": torch.ones(2)}))
+    with pytest.raises(WeightsRefused, match="does not know"):
+        load_lm("someone/tiny-llama")
+    assert "model.safetensors" not in downloaded
+    (remote / "model.safetensors").write_bytes((llama_folder / "model.safetensors").read_bytes())
+    net, _ = load_lm("someone/tiny-llama")
+    assert downloaded[-1] == "model.safetensors" and net.config.name == "someone/tiny-llama"
