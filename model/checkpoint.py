@@ -134,7 +134,12 @@ def judge_checkpoint(folder: Path, name: str, wanted: Wanted) -> Judged:
     return judged
 
 
-def load_checkpoint(source, wanted: Wanted, device=None, default=None):
+def load_checkpoint(
+    source: str | Path | None,
+    wanted: Wanted,
+    device: str | torch.device | None = None,
+    default: Callable[[], tuple[Path, str]] | None = None,
+) -> tuple[Transformer, object]:
     """(Transformer in eval mode, tokenizer) of a checkpoint of one of the wanted families.
 
     Raises:
@@ -157,7 +162,7 @@ def load_checkpoint(source, wanted: Wanted, device=None, default=None):
 
 def bert_wanted(
     max_bytes: int | None = DEFAULT_MAX_BYTES, max_params: int | None = DEFAULT_MAX_PARAMS
-):
+) -> Wanted:
     """What load_bert accepts: BERT checkpoints within the caps."""
     return Wanted({"bert": BERT}, "BERT", max_bytes, max_params)
 

@@ -8,6 +8,7 @@ downloaded. Never pickle, never ``trust_remote_code``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from lang import Msg
@@ -80,7 +81,11 @@ def local_folder(text: str) -> Path | None:
     return folder
 
 
-def resolve_source(source: str | Path | None, wanted: Wanted, default=None) -> tuple[Path, str]:
+def resolve_source(
+    source: str | Path | None,
+    wanted: Wanted,
+    default: Callable[[], tuple[Path, str]] | None = None,
+) -> tuple[Path, str]:
     """(folder, display name) of a local folder or a Hub id; ``default()`` (a function giving
     both) when the source is empty, else one sentence."""
     text = "" if source is None else str(source).strip()
