@@ -19,16 +19,15 @@ from lang import Msg
 from model import (
     PRESETS,
     TRAINED,
-    BertLoadError,
+    CheckpointError,
     Transformer,
     load_bert,
     load_lm,
     load_trained,
 )
-from model.bert import HUB_ID, HUB_ID_MAX
-from model.bert import _local_folder as local_folder
 from model.checkpoint_files import file_of, read_json_object, regular_file
 from model.checkpoint_guard import CONFIG, CONFIG_LIMIT
+from model.checkpoint_source import HUB_ID, HUB_ID_MAX, local_folder
 from model.lm_config import FAMILIES, FAMILY_NAMES
 from pieces import ReadableTokenizer
 from serve.training import LIVE_PREFIX
@@ -121,7 +120,7 @@ def model_type_of(source: str) -> str | None:
         return None
     try:
         kind = read_json_object(path, file_of(source, CONFIG), CONFIG_LIMIT).get("model_type")
-    except (BertLoadError, OSError, json.JSONDecodeError):
+    except (CheckpointError, OSError, json.JSONDecodeError):
         return None
     return kind if isinstance(kind, str) else None
 
@@ -224,7 +223,7 @@ class Shelf:
             try:
                 net, tok = load_bert(device=self.device)
             except Exception as exc:  # a broken install must not take the presets down with it
-                reason = exc.args[0] if isinstance(exc, BertLoadError) else type(exc).__name__
+                reason = exc.args[0] if isinstance(exc, CheckpointError) else type(exc).__name__
                 self.bundled_error = reason
                 raise InputError(
                     Msg("The bundled BERT could not be loaded: {reason}", reason=reason)
@@ -301,7 +300,7 @@ class Shelf:
                     )
                 )
             net, tok = load_bert(source, device=self.device)
-        except BertLoadError as exc:  # LMLoadError too
+        except CheckpointError as exc:  # every refusal
             raise InputError(exc.args[0]) from None  # a lang.Msg: said in the reader's language
         label = Msg("BERT checkpoint {name}", name=net.config.name)
         return LoadedModel(model_id, label, net, tok, True, family="bert")

@@ -4,11 +4,18 @@ How it fits into the app: docs/architecture.md.
 """
 
 from model.attention import HeadAblation
-from model.bert import BertLoadError, load_bert
+from model.checkpoint import load_bert, load_lm
 from model.config import PRESETS, TransformerConfig
 from model.device import pick_device
-from model.lm import load_lm
-from model.lm_config import LMLoadError
+from model.load_errors import (
+    BertLoadError,
+    CheckpointError,
+    ConfigRefused,
+    LMLoadError,
+    SourceNotFound,
+    TokenizerRefused,
+    WeightsRefused,
+)
 from model.tokenizers import CharTokenizer, VocabTokenizer
 from model.trace import Trace
 from model.trained import TRAINED, load_trained, predict_roles
@@ -19,12 +26,17 @@ __all__ = [
     "TRAINED",
     "BertLoadError",
     "CharTokenizer",
+    "CheckpointError",
+    "ConfigRefused",
     "HeadAblation",
     "LMLoadError",
+    "SourceNotFound",
+    "TokenizerRefused",
     "Trace",
     "Transformer",
     "TransformerConfig",
     "VocabTokenizer",
+    "WeightsRefused",
     "load_bert",
     "load_lm",
     "load_trained",

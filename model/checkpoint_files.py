@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lang import Msg
+from model.load_errors import CheckpointError
 
 MB = 1_000_000
 HEADER_LIMIT = 1 * MB  # about 100 bytes per tensor: BERT-large's header is 40 kB
-MAX_TENSORS = 4096  # BERT-large has 390 tensors; a 128-layer BERT would have 2,060
+MAX_TENSORS = 4096  # BERT-large has 390 tensors, an 80-layer LLaMA 723; a 128-layer BERT 2,060
 SHOWN = 60  # characters of a user's value quoted back in a message
 # Sentences said in several places (lang.Msg patterns; ui/zh_CN_server.json has their Chinese).
 UNREADABLE = "{what} cannot be read (permission denied)."
@@ -32,11 +33,6 @@ DTYPE_BYTES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
     "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
 }  # fmt: skip
-
-
-class BertLoadError(ValueError):
-    """A checkpoint could not be loaded; the message is one sentence a user can act on, a
-    ``lang.Msg`` (English as ``str(exc)``; the app says it again in the reader's language)."""
 
 
 def size_text(n_bytes: float) -> str:
@@ -80,25 +76,25 @@ def regular_file(path: Path, what: str, limit: int) -> int | None:
         info = path.stat()  # follows links: a link to a regular file is fine (the Hub cache)
     except FileNotFoundError:
         if path.is_symlink():
-            raise BertLoadError(
+            raise CheckpointError(
                 Msg("{what} is a symbolic link to a file that does not exist.", what=what)
             ) from None
         return None
     except PermissionError:
-        raise BertLoadError(Msg(UNREADABLE, what=what)) from None
+        raise CheckpointError(Msg(UNREADABLE, what=what)) from None
     except OSError as exc:  # ELOOP, ENAMETOOLONG...
-        raise BertLoadError(
+        raise CheckpointError(
             Msg("{what} cannot be opened ({reason}).", what=what, reason=system_says(exc))
         ) from None
     if not stat.S_ISREG(info.st_mode):
-        raise BertLoadError(
+        raise CheckpointError(
             Msg(
                 "{what} is not a regular file (a folder, device or pipe); give a real file.",
                 what=what,
             )
         )
     if info.st_size > limit:
-        raise BertLoadError(too_large(what, info.st_size, limit))
+        raise CheckpointError(too_large(what, info.st_size, limit))
     return info.st_size
 
 
@@ -108,9 +104,9 @@ def read_capped(path: Path, what: str, limit: int) -> bytes:
         with path.open("rb") as f:
             data = f.read(limit + 1)
     except OSError as exc:
-        raise BertLoadError(Msg(CANNOT_READ, what=what, reason=system_says(exc))) from None
+        raise CheckpointError(Msg(CANNOT_READ, what=what, reason=system_says(exc))) from None
     if len(data) > limit:
-        raise BertLoadError(
+        raise CheckpointError(
             Msg("{what} is larger than {limit}, the limit.", what=what, limit=size_text(limit))
         )
     return data
@@ -121,20 +117,20 @@ def parse_json(data: bytes, what: str) -> object:
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise BertLoadError(Msg(NOT_UTF8, what=what)) from None
+        raise CheckpointError(Msg(NOT_UTF8, what=what)) from None
     except RecursionError:
-        raise BertLoadError(
+        raise CheckpointError(
             Msg("{what} is nested too deeply to be read; it is not a config.", what=what)
         ) from None
     except ValueError:  # JSONDecodeError, or an integer of more than 4,300 digits
-        raise BertLoadError(Msg("{what} is not valid JSON.", what=what)) from None
+        raise CheckpointError(Msg("{what} is not valid JSON.", what=what)) from None
 
 
 def read_json_object(path: Path, what: str, limit: int) -> dict:
     """A capped, regular JSON file that must hold an object."""
     obj = parse_json(read_capped(path, what, limit), what)
     if not isinstance(obj, dict):
-        raise BertLoadError(Msg("{what} is not a JSON object.", what=what))
+        raise CheckpointError(Msg("{what} is not a JSON object.", what=what))
     return obj
 
 
@@ -151,11 +147,11 @@ def header_length(first8: bytes, file_size: int, what: str) -> int:
     """The JSON header's length from the first 8 bytes; refuses a cut or oversized header."""
     n = int.from_bytes(first8, "little") if len(first8) == 8 else file_size
     if len(first8) < 8 or 8 + n > file_size:
-        raise BertLoadError(Msg(NOT_SAFETENSORS, what=what))
+        raise CheckpointError(Msg(NOT_SAFETENSORS, what=what))
     if n > HEADER_LIMIT:
-        raise BertLoadError(
+        raise CheckpointError(
             Msg(
-                "{what} has a {size} header; a BERT's is under 0.1 MB and the limit is {limit}.",
+                "{what} has a {size} header; a model's is under 0.1 MB and the limit is {limit}.",
                 what=what,
                 size=size_text(n),
                 limit=size_text(HEADER_LIMIT),
@@ -168,14 +164,14 @@ def parse_header(raw: bytes, data_len: int, what: str) -> dict[str, TensorEntry]
     """Every tensor of a safetensors JSON header, checked for sense against the data size."""
     header = parse_json(raw, Msg("{what}'s header", what=what))
     if not isinstance(header, dict):
-        raise BertLoadError(
+        raise CheckpointError(
             Msg("{what} could not be read: its header is not a JSON object.", what=what)
         )
     header.pop("__metadata__", None)
     if len(header) > MAX_TENSORS:
-        raise BertLoadError(
+        raise CheckpointError(
             Msg(
-                "{what} holds {n:,} tensors; a BERT has a few hundred (at most {limit:,} are "
+                "{what} holds {n:,} tensors; a model has a few hundred (at most {limit:,} are "
                 "read).",
                 what=what,
                 n=len(header),
@@ -191,19 +187,19 @@ def parse_header(raw: bytes, data_len: int, what: str) -> dict[str, TensorEntry]
 def _entry(key: str, info: object, data_len: int, what: str) -> TensorEntry:
     bad = Msg("{what} could not be read: the header entry for {key}", what=what, key=shown(key))
     if not isinstance(info, dict):
-        raise BertLoadError(Msg("{bad} is not an object.", bad=bad))
+        raise CheckpointError(Msg("{bad} is not an object.", bad=bad))
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
-        raise BertLoadError(
+        raise CheckpointError(
             Msg("{bad} has the unknown dtype {dtype}.", bad=bad, dtype=shown(dtype))
         )
     if not isinstance(shape, list) or len(shape) > 8 or not all(_count(x) for x in shape):
-        raise BertLoadError(Msg("{bad} has no valid shape.", bad=bad))
+        raise CheckpointError(Msg("{bad} has no valid shape.", bad=bad))
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(_count(x) for x in offsets):
-        raise BertLoadError(Msg("{bad} has no valid data_offsets.", bad=bad))
+        raise CheckpointError(Msg("{bad} has no valid data_offsets.", bad=bad))
     begin, end = offsets
     if not begin <= end <= data_len or end - begin != math.prod(shape) * DTYPE_BYTES[dtype]:
-        raise BertLoadError(
+        raise CheckpointError(
             Msg("{bad} disagrees with its shape or lies outside the file.", bad=bad)
         )
     return TensorEntry(dtype, tuple(shape))
@@ -217,15 +213,15 @@ def read_header(path: Path, what: str, max_bytes: int) -> dict[str, TensorEntry]
     """The tensors a local safetensors file declares, read from its header alone."""
     size = regular_file(path, what, max_bytes)
     if size is None:
-        raise BertLoadError(Msg("{what} does not exist.", what=what))
+        raise CheckpointError(Msg("{what} does not exist.", what=what))
     try:
         with path.open("rb") as f:
             n = header_length(f.read(8), size, what)
             raw = f.read(n)
     except OSError as exc:
-        raise BertLoadError(Msg(CANNOT_READ, what=what, reason=system_says(exc))) from None
+        raise CheckpointError(Msg(CANNOT_READ, what=what, reason=system_says(exc))) from None
     if len(raw) != n:
-        raise BertLoadError(Msg(NOT_SAFETENSORS, what=what))
+        raise CheckpointError(Msg(NOT_SAFETENSORS, what=what))
     return parse_header(raw, size - 8 - n, what)
 
 
@@ -238,7 +234,7 @@ def count_lines(path: Path, what: str, stop_after: int) -> int:
                 if n > stop_after:
                     break
     except UnicodeDecodeError:
-        raise BertLoadError(Msg(NOT_UTF8, what=what)) from None
+        raise CheckpointError(Msg(NOT_UTF8, what=what)) from None
     except OSError as exc:
-        raise BertLoadError(Msg(CANNOT_READ, what=what, reason=system_says(exc))) from None
+        raise CheckpointError(Msg(CANNOT_READ, what=what, reason=system_says(exc))) from None
     return n

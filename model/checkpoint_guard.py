@@ -1,292 +1,246 @@
-"""Judge a BERT checkpoint from config.json and the safetensors header before allocating anything.
+"""Judge a checkpoint from config.json and its weights' header before allocating anything.
 
-Order (cheapest first, each refusal one sentence): config.json (a capped regular file, JSON, BERT,
-the type and bounds of every size, the parameter and byte caps it implies); model.safetensors (a
-capped regular file, header size, tensor count, dtypes, every key and shape against the config, the
-caps again); the tokenizer files (regular, capped, no more tokens than embedding rows). Only then
-does ``load_bert`` read tensors (converting them to float32) and build the model.
+Order (cheapest first, each refusal one sentence): config.json (a capped regular file, JSON, a
+family we run, every value typed and bounded by the family's reader); the parameters and the
+float32 bytes it implies against the caps and the memory this machine has; the weights file (a
+capped regular file: model.safetensors, or for a family that allows it pytorch_model.bin opened
+memory-mapped with ``torch.load(weights_only=True)``), its header size, tensor count, dtypes, and
+every name and shape against the family's table. The tokenizer's files are judged next
+(model/tokenizer_guard.py); only then does the pipeline (model/checkpoint.py) build the model.
 """
 
 from __future__ import annotations
 
-import math
-import re
+import os
+from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from lang import Msg
 from model.checkpoint_files import (
+    HEADER_LIMIT,
     MB,
-    SHOWN,
-    BertLoadError,
     TensorEntry,
-    count_lines,
     file_of,
-    read_capped,
     read_header,
     read_json_object,
     regular_file,
     shown,
+    size_text,
 )
+from model.config import TransformerConfig
+from model.config_values import CONFIG, model_type_of
+from model.family import Family, expected_shapes, n_params
+from model.load_errors import ConfigRefused, WeightsRefused
 
-CONFIG, WEIGHTS = "config.json", "model.safetensors"
-CONFIG_LIMIT = 1 * MB  # a BERT config.json is under 1 kB
-DEFAULT_MAX_BYTES = 2 * 1024**3  # BERT-large is 1.34 GB in float32
-DEFAULT_MAX_PARAMS = 400_000_000  # BERT-large has 335M
-VOCAB_FILE_LIMIT = 16 * MB  # vocab.txt / tokenizer.json of a 1M-token vocabulary
-SMALL_FILE_LIMIT = 1 * MB  # tokenizer_config.json, special_tokens_map.json, chat templates
-# Files the tokenizer loader may open, and how large each may be.
-TOKENIZER_LIMITS = {
-    "vocab.txt": VOCAB_FILE_LIMIT,
-    "tokenizer.json": VOCAB_FILE_LIMIT,
-    "tokenizer_config.json": SMALL_FILE_LIMIT,
-    "special_tokens_map.json": SMALL_FILE_LIMIT,
-    "added_tokens.json": SMALL_FILE_LIMIT,
-    "chat_template.jinja": SMALL_FILE_LIMIT,
-    "chat_template.json": SMALL_FILE_LIMIT,
-}
+WEIGHTS, BIN_WEIGHTS = "model.safetensors", "pytorch_model.bin"
+SHARDED = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+CONFIG_LIMIT = 1 * MB  # a config.json is a few kB
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")  # weights are converted to float32 after judging
-# HF hidden_act -> our activation.
-ACTIVATIONS = {
-    "gelu": "gelu",
-    "relu": "relu",
-    "gelu_new": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-}
-# config.json size key -> (lowest, highest, default; None = required). The highest values are far
-# above any published BERT (BERT-large: 24 layers, 1024 wide, 16 heads, 4096 FFN, 512 positions)
-# yet each alone cannot exhaust memory; the parameter cap bounds their product.
-SIZES = {
-    "vocab_size": (1, 1_000_000, None),
-    "hidden_size": (1, 8192, None),
-    "num_attention_heads": (1, 256, None),
-    "num_hidden_layers": (1, 128, None),
-    "intermediate_size": (1, 65536, None),
-    "max_position_embeddings": (1, 8192, 512),
-    "type_vocab_size": (1, 1024, 2),
-}
+TORCH_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+TORCH_DTYPES[torch.float64] = "F64"
+MEMINFO = Path("/proc/meminfo")
 # Sentences said in several places (lang.Msg patterns; ui/zh_CN_server.json has their Chinese).
 NO_FILE = "{name} has no {file}."
-UNKNOWN_WEIGHT = "{name} has a weight this BERT does not know: {key}."
 MISSING_WEIGHTS = "{name} is missing {n} weights, e.g. {key}."
 WRONG_SHAPE = "{name}: {key} has shape {shape} but its config implies {expected}."
-WRONG_TOKENIZER = "give the tokenizer this checkpoint was trained with"
-# Keys a BERT checkpoint may carry outside BertModel: task heads and a position-id buffer.
-IGNORED_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "embeddings.position_ids")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a caller will load: the families it accepts (by model_type) and the caps."""
+
+    families: dict[str, Family]  # config.json's model_type -> the family that reads it
+    said: str  # those families, for people: "BERT", "GPT-2, LLaMA, Qwen2 and Mistral"
+    max_bytes: int | None = None  # float32 weights (and a weights file) at most this large
+    max_params: int | None = None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A checkpoint that passed every check of its config and weights."""
+
+    config: TransformerConfig
+    family: Family
+    weights: Path  # model.safetensors or pytorch_model.bin
+    file_keys: dict[str, str]  # HF name -> the key in the weights file
+    state: dict | None = None  # a .bin's memory-mapped tensors
 
 
 # ---- config.json ---------------------------------------------------------------------------------
-def _whole_number(hf: dict, key: str, lowest: int, highest: int, default: int | None, what: str):
-    if key not in hf and default is not None:
-        return default
-    if key not in hf:
-        raise BertLoadError(Msg("{what} has no {key}.", what=what, key=repr(key)))
-    value = hf[key]
-    if not isinstance(value, int) or isinstance(value, bool) or not lowest <= value <= highest:
-        raise BertLoadError(
+def read_config(folder: Path, name: str) -> dict:
+    """config.json of a folder: a capped regular file holding a JSON object."""
+    if regular_file(folder / CONFIG, file_of(name, CONFIG), CONFIG_LIMIT) is None:
+        raise ConfigRefused(Msg(NO_FILE, name=name, file=CONFIG))
+    return read_json_object(folder / CONFIG, file_of(name, CONFIG), CONFIG_LIMIT)
+
+
+def judge_config(hf: dict, name: str, wanted: Wanted) -> tuple[Family, TransformerConfig]:
+    """The family and our config of a config.json, once its size fits the caps and memory."""
+    family = wanted.families[model_type_of(hf, name, tuple(wanted.families), wanted.said)]
+    config = family.read_config(hf, name)
+    check_budget(expected_shapes(config, family), name, wanted)
+    return family, config
+
+
+# ---- memory --------------------------------------------------------------------------------------
+def available_memory() -> int | None:
+    """Bytes this machine can give a new model now (Linux's MemAvailable); None when unknown."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_needed(shapes: dict[str, tuple[int, ...]]) -> int:
+    """Bytes to load: every weight in float32, plus the largest tensor read while converting."""
+    largest = max((n_params({k: s}) for k, s in shapes.items()), default=0)
+    return 4 * (n_params(shapes) + largest)
+
+
+def check_budget(shapes: dict, name: str, wanted: Wanted) -> None:
+    """Refuse a model over the parameter cap, or whose float32 weights exceed the byte cap or
+    the memory this machine has available."""
+    count, needed, available = n_params(shapes), memory_needed(shapes), available_memory()
+    if wanted.max_params is not None and count > wanted.max_params:
+        raise ConfigRefused(
             Msg(
-                "{what} sets {key} to {value}; it must be a whole number from {lowest:,} to "
-                "{highest:,}.",
-                what=what,
-                key=key,
-                value=shown(value),
-                lowest=lowest,
-                highest=highest,
-            )
-        )
-    return value
-
-
-def _text(hf: dict, key: str, default: str, what: str) -> str:
-    value = hf.get(key, default)
-    if not isinstance(value, str):
-        raise BertLoadError(
-            Msg(
-                "{what} sets {key} to {value}; it must be a string.",
-                what=what,
-                key=key,
-                value=shown(value),
-            )
-        )
-    return value
-
-
-def check_config(hf: dict, name: str) -> dict[str, int]:
-    """Judge a HF BERT config.json; returns its sizes (defaults filled in) or one sentence."""
-    what = file_of(name, CONFIG)
-    model_type = hf.get("model_type")
-    if model_type != "bert":
-        kind = model_type[:SHOWN] if isinstance(model_type, str) and model_type else Msg("unknown")
-        raise BertLoadError(
-            Msg(
-                "{name} is a {kind} checkpoint; only BERT checkpoints (model_type 'bert') can be "
-                "loaded.",
+                "{name} has {n:,.0f}M parameters; the limit is {limit:,.0f}M.",
                 name=name,
-                kind=kind,
+                n=count / 1e6,
+                limit=wanted.max_params / 1e6,
             )
         )
-    positions = _text(hf, "position_embedding_type", "absolute", what)
-    if positions != "absolute":
-        raise BertLoadError(
+    if wanted.max_bytes is not None and needed > wanted.max_bytes:
+        raise ConfigRefused(
             Msg(
-                "{name} uses {kind} position embeddings; only absolute positions are implemented.",
+                "{name} needs about {size} in float32; the limit is {limit}.",
                 name=name,
-                kind=shown(positions),
+                size=size_text(needed),
+                limit=size_text(wanted.max_bytes),
             )
         )
-    for key in ("is_decoder", "add_cross_attention"):
-        if not isinstance(hf.get(key, False), bool):
-            raise BertLoadError(
-                Msg(
-                    "{what} sets {key} to {value}; it must be true or false.",
-                    what=what,
-                    key=key,
-                    value=shown(hf[key]),
-                )
-            )
-        if hf.get(key):
-            raise BertLoadError(
-                Msg("{name} is a BERT decoder; only BERT encoders can be loaded.", name=name)
-            )
-    act = _text(hf, "hidden_act", "gelu", what)
-    if act not in ACTIVATIONS:
-        raise BertLoadError(
+    if available is not None and needed > available:
+        raise ConfigRefused(
             Msg(
-                "{name} uses the activation {act}, which is not implemented (only {known}).",
+                "{name} needs about {size} of memory in float32; this machine has {available} "
+                "available.",
                 name=name,
-                act=shown(act),
-                known=", ".join(ACTIVATIONS),
+                size=size_text(needed),
+                available=size_text(available),
             )
         )
-    sizes = {key: _whole_number(hf, key, *bounds, what) for key, bounds in SIZES.items()}
-    if sizes["hidden_size"] % sizes["num_attention_heads"]:
-        raise BertLoadError(
+
+
+# ---- the weights file ----------------------------------------------------------------------------
+def weights_file(folder: Path, name: str, family: Family, limit: int) -> Path:
+    """model.safetensors (or pytorch_model.bin, where the family allows); else one sentence."""
+    files = (WEIGHTS, BIN_WEIGHTS) if family.reads_bin else (WEIGHTS,)
+    for file in files:
+        if regular_file(folder / file, file_of(name, file), limit) is not None:
+            return folder / file
+    sharded = [file for file in SHARDED if (folder / file).exists()]
+    if sharded:
+        raise WeightsRefused(
             Msg(
-                "{what} has hidden_size {width}, which does not split into {heads} attention "
-                "heads of equal width.",
-                what=what,
-                width=sizes["hidden_size"],
-                heads=sizes["num_attention_heads"],
-            )
-        )
-    eps = hf.get("layer_norm_eps", 1e-12)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
-        raise BertLoadError(
-            Msg(
-                "{what} sets layer_norm_eps to {value}; it must be a number between 0 and 1.",
-                what=what,
-                value=shown(eps),
-            )
-        )
-    pad = hf.get("pad_token_id")
-    if pad is not None:
-        _whole_number(hf, "pad_token_id", 0, sizes["vocab_size"] - 1, None, what)
-    return sizes
-
-
-def bert_shapes(sizes: dict[str, int], pooler: bool) -> dict[str, tuple[int, ...]]:
-    """Every BertModel weight name (HF's) and the shape its config implies."""
-    d, d_ff = sizes["hidden_size"], sizes["intermediate_size"]
-    shapes: dict[str, tuple[int, ...]] = {
-        "embeddings.word_embeddings.weight": (sizes["vocab_size"], d),
-        "embeddings.position_embeddings.weight": (sizes["max_position_embeddings"], d),
-        "embeddings.token_type_embeddings.weight": (sizes["type_vocab_size"], d),
-        "embeddings.LayerNorm.weight": (d,),
-        "embeddings.LayerNorm.bias": (d,),
-    }
-    per_layer = {  # (out, in) of each Linear; LayerNorms have (d,)
-        "attention.self.query": (d, d),
-        "attention.self.key": (d, d),
-        "attention.self.value": (d, d),
-        "attention.output.dense": (d, d),
-        "attention.output.LayerNorm": (d,),
-        "intermediate.dense": (d_ff, d),
-        "output.dense": (d, d_ff),
-        "output.LayerNorm": (d,),
-    }
-    for i in range(sizes["num_hidden_layers"]):
-        for module, shape in per_layer.items():
-            shapes[f"encoder.layer.{i}.{module}.weight"] = shape
-            shapes[f"encoder.layer.{i}.{module}.bias"] = shape[:1]
-    if pooler:
-        shapes["pooler.dense.weight"] = (d, d)
-        shapes["pooler.dense.bias"] = (d,)
-    return shapes
-
-
-def config_params(sizes: dict[str, int]) -> int:
-    """Parameters a config implies, counting a pooler (the most a checkpoint of it can hold)."""
-    return sum(math.prod(shape) for shape in bert_shapes(sizes, pooler=True).values())
-
-
-def check_budget(n_params: int, name: str, max_params: int, max_bytes: int) -> None:
-    """Refuse a model over the parameter cap or whose float32 weights exceed the byte cap."""
-    if n_params > max_params:
-        raise BertLoadError(
-            Msg(
-                "{name} has {n:,.0f}M parameters; the limit is {limit:,.0f}M (BERT-large has "
-                "335M).",
+                "{name} is split into several weight files ({file}); only a single weights file "
+                "is loaded.",
                 name=name,
-                n=n_params / 1e6,
-                limit=max_params / 1e6,
+                file=sharded[0],
             )
         )
-    if 4 * n_params > max_bytes:
-        raise BertLoadError(
-            Msg(
-                "{name} needs {gb:,.2f} GB in float32; the limit is {limit:,.2f} GB.",
-                name=name,
-                gb=4 * n_params / 1e9,
-                limit=max_bytes / 1e9,
-            )
+    if family.reads_bin:
+        raise WeightsRefused(
+            Msg("{name} has no {file} or {bin}.", name=name, file=WEIGHTS, bin=BIN_WEIGHTS)
         )
-
-
-def normalize_key(key: str) -> str:
-    """HF's BertModel name of a checkpoint key: no 'bert.' prefix, TF-era gamma/beta renamed."""
-    key = key.removeprefix("bert.")
-    return key.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-        "LayerNorm.beta", "LayerNorm.bias"
+    found = sorted(p.name for p in folder.glob("*.bin")) + sorted(
+        p.name for p in folder.glob("*.pt")
+    )
+    hint = (
+        Msg(" (found {files}: pickled weights are never loaded)", files=", ".join(found))
+        if found
+        else ""
+    )
+    raise WeightsRefused(
+        Msg(
+            "{name} has no {file}; only safetensors weights are loaded{hint}.",
+            name=name,
+            file=WEIGHTS,
+            hint=hint,
+        )
     )
 
 
-def check_weights(
-    header: dict[str, TensorEntry],
-    sizes: dict[str, int],
-    name: str,
-    max_params: int,
-    max_bytes: int,
-) -> tuple[bool, list[str]]:
-    """(has a pooler, header keys to load) once every key, dtype and shape fits the config."""
-    pooler = any(normalize_key(k).startswith("pooler.") for k in header)
-    expected = bert_shapes(sizes, pooler)
-    found: dict[str, str] = {}  # HF name -> key in the file
+def bin_entries(path: Path, what: str) -> tuple[dict[str, TensorEntry], dict]:
+    """A pytorch_model.bin opened memory-mapped (nothing read into memory), tensors only."""
+    try:  # weights_only: tensors and plain containers, never code; mmap: no copy in memory
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # a legacy (non-zip) file, a bad pickle, a forbidden global
+        raise WeightsRefused(
+            Msg(
+                "{what} could not be read safely ({kind}); convert it to model.safetensors.",
+                what=what,
+                kind=type(exc).__name__,
+            )
+        ) from None
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise WeightsRefused(Msg("{what} is not a flat dictionary of named tensors.", what=what))
+    entries = {
+        key: TensorEntry(TORCH_DTYPES.get(t.dtype, str(t.dtype)), tuple(t.shape))
+        for key, t in state.items()
+    }
+    return entries, state
+
+
+def match_keys(
+    header: dict[str, TensorEntry], config: TransformerConfig, family: Family, name: str
+) -> dict[str, str]:
+    """HF name -> the file's key, once every tensor's name, dtype and shape fits the config."""
+    expected = expected_shapes(config, family)
+    unused = {source.key for source in family.top.values()} - set(expected)  # a tied head
+    found: dict[str, str] = {}
     for key, entry in header.items():
-        hf_key = normalize_key(key)
-        if hf_key.startswith(IGNORED_PREFIXES):
-            continue
+        hf_key = family.hf_name(key)
+        if family.not_weights.match(hf_key) or hf_key in unused:
+            continue  # a task head, a buffer; a tied head's copy of the embedding (HF ignores it)
         if hf_key not in expected:
-            raise BertLoadError(Msg(UNKNOWN_WEIGHT, name=name, key=shown(key)))
-        if hf_key in found:
-            raise BertLoadError(
+            raise WeightsRefused(
                 Msg(
-                    "{name} holds {key} twice (with and without 'bert.').",
+                    "{name} has a weight this model does not know: {key}.",
+                    name=name,
+                    key=shown(key),
+                )
+            )
+        if hf_key in found:
+            raise WeightsRefused(
+                Msg(
+                    "{name} holds {key} twice (with and without its model's prefix).",
                     name=name,
                     key=shown(hf_key),
                 )
             )
-        found[hf_key] = key
         if entry.dtype not in FLOAT_DTYPES:
-            raise BertLoadError(
+            raise WeightsRefused(
                 Msg(
                     "{name}: {key} is stored as {dtype}; only float32, float16, bfloat16 and "
-                    "float64 weights can be loaded (convert the file first).",
+                    "float64 weights can be loaded (convert the file first; quantized checkpoints "
+                    "are not loaded).",
                     name=name,
                     key=key,
                     dtype=entry.dtype,
                 )
             )
         if entry.shape != expected[hf_key]:
-            raise BertLoadError(
+            raise WeightsRefused(
                 Msg(
                     WRONG_SHAPE,
                     name=name,
@@ -295,148 +249,27 @@ def check_weights(
                     expected=str(expected[hf_key]),
                 )
             )
+        found[hf_key] = key
     missing = [k for k in expected if k not in found]
     if missing:
-        raise BertLoadError(Msg(MISSING_WEIGHTS, name=name, n=len(missing), key=repr(missing[0])))
-    check_budget(sum(math.prod(shape) for shape in expected.values()), name, max_params, max_bytes)
-    return pooler, list(found.values())
+        raise WeightsRefused(Msg(MISSING_WEIGHTS, name=name, n=len(missing), key=repr(missing[0])))
+    return found
 
 
-# ---- tokenizer files ---------------------------------------------------------------------------
-# Keys of "key": number pairs in tokenizer.json that are not token ids.
-NOT_IDS = {b"max_length", b"stride", b"Fixed", b"pad_id", b"pad_type_id", b"type_id"}
-NOT_IDS |= {b"pad_to_multiple_of", b"max_input_chars_per_word"}
-
-
-def _numbers_from(v: int) -> bytes:
-    """A regular expression for the decimal numbers >= v: more digits, or as many and larger."""
-    digits = str(v)
-    larger = [rf"\d{{{len(digits) + 1},}}", digits]
-    for i, d in enumerate(digits):
-        if d != "9":
-            larger.append(rf"{digits[:i]}[{int(d) + 1}-9]\d{{{len(digits) - i - 1}}}")
-    return "|".join(larger).encode()
-
-
-def check_tokenizer_json(path: Path, what: str, vocab_size: int) -> None:
-    """Refuse a tokenizer.json with more tokens or higher ids than the embedding table has rows."""
-    # A scan, not a JSON parse: loading a 640k-token file takes 325 MiB and 7 s. The regular
-    # expression finds only '"key": id' pairs with id >= vocab_size, in C, so a 16 MB file takes
-    # tens of milliseconds. Ids inside lists (the post-processor's) are checked after loading.
-    data = read_capped(path, what, VOCAB_FILE_LIMIT)
-    if data.count(b":") > 2 * vocab_size + 1024:  # each token once, maybe again if added
-        raise BertLoadError(
-            Msg(
-                "{what} lists far more tokens than the {n:,} rows of its embedding table "
-                "(vocab_size); {advice}.",
-                what=what,
-                n=vocab_size,
-                advice=Msg(WRONG_TOKENIZER),
-            )
-        )
-    past = re.compile(rb'"\s*:\s*(' + _numbers_from(vocab_size) + rb")(?!\d)")
-    for match in past.finditer(data):
-        key = data[data.rfind(b'"', 0, match.start()) + 1 : match.start()]
-        if key not in NOT_IDS:
-            digits = match[1]
-            token_id = f"{int(digits):,}" if len(digits) <= 12 else digits[:12].decode() + "…"
-            raise BertLoadError(
-                Msg(
-                    "{what} gives {token} the id {id}, past the {n:,} rows of its embedding table "
-                    "(vocab_size); {advice}.",
-                    what=what,
-                    token=shown(key.decode("utf-8", "replace")),
-                    id=token_id,
-                    n=vocab_size,
-                    advice=Msg(WRONG_TOKENIZER),
-                )
-            )
-
-
-def check_tokenizer_files(folder: Path, name: str, vocab_size: int) -> None:
-    """Every file the tokenizer loader may open is regular and capped; vocab.txt fits the table."""
-    present = {}
-    for file, limit in TOKENIZER_LIMITS.items():
-        present[file] = regular_file(folder / file, file_of(name, file), limit) is not None
-    if (folder / "additional_chat_templates").exists():
-        raise BertLoadError(
-            Msg(
-                "{name} has an additional_chat_templates folder; a BERT needs none, so remove it.",
-                name=name,
-            )
-        )
-    if not (present["vocab.txt"] or present["tokenizer.json"]):
-        raise BertLoadError(
-            Msg("{name} has no vocab.txt or tokenizer.json for its tokenizer.", name=name)
-        )
-    if present["vocab.txt"]:
-        what = file_of(name, "vocab.txt")
-        n = count_lines(folder / "vocab.txt", what, stop_after=vocab_size)
-        if n > vocab_size:
-            raise BertLoadError(
-                Msg(
-                    "{what} has more than {n:,} tokens, the rows of its embedding table "
-                    "(vocab_size); give the vocab.txt this checkpoint was trained with.",
-                    what=what,
-                    n=vocab_size,
-                )
-            )
-    if present["tokenizer.json"]:
-        check_tokenizer_json(folder / "tokenizer.json", file_of(name, "tokenizer.json"), vocab_size)
-    for file in ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"):
-        if present[file]:
-            read_json_object(folder / file, file_of(name, file), SMALL_FILE_LIMIT)
-
-
-def check_tokenizer_ids(vocab: dict[str, int], name: str, vocab_size: int) -> None:
-    """Refuse a loaded tokenizer whose ids reach past the embedding table (every run would fail)."""
-    top = max(vocab.values(), default=-1)
-    if top >= vocab_size:
-        raise BertLoadError(
-            Msg(
-                "{name}'s tokenizer has ids up to {top:,} but its embedding table has {n:,} rows "
-                "(vocab_size); {advice}.",
-                name=name,
-                top=top,
-                n=vocab_size,
-                advice=Msg(WRONG_TOKENIZER),
-            )
-        )
-
-
-# ---- the whole judgment --------------------------------------------------------------------------
-def judge_checkpoint(
-    folder: Path,
-    name: str,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_params: int = DEFAULT_MAX_PARAMS,
-) -> tuple[dict, bool, list[str]]:
-    """(config.json, has a pooler, weight keys) of a loadable checkpoint; else one sentence."""
-    config_path = folder / CONFIG
-    if regular_file(config_path, file_of(name, CONFIG), CONFIG_LIMIT) is None:
-        raise BertLoadError(Msg(NO_FILE, name=name, file=CONFIG))
-    hf = read_json_object(config_path, file_of(name, CONFIG), CONFIG_LIMIT)
-    sizes = check_config(hf, name)
-    check_budget(config_params(sizes), name, max_params, max_bytes)
-    weights = folder / WEIGHTS
-    if regular_file(weights, file_of(name, WEIGHTS), max_bytes) is None:
-        found = sorted(p.name for p in folder.glob("*.bin")) + sorted(
-            p.name for p in folder.glob("*.pt")
-        )
-        hint = (
-            Msg(" (found {files}: pickled weights are never loaded)", files=", ".join(found))
-            if found
-            else ""
-        )
-        raise BertLoadError(
-            Msg(
-                "{name} has no {file}; only safetensors weights are loaded{hint}.",
-                name=name,
-                file=WEIGHTS,
-                hint=hint,
-            )
-        )
-    header = read_header(weights, file_of(name, WEIGHTS), max_bytes)
-    pooler, keys = check_weights(header, sizes, name, max_params, max_bytes)
-    check_tokenizer_files(folder, name, sizes["vocab_size"])
-    return hf, pooler, keys
+def judge_weights(
+    folder: Path, name: str, family: Family, config: TransformerConfig, wanted: Wanted
+) -> Judged:
+    """The weights file's tensors against the family's table (the config then fits the file)."""
+    shapes = expected_shapes(config, family)
+    # A cap, else float64 at most 8 bytes a number, plus the header (a .bin: its pickle).
+    limit = wanted.max_bytes or 8 * n_params(shapes) + 2 * HEADER_LIMIT
+    weights = weights_file(folder, name, family, limit)
+    what = file_of(name, weights.name)
+    state = None
+    if weights.name == WEIGHTS:
+        header = read_header(weights, what, limit)
+    else:
+        header, state = bin_entries(weights, what)
+    config = family.fit(config, {family.hf_name(key) for key in header})
+    file_keys = match_keys(header, config, family, name)
+    return Judged(config, family, weights, file_keys, state)

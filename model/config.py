@@ -50,7 +50,7 @@ class TransformerConfig:
     token_labels: tuple[str, ...] = ()
     pad_id: int = 0
     seed: int = 0  # seeds the random initialisation: same seed, same weights, same figures
-    # ---- the language-model families (GPT-2, LLaMA, Qwen2, Mistral; model/lm.py loads them) ----
+    # ---- the language-model families (GPT-2, LLaMA, Qwen2, Mistral; model/checkpoint.py) --
     norm_kind: Literal["layer", "rms"] = "layer"  # rms: x / RMS(x) · g, no mean, no bias (LLaMA)
     rope_theta: float = 10000.0  # RoPE base: pair i of a head turns by pos · θ^(−2i/d_head)
     # LLaMA 3.1+'s RoPE scaling (factor, low_freq_factor, high_freq_factor, original context):

@@ -12,10 +12,12 @@ The families are pre-norm decoders with a final norm and an LM head:
 
 from __future__ import annotations
 
-from model.checkpoint_files import BertLoadError, file_of, shown
-from model.checkpoint_guard import CONFIG
-from model.checkpoint_guard import _whole_number as whole_number
+from lang import Msg
+from model.checkpoint_files import file_of, shown
 from model.config import TransformerConfig
+from model.config_values import CONFIG, flag, model_type_of, number, whole_number
+from model.config_values import activation as _activation_of
+from model.load_errors import ConfigRefused
 
 FAMILIES = ("gpt2", "llama", "qwen2", "mistral")
 FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "LLaMA", "qwen2": "Qwen2", "mistral": "Mistral"}
@@ -36,51 +38,16 @@ MAX_D_FF, MAX_POSITIONS = 131072, 1 << 20
 DEFAULT_MAX_LEN = {"gpt2": 1024, "llama": 2048, "qwen2": 32768, "mistral": 4096 * 32}
 # HF config class defaults of tie_word_embeddings.
 DEFAULT_TIED = {"gpt2": True, "llama": False, "qwen2": False, "mistral": False}
-
-
-class LMLoadError(BertLoadError):
-    """A language model could not be loaded; the message is one sentence a user can act on."""
+LM_FAMILIES_SAID = "GPT-2, LLaMA, Qwen2 and Mistral"
 
 
 def family_of(hf: dict, name: str) -> str:
     """config.json's model_type, when it is one of FAMILIES; else one sentence naming them."""
-    model_type = hf.get("model_type")
-    if model_type not in FAMILIES:
-        kind = f"a {shown(model_type)}" if model_type is not None else "an unlabelled"
-        raise LMLoadError(
-            f"{name} is {kind} checkpoint; load_lm reads GPT-2, LLaMA, Qwen2 and Mistral "
-            "checkpoints (model_type 'gpt2', 'llama', 'qwen2' or 'mistral')."
-        )
-    return model_type
+    return model_type_of(hf, name, FAMILIES, Msg(LM_FAMILIES_SAID))
 
 
-def _flag(hf: dict, key: str, default: bool, what: str) -> bool:
-    value = hf.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise LMLoadError(f"{what} sets {key} to {shown(value)}; it must be true or false.")
-    return value
-
-
-def _number(hf: dict, key: str, default: float, low: float, high: float, what: str) -> float:
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low < value < high:
-        raise LMLoadError(
-            f"{what} sets {key} to {shown(value)}; it must be a number between {low:g} and "
-            f"{high:g}."
-        )
-    return float(value)
-
-
-def _activation(hf: dict, key: str, default: str, name: str, what: str) -> str:
-    act = hf.get(key, default)
-    if act not in LM_ACTIVATIONS:
-        raise LMLoadError(
-            f"{name} uses the activation {shown(act)}, which is not implemented (only "
-            f"{', '.join(LM_ACTIVATIONS)})."
-        )
-    return LM_ACTIVATIONS[act]
+def _activation(hf: dict, key: str, default: str, name: str) -> str:
+    return _activation_of(hf, key, default, LM_ACTIVATIONS, name)
 
 
 def _pad_id(hf: dict, vocab_size: int) -> int:
@@ -92,13 +59,19 @@ def _pad_id(hf: dict, vocab_size: int) -> int:
 
 def _gpt2(hf: dict, name: str, what: str) -> dict:
     """GPT2LMHeadModel's architecture, or one sentence on what differs."""
-    if _flag(hf, "add_cross_attention", False, what):
-        raise LMLoadError(f"{name} has cross-attention; only decoder-only GPT-2 can be loaded.")
-    if not _flag(hf, "scale_attn_weights", True, what):
-        raise LMLoadError(f"{name} does not scale its attention by 1/√d_head; not implemented.")
-    if _flag(hf, "scale_attn_by_inverse_layer_idx", False, what):
-        raise LMLoadError(f"{name} scales attention by 1/(layer + 1); not implemented.")
-    _flag(hf, "reorder_and_upcast_attn", False, what)  # float32 already: the same numbers
+    if flag(hf, "add_cross_attention", False, what):
+        raise ConfigRefused(
+            Msg("{name} has cross-attention; only decoder-only GPT-2 can be loaded.", name=name)
+        )
+    if not flag(hf, "scale_attn_weights", True, what):
+        raise ConfigRefused(
+            Msg("{name} does not scale its attention by 1/√d_head; not implemented.", name=name)
+        )
+    if flag(hf, "scale_attn_by_inverse_layer_idx", False, what):
+        raise ConfigRefused(
+            Msg("{name} scales attention by 1/(layer + 1); not implemented.", name=name)
+        )
+    flag(hf, "reorder_and_upcast_attn", False, what)  # float32 already: the same numbers
     d_model = whole_number(hf, "n_embd", 1, MAX_WIDTH, None, what)
     d_ff = 4 * d_model  # n_inner None: GPT-2's 4·d
     if hf.get("n_inner") is not None:
@@ -110,9 +83,9 @@ def _gpt2(hf: dict, name: str, what: str) -> dict:
         "n_layers": whole_number(hf, "n_layer", 1, MAX_LAYERS, None, what),
         "d_ff": d_ff,
         "max_len": whole_number(hf, "n_positions", 1, MAX_POSITIONS, 1024, what),
-        "activation": _activation(hf, "activation_function", "gelu_new", name, what),
+        "activation": _activation(hf, "activation_function", "gelu_new", name),
         "positions": "learned",
-        "layer_norm_eps": _number(hf, "layer_norm_epsilon", 1e-5, 0, 1, what),
+        "layer_norm_eps": number(hf, "layer_norm_epsilon", 1e-5, 0, 1, what),
     }
 
 
@@ -128,19 +101,25 @@ def rope(hf: dict, name: str, what: str) -> dict:
         if found is None:
             continue
         if not isinstance(found, dict):
-            raise LMLoadError(f"{what} has rope settings that are not an object.")
+            raise ConfigRefused(Msg("{what} has rope settings that are not an object.", what=what))
         settings |= found
         kind = found.get("rope_type", found.get("type", kind))
     if kind not in ("default", "llama3"):
-        raise LMLoadError(
-            f"{name} scales its rotary positions ({shown(kind)}); only plain RoPE and LLaMA 3's "
-            "scaling (rope_type 'default' or 'llama3') are implemented."
+        raise ConfigRefused(
+            Msg(
+                "{name} scales its rotary positions ({kind}); only plain RoPE and LLaMA 3's "
+                "scaling (rope_type 'default' or 'llama3') are implemented.",
+                name=name,
+                kind=shown(kind),
+            )
         )
     if settings.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise LMLoadError(f"{name} turns only part of each head (partial_rotary_factor).")
-    found = {"rope_theta": _number(settings, "rope_theta", 10000.0, 1, 1e12, what)}
+        raise ConfigRefused(
+            Msg("{name} turns only part of each head (partial_rotary_factor).", name=name)
+        )
+    found = {"rope_theta": number(settings, "rope_theta", 10000.0, 1, 1e12, what)}
     if kind == "llama3":
-        factors = [_number(settings, key, None, 0, 1e9, what) for key in LLAMA3_KEYS[:3]]
+        factors = [number(settings, key, None, 0, 1e9, what) for key in LLAMA3_KEYS[:3]]
         context = whole_number(settings, LLAMA3_KEYS[3], 1, MAX_POSITIONS, None, what)
         found["rope_llama3"] = (*factors, context)
     return found
@@ -152,13 +131,16 @@ def sliding_window(hf: dict, family: str, n_layers: int, name: str, what: str) -
     if family == "qwen2":
         types = hf.get("layer_types")
         if not isinstance(types, list):  # transformers 4: use_sliding_window, max_window_layers
-            on = _flag(hf, "use_sliding_window", False, what)
+            on = flag(hf, "use_sliding_window", False, what)
             first = hf.get("max_window_layers", n_layers)
             types = ["sliding_attention" if on and i >= first else "full" for i in range(n_layers)]
         sliding = {t == "sliding_attention" for t in types}
         if sliding == {True, False}:
-            raise LMLoadError(
-                f"{name} uses sliding-window attention in some layers only; not implemented."
+            raise ConfigRefused(
+                Msg(
+                    "{name} uses sliding-window attention in some layers only; not implemented.",
+                    name=name,
+                )
             )
         if sliding != {True}:
             return None
@@ -175,13 +157,19 @@ def _llama(hf: dict, family: str, name: str, what: str) -> dict:
     n_layers = whole_number(hf, "num_hidden_layers", 1, MAX_LAYERS, None, what)
     head_dim = hf.get("head_dim")
     if head_dim is not None and (d_model % n_heads or head_dim != d_model // n_heads):
-        raise LMLoadError(
-            f"{name} has heads of {shown(head_dim)} dimensions, not hidden_size / "
-            f"num_attention_heads ({d_model} / {n_heads}); not implemented."
+        raise ConfigRefused(
+            Msg(
+                "{name} has heads of {n} dimensions, not hidden_size / num_attention_heads "
+                "({d_model} / {n_heads}); not implemented.",
+                name=name,
+                n=shown(head_dim),
+                d_model=d_model,
+                n_heads=n_heads,
+            )
         )
     if family == "llama":
-        bias = _flag(hf, "attention_bias", False, what)
-        biases = (bias, bias, _flag(hf, "mlp_bias", False, what))
+        bias = flag(hf, "attention_bias", False, what)
+        biases = (bias, bias, flag(hf, "mlp_bias", False, what))
     else:  # Qwen2: W_Q, W_K, W_V have biases, W_O has none; Mistral: no biases
         biases = (family == "qwen2", False, False)
     return {
@@ -194,11 +182,11 @@ def _llama(hf: dict, family: str, name: str, what: str) -> dict:
         "max_len": whole_number(
             hf, "max_position_embeddings", 1, MAX_POSITIONS, DEFAULT_MAX_LEN[family], what
         ),
-        "activation": _activation(hf, "hidden_act", "silu", name, what),
+        "activation": _activation(hf, "hidden_act", "silu", name),
         "positions": "rotary",
         **rope(hf, name, what),
         "norm_kind": "rms",
-        "layer_norm_eps": _number(hf, "rms_norm_eps", 1e-6, 0, 1, what),
+        "layer_norm_eps": number(hf, "rms_norm_eps", 1e-6, 0, 1, what),
         "mlp": "gated",
         "attn_bias": biases[0],
         "attn_out_bias": biases[1],
@@ -221,10 +209,12 @@ def lm_config(hf: dict, name: str) -> TransformerConfig:
             dropout=0.0,
             lm_head=True,
             lm_head_bias=False,
-            tie_lm_head=_flag(hf, "tie_word_embeddings", DEFAULT_TIED[family], what),
+            tie_lm_head=flag(hf, "tie_word_embeddings", DEFAULT_TIED[family], what),
             pad_id=_pad_id(hf, sizes["vocab_size"]),
             source=f"{FAMILY_NAMES[family]} checkpoint {name}",
             **sizes,
         )
     except ValueError as exc:
-        raise LMLoadError(f"{what} is not usable: {exc}") from None
+        raise ConfigRefused(
+            Msg("{what} is not usable: {reason}", what=what, reason=str(exc))
+        ) from None

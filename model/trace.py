@@ -8,7 +8,7 @@ pre-softmax scores, per-head Q, K, V and the sublayer outputs are computed on fi
 then kept) from the stored residual stream by the model's own modules (model/replay.py): at 512
 tokens that halves a BERT-large trace. They read like the stored fields: ``tr.queries["encoder"]``.
 
-Language models (GPT-2, LLaMA, Qwen2, Mistral; model/lm.py) fill the same fields. ``queries`` and
+Language models (GPT-2, LLaMA, Qwen2, Mistral) fill the same fields. ``queries`` and
 ``keys`` are always what the scores are made of: in a rotary (RoPE) model, after the turn by
 position; ``queries_pre_rope`` and ``keys_pre_rope`` are the same projections before it (rotary
 models only, self-attention stacks). With grouped-query attention (config.n_kv_heads < n_heads)

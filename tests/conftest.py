@@ -1,4 +1,5 @@
-"""Shared fixtures: the bundled BERT (loaded once) and its Hugging Face twin on the same weights."""
+"""Shared fixtures: the bundled BERT (loaded once) and its Hugging Face twin on the same weights;
+a fake Hugging Face Hub."""
 
 from __future__ import annotations
 
@@ -84,3 +85,26 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch) -> tuple[Path, list[str]]:
+    """A 'remote' Hub repo (a folder) served through model/checkpoint_hub.py's requests, and the
+    list of files downloaded."""
+    import model.checkpoint_hub as hub
+
+    remote, downloaded = tmp_path / "remote", []
+
+    def download(repo_id, filename, cached_only=False):
+        if cached_only:
+            raise FileNotFoundError(filename)
+        downloaded.append(filename)
+        return remote / filename
+
+    def size(repo_id, filename):
+        return (remote / filename).stat().st_size if (remote / filename).exists() else None
+
+    monkeypatch.setattr(hub, "_download", download)
+    monkeypatch.setattr(hub, "_size", size)
+    monkeypatch.setattr(hub, "_bytes", lambda r, f, a, b: (remote / f).read_bytes()[a:b])
+    return remote, downloaded

@@ -9,8 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model import BertLoadError, load_bert
-from model.bert import convert_bert_weights
+from model import CheckpointError, load_bert
+from model.bert import BERT, bert_config
+from model.checkpoint import bert_wanted, judge_checkpoint
+from model.checkpoint_files import TensorEntry
+from model.checkpoint_guard import match_keys
+from model.family import weight_map
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s"]
 
@@ -80,12 +84,17 @@ def test_checkpoint_with_bert_prefix_and_task_head_loads(tiny):
 
 
 def test_mapping_is_explicit_and_unknown_keys_are_errors():
-    with pytest.raises(BertLoadError, match="does not know"):
-        convert_bert_weights({"encoder.layer.0.attention.self.rotary.weight": torch.zeros(1)}, 1)
-    with pytest.raises(BertLoadError, match="does not know"):
-        convert_bert_weights({"encoder.layer.3.output.dense.weight": torch.zeros(1)}, 2)
-    ours = convert_bert_weights({"encoder.layer.1.attention.self.query.weight": torch.zeros(1)}, 2)
-    assert list(ours) == ["encoder.layers.1.self_attn.w_q.weight"]
+    hf = {"model_type": "bert", "vocab_size": len(VOCAB), "hidden_size": 32}
+    hf |= {"num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
+    config = bert_config(hf, "tiny", pooler=False)
+    source = weight_map(config, BERT)["encoder.layers.1.self_attn.w_q.weight"]
+    assert source.key == "encoder.layer.1.attention.self.query.weight"
+    for unknown in (
+        "encoder.layer.0.attention.self.rotary.weight",
+        "encoder.layer.3.output.dense.weight",
+    ):
+        with pytest.raises(CheckpointError, match="does not know"):
+            match_keys({unknown: TensorEntry("F32", (1,))}, config, BERT, "tiny")
 
 
 def sentence(exc: pytest.ExceptionInfo) -> str:
@@ -98,24 +107,24 @@ def test_non_bert_checkpoint_is_refused(tiny):
     cfg = json.loads((tiny / "config.json").read_text())
     cfg["model_type"] = "gpt2"
     (tiny / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(BertLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_bert(tiny)
     assert "gpt2" in sentence(exc) and "only BERT" in sentence(exc)
 
 
 def test_missing_weights_and_pickled_weights_are_refused(tiny):
     (tiny / "model.safetensors").rename(tiny / "pytorch_model.bin")
-    with pytest.raises(BertLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_bert(tiny)
     assert "safetensors" in sentence(exc) and "pytorch_model.bin" in sentence(exc)
 
 
 def test_missing_config_and_missing_vocab_are_refused(tiny):
     (tiny / "vocab.txt").unlink()
-    with pytest.raises(BertLoadError, match="vocab.txt"):
+    with pytest.raises(CheckpointError, match="vocab.txt"):
         load_bert(tiny)
     (tiny / "config.json").unlink()
-    with pytest.raises(BertLoadError, match="no config.json"):
+    with pytest.raises(CheckpointError, match="no config.json"):
         load_bert(tiny)
 
 
@@ -123,7 +132,7 @@ def test_shape_mismatch_is_refused(tiny):
     cfg = json.loads((tiny / "config.json").read_text())
     cfg["intermediate_size"] = 48
     (tiny / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(BertLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_bert(tiny)
     assert "shape" in sentence(exc)
 
@@ -132,41 +141,40 @@ def test_missing_weight_is_refused(tiny):
     state = load_file(tiny / "model.safetensors")
     del state["encoder.layer.1.output.dense.bias"]
     save_file(state, tiny / "model.safetensors")
-    with pytest.raises(BertLoadError, match="missing 1 weights"):
+    with pytest.raises(CheckpointError, match="missing 1 weights"):
         load_bert(tiny)
 
 
 def test_corrupt_weights_file_and_size_cap_are_refused(tiny):
-    with pytest.raises(BertLoadError, match="limit"):
+    with pytest.raises(CheckpointError, match="limit"):
         load_bert(tiny, max_bytes=1000)
     (tiny / "model.safetensors").write_bytes(b"not a safetensors file")
-    with pytest.raises(BertLoadError, match="could not be read"):
+    with pytest.raises(CheckpointError, match="could not be read"):
         load_bert(tiny)
 
 
 def test_parameter_cap_is_refused_before_reading_weights(tiny):
-    with pytest.raises(BertLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_bert(tiny, max_params=1000)
     assert "parameters; the limit is" in sentence(exc)
 
 
 def test_a_transformers_checkpoint_passes_the_judge(tiny):
-    from model.checkpoint_guard import judge_checkpoint
-
-    hf, pooler, keys = judge_checkpoint(tiny, "tiny")
-    assert hf["hidden_size"] == 32 and pooler and len(keys) == 16 * 2 + 7
+    judged = judge_checkpoint(tiny, "tiny", bert_wanted())
+    assert judged.config.d_model == 32 and judged.config.pooler
+    assert len(judged.file_keys) == 16 * 2 + 7
 
 
 def test_a_file_or_a_missing_path_is_refused(tiny, tmp_path):
-    with pytest.raises(BertLoadError, match="is a file"):
+    with pytest.raises(CheckpointError, match="is a file"):
         load_bert(tiny / "config.json")
-    with pytest.raises(BertLoadError, match="neither an existing folder"):
+    with pytest.raises(CheckpointError, match="neither an existing folder"):
         load_bert(str(tmp_path / "no" / "such" / "folder"))
 
 
 def test_relative_position_bert_is_refused(tmp_path):
     folder = make_tiny_bert(tmp_path / "rel", position_embedding_type="relative_key")
-    with pytest.raises(BertLoadError, match="absolute"):
+    with pytest.raises(CheckpointError, match="absolute"):
         load_bert(folder)
 
 
@@ -174,6 +182,6 @@ def test_hub_id_without_network_is_one_sentence(monkeypatch):
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(BertLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_bert("google-bert/bert-base-uncased")
     assert "Could not fetch" in sentence(exc) and "network" in sentence(exc)

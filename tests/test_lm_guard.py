@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import model.lm
-from model import LMLoadError, load_lm
+import model.checkpoint
+import model.checkpoint_guard
+from model import (
+    CheckpointError,
+    ConfigRefused,
+    SourceNotFound,
+    TokenizerRefused,
+    WeightsRefused,
+    load_lm,
+)
 from model.lm_config import lm_config
 from tests.test_lm import save_checkpoint, save_tokenizer
 
@@ -38,7 +47,7 @@ def never_built(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was allocated before the refusal")
 
-    monkeypatch.setattr(model.lm, "Transformer", refuse)
+    monkeypatch.setattr(model.checkpoint, "Transformer", refuse)
 
 
 def edit_config(folder: Path, **changes) -> None:
@@ -60,7 +69,7 @@ def edit_weights(folder: Path, change) -> None:
 
 def refusal(source, **kwargs) -> str:
     """The one sentence load_lm refuses with (no exception chained behind it)."""
-    with pytest.raises(LMLoadError) as exc:
+    with pytest.raises(CheckpointError) as exc:
         load_lm(source, **kwargs)
     text = str(exc.value)
     assert "\n" not in text and text.endswith(".") and exc.value.__cause__ is None, text
@@ -103,13 +112,13 @@ def test_qwen2_with_a_window_on_some_layers_only_is_refused():
     hf = {"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}
     hf |= {"num_hidden_layers": 2, "intermediate_size": 8, "sliding_window": 4}
     hf["layer_types"] = ["full_attention", "sliding_attention"]
-    with pytest.raises(LMLoadError, match="some layers only"):
+    with pytest.raises(CheckpointError, match="some layers only"):
         lm_config(hf, "q")
     hf["layer_types"] = ["sliding_attention"] * 2
     assert lm_config(hf, "q").sliding_window == 4
     hf.pop("layer_types")  # transformers 4's way of saying it
     hf |= {"use_sliding_window": True, "max_window_layers": 1}
-    with pytest.raises(LMLoadError, match="some layers only"):
+    with pytest.raises(CheckpointError, match="some layers only"):
         lm_config(hf, "q")
     hf["use_sliding_window"] = False
     assert lm_config(hf, "q").sliding_window is None
@@ -123,7 +132,7 @@ def test_llama3_scaling_is_read_from_transformers_4_configs_too():
     config = lm_config(hf, "llama-3.2")
     assert (config.rope_theta, config.rope_llama3) == (500000.0, (32.0, 1.0, 4.0, 8192))
     hf["rope_scaling"]["high_freq_factor"] = 0.5
-    with pytest.raises(LMLoadError, match="high above low"):
+    with pytest.raises(CheckpointError, match="high above low"):
         lm_config(hf, "llama-3.2")
 
 
@@ -164,9 +173,11 @@ def test_weights_that_do_not_fit_the_config_are_refused_from_the_header(
 def test_a_model_larger_than_memory_is_refused_before_reading_weights(
     folder, never_built, monkeypatch
 ):
-    monkeypatch.setattr(model.lm, "available_memory", lambda: 50_000)
+    monkeypatch.setattr(model.checkpoint_guard, "available_memory", lambda: 50_000)
     assert "of memory in float32; this machine has 50.0 kB available" in refusal(folder)
-    monkeypatch.setattr(model.lm, "available_memory", lambda: None)  # unknown: max_bytes only
+    monkeypatch.setattr(
+        model.checkpoint_guard, "available_memory", lambda: None
+    )  # unknown: max_bytes only
     assert "the limit is 1.0 kB" in refusal(folder, max_bytes=1000)
 
 
@@ -174,7 +185,7 @@ def test_the_memory_estimate_counts_float32_weights_and_one_conversion(llama_fol
     net, _ = load_lm(llama_folder)
     shapes = {k: tuple(v.shape) for k, v in net.state_dict().items()}
     largest = max(v.numel() for v in net.state_dict().values())
-    assert model.lm.memory_needed(shapes) == 4 * (net.get_num_params() + largest)
+    assert model.checkpoint_guard.memory_needed(shapes) == 4 * (net.get_num_params() + largest)
 
 
 def test_missing_weights_files_and_sharded_checkpoints_are_refused(folder, never_built):
@@ -234,7 +245,7 @@ def test_a_tokenizer_with_remote_code_never_runs_it(folder):
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     try:
         load_lm(folder)
-    except LMLoadError as exc:
+    except CheckpointError as exc:
         assert "tokenizer could not be loaded" in str(exc)
     assert not marker.exists()
 
@@ -288,3 +299,77 @@ def test_a_gpt2_checkpoint_keeps_its_own_sentences(tmp_path, never_built):
     config["scale_attn_by_inverse_layer_idx"] = True
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert "1/(layer + 1)" in refusal(tmp_path)
+
+
+def _spoil_source(folder: Path) -> str:
+    return str(folder / "no" / "such" / "folder")
+
+
+def _spoil_config(folder: Path) -> str:
+    edit_config(folder, rope_parameters={"rope_type": "yarn", "rope_theta": 5e5})
+    return str(folder)
+
+
+def _spoil_family(folder: Path) -> str:
+    edit_config(folder, model_type="t5")
+    return str(folder)
+
+
+def _spoil_weights(folder: Path) -> str:
+    edit_weights(folder, lambda s: s.update({"model.extra.weight": torch.ones(2)}))
+    return str(folder)
+
+
+def _spoil_tokenizer(folder: Path) -> str:
+    (folder / "tokenizer.json").unlink()
+    return str(folder)
+
+
+# A refusal of each stage of the pipeline: (spoil a good folder -> source, its error type).
+STAGE_REFUSALS = {
+    "source": (_spoil_source, SourceNotFound),
+    "config": (_spoil_config, ConfigRefused),
+    "family": (_spoil_family, ConfigRefused),
+    "weights": (_spoil_weights, WeightsRefused),
+    "tokenizer": (_spoil_tokenizer, TokenizerRefused),
+}
+# Names a refusal quotes that stay as they are on a Chinese page.
+KEPT_NAMES = {"rope_type", "default", "llama3", "model_type", "RoPE", "LLaMA", "GPT", "Qwen2"}
+KEPT_NAMES |= {"Mistral", "gpt2", "llama", "qwen2", "mistral", "Hugging", "Face", "Hub", "id"}
+
+
+@pytest.mark.parametrize("stage", STAGE_REFUSALS)
+def test_a_refusal_names_its_stage_and_is_said_in_chinese_on_a_chinese_page(
+    folder, never_built, stage
+):
+    """Each stage refuses with its own error type and a lang.Msg: English as before, and
+    Chinese on a Chinese page, where only the names and values it quotes stay as they are."""
+    from lang import Msg, message_of, speaking
+    from tests.test_server_language import data_in, english_words
+
+    spoil, kind = STAGE_REFUSALS[stage]
+    with pytest.raises(kind) as exc:
+        load_lm(spoil(folder))
+    message = exc.value.args[0]
+    assert isinstance(message, Msg) and message_of(exc.value) == str(exc.value)
+    with speaking("zh-CN"):
+        said = message_of(exc.value)
+    assert re.search(r"[\u4e00-\u9fff]", said), said
+    words = re.sub(r"[\w.]+\.(json|txt|model)\b", " ", said)  # file names stay as they are
+    assert not english_words(words, data_in(message) | KEPT_NAMES), said
+
+
+def test_a_hub_language_model_is_judged_before_its_weights_download(llama_folder, fake_hub):
+    """The Hub path is BERT's: config.json, the safetensors header and the tokenizer's files are
+    judged before model.safetensors is downloaded."""
+    remote, downloaded = fake_hub
+    remote.mkdir()
+    for path in llama_folder.iterdir():
+        (remote / path.name).write_bytes(path.read_bytes())
+    edit_weights(remote, lambda s: s.update({"model.extra.weight": torch.ones(2)}))
+    with pytest.raises(WeightsRefused, match="does not know"):
+        load_lm("someone/tiny-llama")
+    assert "model.safetensors" not in downloaded
+    (remote / "model.safetensors").write_bytes((llama_folder / "model.safetensors").read_bytes())
+    net, _ = load_lm("someone/tiny-llama")
+    assert downloaded[-1] == "model.safetensors" and net.config.name == "someone/tiny-llama"

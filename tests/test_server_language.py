@@ -305,12 +305,12 @@ def data_in(message: Msg) -> set[str]:
 def test_a_refused_checkpoint_is_said_in_the_readers_language(tmp_path):
     """Loading a custom checkpoint fails with one sentence (a lang.Msg): English as before, and
     wholly Chinese for a Chinese page; only the names it quotes stay as they are."""
-    from model import BertLoadError, load_bert
+    from model import CheckpointError, load_bert
     from tests.test_checkpoint_guard import REFUSALS
 
     for case in LIGHT_REFUSALS:
         build, fragment = REFUSALS[case]
-        with pytest.raises(BertLoadError) as exc:
+        with pytest.raises(CheckpointError) as exc:
             load_bert(build(tmp_path / case.replace("/", "_") / "ckpt"), device="cpu")
         message = exc.value.args[0]
         assert isinstance(message, Msg) and fragment in message, (case, message)
@@ -344,6 +344,29 @@ def test_the_app_says_a_checkpoint_refusal_and_a_failed_view_in_the_page_languag
     assert "t5" in said and not english_words(said, names)
     assert "InputError" in failed and said.rstrip("。") in html.unescape(failed), failed
     assert not english_words(failed, names | {"InputError"})
+
+
+def test_a_refused_language_model_is_said_in_the_page_language(tmp_path):
+    """A GPT-2 or LLaMA checkpoint the loader refuses gets the status line's sentence in
+    Chinese on a Chinese page, as a refused BERT does."""
+    from engine import CUSTOM_PREFIX
+    from tests.test_lm import save_checkpoint
+
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    save_checkpoint(folder, "llama")
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 5e5}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(app.InputError) as exc:
+        Engine(device="cpu").analyse("hi", CUSTOM_PREFIX + str(folder))
+    english = app.sentence(exc.value)
+    assert english.startswith("tiny-llama scales its rotary positions ('yarn')"), english
+    with speaking("zh-CN"):
+        said = app.sentence(exc.value)
+    assert "tiny-llama" in said and re.search(r"[\u4e00-\u9fff]", said), said
+    names = {"tiny", "llama", "yarn", "RoPE", "LLaMA", "rope_type", "default", "llama3"}
+    assert not english_words(said, names), said
 
 
 @pytest.mark.parametrize(
