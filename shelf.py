@@ -27,6 +27,7 @@ from model import (
 )
 from model.checkpoint_files import file_of, read_json_object, regular_file
 from model.checkpoint_guard import CONFIG, CONFIG_LIMIT
+from model.checkpoint_hub import hub_reachable
 from model.checkpoint_source import HUB_ID, HUB_ID_MAX, local_folder
 from model.lm_config import FAMILIES, FAMILY_NAMES
 from pieces import ReadableTokenizer
@@ -99,6 +100,8 @@ def _hub_config(repo_id: str) -> Path | None:
         cached = try_to_load_from_cache(repo_id, CONFIG)
         if isinstance(cached, str):
             return Path(cached)
+        if not hub_reachable():  # the loader says so in a sentence, without waiting again
+            return None
         return Path(hf_hub_download(repo_id, CONFIG))
     except Exception:  # offline, network, 404, auth: the loader says its own sentence
         return None

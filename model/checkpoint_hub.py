@@ -6,13 +6,20 @@ only then is model.safetensors downloaded (never a pickled .bin from the Hub). h
 ``get_safetensors_metadata`` does the same range requests but reads headers up to 25 MB and, without
 model.safetensors, every shard of a sharded repo: we keep our own 1 MB header cap and single-file
 rule.
+
+Before asking the network at all, ``hub_reachable`` opens one TCP connection to the Hub's host,
+capped at REACH_SECONDS whatever the name lookup does: with no network, huggingface_hub's own
+retries kept a typed Hub id waiting 24 s for its sentence.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from lang import Msg
 from model.checkpoint_files import file_of, header_length, parse_header, read_json_object, too_large
@@ -70,9 +77,14 @@ def _bytes(repo_id: str, filename: str, start: int, stop: int) -> bytes:
 
 
 def _download(repo_id: str, filename: str, cached_only: bool = False) -> Path:
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
-    return Path(hf_hub_download(repo_id, filename, local_files_only=cached_only))
+    if cached_only:  # the cache alone, no request (hf_hub_download's headers may ask the Hub)
+        found = try_to_load_from_cache(repo_id, filename)
+        if not isinstance(found, str):
+            raise FileNotFoundError(filename)
+        return Path(found)
+    return Path(hf_hub_download(repo_id, filename))
 
 
 def _cached(repo_id: str, tokenizer_files) -> Path | None:
@@ -141,6 +153,58 @@ def _offline() -> bool:
     return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
 
 
+REACH_SECONDS = 2.5  # the longest a Hub id waits to learn that the Hub cannot be reached
+PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_reachable(seconds: float = REACH_SECONDS) -> bool:
+    """Whether the Hub's host takes a TCP connection within ``seconds`` (its name looked up
+    too, on a thread that is not waited for beyond that). False at once when HF_HUB_OFFLINE is
+    set; True without asking behind a proxy (the host is reached through it)."""
+    from huggingface_hub import constants
+
+    if _offline():
+        return False
+    if any(os.environ.get(name) for name in PROXIES):
+        return True
+    url = urlsplit(constants.ENDPOINT)
+    address = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection(address, timeout=seconds).close()
+            answered.append(True)
+        except (OSError, ValueError):
+            answered.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True, name="hub-probe")
+    thread.start()
+    thread.join(seconds)
+    return bool(answered and answered[0])
+
+
+def _unreachable(repo_id: str) -> SourceNotFound:
+    if _offline():
+        return SourceNotFound(
+            Msg(
+                "Could not fetch {repo}: {repo} is no folder here, and the Hugging Face Hub "
+                "is switched off (HF_HUB_OFFLINE), so there is no network to it; give the "
+                "folder that holds config.json and the weights.",
+                repo=repr(repo_id),
+            )
+        )
+    return SourceNotFound(
+        Msg(
+            "Could not reach the Hugging Face Hub within {seconds:g} s to fetch {repo}: {repo} "
+            "is no folder here; check the network, or give the folder that holds config.json "
+            "and the weights.",
+            seconds=REACH_SECONDS,
+            repo=repr(repo_id),
+        )
+    )
+
+
 def hub_folder(repo_id: str, wanted: Wanted) -> Path:
     """A hub checkpoint's local folder, judged before its weights are downloaded."""
     try:
@@ -152,20 +216,15 @@ def hub_folder(repo_id: str, wanted: Wanted) -> Path:
     cached = _cached(repo_id, _tokenizer_files(wanted))
     if cached is not None:
         return cached
+    if not hub_reachable():
+        raise _unreachable(repo_id)
     try:
         return _judge_remote(repo_id, wanted)
     except CheckpointError:
         raise
     except Exception as exc:  # offline, network, 404, auth: one sentence, no traceback
         if _offline():
-            raise SourceNotFound(
-                Msg(
-                    "Could not fetch {repo}: {repo} is no folder here, and the Hugging Face Hub "
-                    "is switched off (HF_HUB_OFFLINE), so there is no network to it; give the "
-                    "folder that holds config.json and the weights.",
-                    repo=repr(repo_id),
-                )
-            ) from None
+            raise _unreachable(repo_id) from None
         raise SourceNotFound(
             Msg(
                 "Could not fetch {repo} from the Hugging Face Hub ({kind}); check the id and the "

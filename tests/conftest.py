@@ -104,6 +104,7 @@ def fake_hub(tmp_path, monkeypatch) -> tuple[Path, list[str]]:
     def size(repo_id, filename):
         return (remote / filename).stat().st_size if (remote / filename).exists() else None
 
+    monkeypatch.setattr(hub, "hub_reachable", lambda seconds=None: True)
     monkeypatch.setattr(hub, "_download", download)
     monkeypatch.setattr(hub, "_size", size)
     monkeypatch.setattr(hub, "_bytes", lambda r, f, a, b: (remote / f).read_bytes()[a:b])
