@@ -22,11 +22,11 @@ from lang import Msg
 from model import PRESETS, TRAINED, Trace, Transformer, pick_device
 from serve.cpu import CpuShare, one_blas_thread, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
 from serve.lru import LockedLRU
-from serve.training import LIVE_PREFIX
 from shelf import (  # noqa: F401  (re-exported: the engine's names the app and tests use)
     BUNDLED,
     BUNDLED_LABEL,
     CUSTOM_PREFIX,
+    LIVE_PREFIX,
     MAX_MODELS,
     InputError,
     LoadedModel,

@@ -31,11 +31,11 @@ from model.checkpoint_files import file_of, read_json_object, regular_file
 from model.checkpoint_guard import CONFIG, CONFIG_LIMIT
 from model.lm_config import FAMILIES, FAMILY_NAMES
 from pieces import ReadableTokenizer
-from serve.training import LIVE_PREFIX
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
 CUSTOM_PREFIX = "checkpoint:"
+LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_MODELS = 3  # models kept loaded besides the bundled BERT
 # A public deployment opens no checkpoint a visitor names, except these (comma-separated names or
 # folders, each still judged by the loaders' guards): TA_MODELS=gpt2,HuggingFaceTB/SmolLM2-135M.

@@ -26,9 +26,9 @@ from lang import Msg, message_of, tr
 from model.trained import save_weights
 from model.transformer import Transformer
 from serve.turns import env_count
+from shelf import LIVE_PREFIX
 from train.progress import BELOW_LESSON, Progress, below_lesson
 
-LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 NICE = 10  # a training thread's niceness: visitors' forward passes come first
 ABANDONED = 15.0  # s without a page's asking: the page was closed, its training stops
