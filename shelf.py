@@ -30,7 +30,7 @@ from model.bert import _local_folder as local_folder
 from model.checkpoint_files import file_of, read_json_object, regular_file
 from model.checkpoint_guard import CONFIG, CONFIG_LIMIT
 from model.lm_config import FAMILIES, FAMILY_NAMES
-from pieces import ReadableTokenizer
+from model.pieces import ReadableTokenizer
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
@@ -170,7 +170,7 @@ class Shelf:
         self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
         self.bundled_error: str | None = None
         # Models trained on a page (serve.training), found by their secret id; the trainings
-        # own them, so they are never kept, counted or dropped here (ui.handlers.Training).
+        # own them, so they are never kept, counted or dropped here (ui.training_handlers.Training).
         self.live: Callable[[str], LoadedModel | None] | None = None
 
     def model(self, model_id: str) -> LoadedModel:

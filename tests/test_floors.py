@@ -15,7 +15,7 @@ from tests.conftest import ROOT
 # names on one floor stand beside each other and import neither.
 FLOORS = [
     ["lang"],  # lang.py: the language the server writes in
-    ["model", "pieces"],  # the Transformer, its Trace, loading checkpoints and tokenizers
+    ["model"],  # the Transformer, its Trace, loading checkpoints and tokenizers
     ["analysis", "train"],  # numbers over a trace; training the small models
     ["viz"],  # figures, tables and HTML from a trace
     ["shelf"],  # shelf.py: the models the engine keeps, and which loader opens one

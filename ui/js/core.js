@@ -121,9 +121,19 @@
   /* Presentation mode stays in the address; the language is the link's own (a Chinese page's
      link names it; an English one needs none: the choice is also remembered on the browser). */
   const KEEP = ['present', 'fig', 'deck', 'slide'];
+  /* The status line's "Link to this view", which the server writes with every answer. */
+  ta.viewLink = () => document.querySelector('#status a[href^="?"]');
+  /* A switch drawn in the browser names its view in that link: {layer, head} or {step}. */
+  ta.setViewLink = (params) => {
+    const link = ta.viewLink();
+    if (!link) return;
+    const q = new URLSearchParams(link.getAttribute('href').slice(1));
+    for (const [key, value] of Object.entries(params)) q.set(key, value);
+    link.setAttribute('href', '?' + q.toString());  /* the address follows (ta.watchLink) */
+  };
   const same = (a, b, keys) => keys.every((k) => (a.get(k) || '') === (b.get(k) || ''));
   ta.followLink = () => {
-    const link = document.querySelector('#status a[href^="?"]');
+    const link = ta.viewLink();
     if (!link || ta.opening || link.getAttribute('href') === ta._seen) return;
     ta._seen = link.getAttribute('href');
     const next = new URLSearchParams(link.getAttribute('href').slice(1));
@@ -148,7 +158,7 @@
     const status = document.querySelector('#status');
     if (!status) { setTimeout(ta.watchLink, 100); return; }
     ta._watching = true;
-    ta._seen = status.querySelector('a[href^="?"]')?.getAttribute('href');  /* the first view */
+    ta._seen = ta.viewLink()?.getAttribute('href');  /* the first view */
     /* After the frame, and once for a burst of changes: a head switch's frame stays its own. */
     let pending = 0;
     const later = () => {

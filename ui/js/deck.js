@@ -182,7 +182,7 @@
      figure presented (or the tab's first). */
   const add = () => {
     if (D.slides.length >= MAX) { D.note = say('full'); render(); return; }
-    const href = document.querySelector('#status a[href^="?"]')?.getAttribute('href');
+    const href = ta.viewLink()?.getAttribute('href');
     if (!href) return;
     const q = new URLSearchParams(href.slice(1));
     q.delete('lang');

@@ -3,7 +3,6 @@
    Gradio has drawn a figure: no polling. */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
 
   /* ---- long titles on a narrow screen ---------------------------------------------------------
      Plotly never wraps a title, and the part beyond the figure's width is cut. After each draw,

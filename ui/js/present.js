@@ -12,7 +12,6 @@
    its next/previous step). */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
   const BAR = 48;  /* px: the bar at the bottom */
   const WORDS = {
     en: {keys: '←/→ head · ↑/↓ layer · PgDn/PgUp next/previous', page: 'Show the page (Esc)',
