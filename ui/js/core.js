@@ -51,6 +51,10 @@
   /* The language the page speaks: wanted, else the browser's own as Gradio chose it. */
   ta.lang = () => ta.wantedLang()
     || ((document.documentElement.lang || 'en').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en');
+  /* A word these scripts write, in the page's language: the English is its key in the one table
+     of words the server reads too (ui/zh_CN_server.json); ui/js/__init__.py sends the entries
+     these files name (each call's English, written as one quoted literal) as ta.WORDS. */
+  ta.t = (english) => (ta.WORDS?.[ta.lang()] || {})[english] || english;
 
   /* ---- the visible tab ------------------------------------------------------------------- */
   ta.tab = 'tokens';
@@ -83,7 +87,6 @@
   /* ---- the view in the address bar ------------------------------------------------------- */
   /* Read by the page alone (presentation, its figure, a deck and its slide; the language). */
   const BROWSER_ONLY = (ta.BROWSER_ONLY = ['lang', 'present', 'fig', 'deck', 'slide']);
-  const OPENING = {en: '⏳ Opening the linked view…', 'zh-CN': '⏳ 正在打开链接中的视图…'};
   /* As the page opens: presentation mode, the tab a link names, and — when the address holds
      a view — its text at once and the server asked to open the rest (#deeplink-go). */
   ta.openLink = (tabs, corpora = []) => {
@@ -101,7 +104,7 @@
     }
     ta.opening = true;  /* the address holds the view until the server has opened it */
     setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
-    return [q.get('text') ?? undefined, OPENING[ta.lang()] || OPENING.en];
+    return [q.get('text') ?? undefined, ta.t('⏳ Opening the linked view…')];
   };
   /* Gradio fetches and runs its Plotly chunk (4.6 MB of JavaScript) only when a figure first
      arrives: a new student's first figure waited ~0.75 s more for it. The page's HTML names it
