@@ -39,10 +39,11 @@ from ui import events, layout
 from ui.corpus_handlers import Corpus
 from ui.deck import Deck
 from ui.events import API_NAMES, BOUND, Handlers
-from ui.handlers import CUSTOM, Sessions, Training, Views, capped, position_bounds
+from ui.handlers import CUSTOM, Sessions, Views, capped, position_bounds
 from ui.i18n import I18N
 from ui.state import ViewState
 from ui.status import sentence, status_markdown
+from ui.training_handlers import Training
 from viz.common import md_literal
 
 __all__ = [  # what tests and scripts use from here

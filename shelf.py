@@ -30,12 +30,12 @@ from model.checkpoint_guard import CONFIG, CONFIG_LIMIT
 from model.checkpoint_hub import hub_reachable
 from model.checkpoint_source import HUB_ID, HUB_ID_MAX, local_folder
 from model.lm_config import FAMILIES, FAMILY_NAMES
-from pieces import ReadableTokenizer
-from serve.training import LIVE_PREFIX
+from model.pieces import ReadableTokenizer
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
 CUSTOM_PREFIX = "checkpoint:"
+LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_MODELS = 3  # models kept loaded besides the bundled BERT
 # A public deployment opens no checkpoint a visitor names, except these (comma-separated names or
 # folders, each still judged by the loaders' guards): TA_MODELS=gpt2,HuggingFaceTB/SmolLM2-135M.
@@ -172,7 +172,7 @@ class Shelf:
         self._loading: dict[str, threading.Lock] = {}  # one lock per model being loaded
         self.bundled_error: str | None = None
         # Models trained on a page (serve.training), found by their secret id; the trainings
-        # own them, so they are never kept, counted or dropped here (ui.handlers.Training).
+        # own them, so they are never kept, counted or dropped here (ui.training_handlers.Training).
         self.live: Callable[[str], LoadedModel | None] | None = None
 
     def model(self, model_id: str) -> LoadedModel:

@@ -23,12 +23,10 @@ from analysis.head_stats import head_stats
 from analysis.norms import norm_attention
 from analysis.patterns import head_patterns
 from analysis.tokens import real_tokens
-from serve.lru import LockedLRU
 
 MEASURES = ("head_stats", "head_patterns", "norms", "distances")
 MAX_SENTENCES = 300
 MAX_CHARS = 500  # one line of the corpus; max_tokens cuts the tokens anyway
-CACHE = LockedLRU(8)  # (model, sentences, options) -> CorpusResult
 
 
 @dataclass
@@ -80,22 +78,19 @@ def norm_columns(trace, stack: str, net: nn.Module) -> list[dict[str, torch.Tens
     return out
 
 
-def _key(net: nn.Module, sentences: Sequence[str], options: dict) -> tuple:
-    digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
-    versions = tuple(p._version for p in net.parameters())  # weights changed in place: a new key
-    return (net.config.name, id(net), hash(versions), digest, tuple(sorted(options.items())))
-
-
-def cached(
+def corpus_key(
     net: nn.Module,
     sentences: Sequence[str],
     stack: str = "encoder",
     measures: Sequence[str] = MEASURES,
     max_tokens: int = 32,
-) -> CorpusResult | None:
-    """The cached result corpus_stats would return for these arguments, or None."""
+) -> tuple:
+    """What decides corpus_stats's result: the model (and its weights' versions), the sentences
+    and the options; a cache of results is keyed by it (the Heads tab's, ui/corpus_handlers.py)."""
     options = {"stack": stack, "measures": tuple(measures), "max_tokens": max_tokens}
-    return CACHE.get(_key(net, list(sentences), options))
+    digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+    versions = tuple(p._version for p in net.parameters())  # weights changed in place: a new key
+    return (net.config.name, id(net), hash(versions), digest, tuple(sorted(options.items())))
 
 
 def corpus_stats(
@@ -124,7 +119,6 @@ def corpus_stats(
     Returns:
         A CorpusResult; std is the sample standard deviation (ddof 1) over the sentences where
         the measure is defined (prefix_matching needs a repeated token), NaN for one sentence.
-        Results are cached by (model, sentences, options), 8 corpora at most.
     """
     unknown = sorted(set(measures) - set(MEASURES))
     if unknown:
@@ -133,12 +127,6 @@ def corpus_stats(
     if not sentences:
         raise ValueError("The corpus is empty: give at least one sentence.")
     options = {"stack": stack, "measures": tuple(measures), "max_tokens": max_tokens}
-    key = _key(net, sentences, options)
-    cached = CACHE.get(key)
-    if cached is not None:
-        if on_progress is not None:
-            on_progress(len(sentences), len(sentences))
-        return cached
     values: dict[str, list[np.ndarray]] = {}  # column -> one [L, H] array per sentence
     distance_sum = None
     for start in range(0, len(sentences), batch_size):
@@ -173,7 +161,7 @@ def corpus_stats(
             on_progress(min(start + batch_size, len(sentences)), len(sentences))
     distances = distance_sum / len(sentences) if distance_sum is not None else None
     result = CorpusResult(len(sentences), summary(values), distances, options)
-    return CACHE.put(key, result)
+    return result
 
 
 def summary(values: dict[str, list[np.ndarray]]) -> pd.DataFrame:

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from analysis.layer_lines import LLAMA_LINES, llama_line, llama_style, seed_line
-from analysis.layer_notes import GATED_HIDDEN, NOTES, POSITIONS_OFF, mask_note
+from analysis.layer_notes import GATED_HIDDEN, NOTES, POSITIONS_OFF, head_mask_note, mask_note
 from analysis.tokens import check_stack
 from analysis.weights import model_of
 from model.trace import Trace
@@ -244,12 +244,7 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     if keep is not None:
         concat = "Concat(m_1·head_1, …, m_H·head_H)"
         kept = ", ".join(f"{float(v):g}" for v in keep)
-        how = "replaced by its mean over the tokens" if block["mode"] == "mean" else "zeroed"
-        how_zh = "换成它在各 token 上的均值" if block["mode"] == "mean" else "置零"
-        note = (
-            NOTES["concat"][0] + f" Head mask m = [{kept}]: a removed head's context is {how}.",
-            NOTES["concat"][1] + f" 头掩码 m = [{kept}]：被移除的头的结果{how_zh}。",
-        )
+        note = head_mask_note(kept, mean=block["mode"] == "mean")
     s.add("concat", parts["concat"], concat, "[T, d_model]", place, ("context",), note)
     s.add(
         "attention output",

@@ -14,7 +14,7 @@ from model.trace import Trace
 
 SEPARATORS = frozenset({"[SEP]", "</s>"})  # BERT's separator, RoBERTa/BART's (and our <s>...</s>)
 # WordPiece continuation, byte-level BPE and SentencePiece marks, and the space a byte-level piece
-# read as text starts with (pieces.py)
+# read as text starts with (model/pieces.py)
 WORD_PREFIXES = ("##", "Ġ", "▁", " ")
 
 

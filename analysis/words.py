@@ -14,7 +14,7 @@ from analysis.tokens import SEPARATORS
 SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", *SEPARATORS})
 SPECIAL |= {"<|endoftext|>", "<unk>"}  # GPT-2's start, end and padding; LLaMA 2's unknown
 # Byte-level BPE and SentencePiece mark a word's first piece; the page reads those pieces as
-# text (pieces.py), where the mark is the space itself.
+# text (model/pieces.py), where the mark is the space itself.
 WORD_STARTS = ("Ġ", "▁", " ")
 
 

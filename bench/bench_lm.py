@@ -171,8 +171,9 @@ def reset_peak_rss() -> bool:
 
 def memory(args, folder: Path, device: torch.device) -> None:
     """A trace of --memory-tokens tokens: its bytes against the trace cache's, and peak RSS."""
-    from engine import TraceCache, return_big_blocks
+    from engine import TraceCache
     from serve.cpu import trace_bytes
+    from serve.memory import return_big_blocks
 
     return_big_blocks()  # as the app's engine: big tensors are their own mappings
     net, tok = load_lm(folder, device=str(device))

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from gradio.utils import get_upload_folder
 
-from engine import InputError
 from lang import Msg
+from shelf import CUSTOM_PREFIX, LIVE_PREFIX, InputError
 
 FOLDER = "transformer-anatomy-exports"  # inside Gradio's cache folder
 MIB = 2**20
@@ -145,9 +145,9 @@ def safe_name(name: str) -> str:
 def model_part(model_id: str) -> str:
     """The model as a name part: "bert", "dates-300", "all-MiniLM-L6-v2" (a checkpoint's last
     path part), "induction-trained-here" (a model trained on a page: its secret id stays out)."""
-    if str(model_id).startswith("page:"):  # serve.training.LIVE_PREFIX
+    if str(model_id).startswith(LIVE_PREFIX):
         return model_part(str(model_id).split(":")[1]) + "-trained-here"
-    name = str(model_id).removeprefix("checkpoint:").rstrip("/").rsplit("/", 1)[-1]
+    name = str(model_id).removeprefix(CUSTOM_PREFIX).rstrip("/").rsplit("/", 1)[-1]
     return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip(".-")[:40] or "model"
 
 

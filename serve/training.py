@@ -23,10 +23,10 @@ from lang import Msg, message_of, tr
 from model.trained import save_weights
 from model.transformer import Transformer
 from serve.turns import env_count
+from shelf import LIVE_PREFIX
 from train.process import fit_in_process
 from train.progress import BELOW_LESSON, Progress, below_lesson
 
-LIVE_PREFIX = "page:"  # a model trained on a page, as the other tabs name it (engine.live_task)
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 ABANDONED = 15.0  # s without a page's asking: the page was closed, its training stops
 MAX_SECONDS = 300.0  # the longest training a page may ask for

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import analysis
-from analysis.corpus import CACHE, corpus_stats, parse_corpus
+from analysis.corpus import corpus_key, corpus_stats, parse_corpus
 from model import load_trained
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,6 @@ SENTENCES = [
 
 def test_batched_corpus_equals_each_sentence_alone(bert):
     net, tok = bert
-    CACHE.clear()
     progress = []
     result = corpus_stats(
         net, tok, SENTENCES, batch_size=2, max_tokens=12, on_progress=lambda *a: progress.append(a)
@@ -52,10 +51,15 @@ def test_batched_corpus_equals_each_sentence_alone(bert):
         )
     torch.testing.assert_close(result.distances, torch.stack(distances).mean(0), atol=1e-6, rtol=0)
     assert result.mean("first").index.names == ["layer", "head"]
-    # The same corpus and options again come from the cache.
-    assert corpus_stats(net, tok, SENTENCES, batch_size=2, max_tokens=12) is result
+    # analysis/ keeps nothing: the same corpus is measured again (its owner caches it by the
+    # key, ui/corpus_handlers.py), and the key tells the options apart.
+    assert corpus_stats(net, tok, SENTENCES, batch_size=2, max_tokens=12) is not result
+    assert corpus_key(net, SENTENCES, max_tokens=12) == corpus_key(net, SENTENCES, max_tokens=12)
     other = corpus_stats(net, tok, SENTENCES, max_tokens=12, measures=("head_patterns",))
-    assert other is not result and other.distances is None
+    assert corpus_key(net, SENTENCES, max_tokens=12, measures=("head_patterns",)) != corpus_key(
+        net, SENTENCES, max_tokens=12
+    )
+    assert other.distances is None
     assert [c for c in other.stats.columns if c.endswith("_mean")] == [
         "previous_token_mean",
         "duplicate_token_mean",

@@ -1,5 +1,6 @@
-"""docs/architecture.md names what is there (issue 27: it had drifted): every file or folder it
-names in backticks exists, and it names every module of serve/ and every script of ui/js/."""
+"""docs/architecture.md names what is there (issues 27 and 35: it had drifted): every file or
+folder it names in backticks exists, and it names every package and top-level module, every
+module of model/, serve/ and the layer walk, and every script of ui/js/."""
 
 from __future__ import annotations
 
@@ -36,9 +37,17 @@ def test_the_architecture_names_every_serve_module_and_every_page_script():
     assert not unnamed, unnamed
 
 
-def test_the_architecture_names_every_floor():
-    floors = re.search(r"## Floors\n.*?```\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    lines = [line.strip() for line in floors[1].splitlines() if line.strip()]
-    listed = {name.strip() for line in lines for name in re.split(r"\s{2,}", line)[0].split(",")}
-    floors = {"app.py", "ui/", "viz/", "analysis/", "model/", "engine.py", "train/", "serve/"}
-    assert floors <= listed, floors - listed
+def test_the_architecture_names_every_package_and_top_level_module():
+    """Every package, every top-level module and deploy/ is named (its floor is drawn too:
+    tests/test_floors.py), and so is every module of model/ and of the layer walk."""
+    text = DOC.read_text(encoding="utf-8")
+    spans = set(re.findall(r"`([^`\n]+)`", text))
+    packages = [f"{d.name}/" for d in ROOT.iterdir() if (d / "__init__.py").exists()]
+    modules = [f.name for f in ROOT.glob("*.py")]
+    assert {"model/", "ui/", "serve/"} <= set(packages) and "engine.py" in modules
+    files = [*sorted((ROOT / "model").glob("*.py")), *sorted(ROOT.glob("*/layer_*.py"))]
+    walk = ["ui/tabs/layer.py", "ui/js/layer_switch.js", "viz/layer_steps.py"]
+    named = [*packages, *modules, "deploy/", *walk]
+    named += [str(f.relative_to(ROOT)) for f in files if f.name != "__init__.py"]
+    unnamed = sorted(n for n in named if n not in spans)
+    assert not unnamed, unnamed

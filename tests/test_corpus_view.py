@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.corpus import CACHE, MAX_SENTENCES, corpus_stats, parse_corpus
+from analysis.corpus import MAX_SENTENCES, corpus_stats, parse_corpus
 from app import handlers
 from engine import Engine, InputError
 from lang import speaking
@@ -39,7 +39,7 @@ def peers():
 
 @pytest.mark.slow
 def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(peers):
-    CACHE.clear()
+    peers.corpus.cache.clear()
     out = peers.corpus.run(Ask(page="corpus-en"), "", "en", None)
     table = out["corpus_table"]
     assert table.shape[0] == 6 * 12  # one row per (layer, head) of the bundled BERT
@@ -48,7 +48,6 @@ def test_the_english_sample_gives_one_row_per_head_as_corpus_stats_does(peers):
     assert "202 sentences (the English sample)" in said and "cut at 32 tokens" in said
     assert "from the cache" not in said
     # The same sentences through the lower floor, computed afresh (another batch size).
-    CACHE.clear()
     net, tok = peers.views.engine.model("bert").net, peers.views.engine.model("bert").tokenizer
     sentences = parse_corpus((ROOT / "assets" / "corpus" / "en.txt").read_text(encoding="utf-8"))
     expected = corpus_stats(net, tok, sentences, max_tokens=32, batch_size=101).stats

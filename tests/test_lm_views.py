@@ -18,7 +18,7 @@ import torch
 
 import analysis
 from engine import CUSTOM_PREFIX, Engine, InputError, lm_continuation
-from pieces import BYTES, ReadableTokenizer, readable
+from model.pieces import BYTES, ReadableTokenizer, readable
 from shelf import allowed_checkpoints
 from tests.test_lm import save_checkpoint
 from ui.render import render

@@ -18,6 +18,7 @@ import pytest
 
 import app
 import lang
+import ui.js as ui_js
 from engine import BUNDLED, Engine
 from lang import Msg, message_of, speaking, tr
 from ui import state as views
@@ -220,6 +221,7 @@ def test_no_translation_is_stale():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 strings.add(node.value)
+    strings |= set(ui_js.page_words())  # the page's scripts' words (ta.t in ui/js/*.js)
     for card in ROOT.glob("assets/trained/*/card.json"):  # a trained model's "source"
         strings.add(json.loads(card.read_text(encoding="utf-8"))["config"]["source"])
     stale = sorted(set(lang.ZH) - strings - {"Layers", "Norm"} - set(source_patterns()))

@@ -12,6 +12,7 @@ from pathlib import Path
 from analysis import corpus
 from engine import Engine, InputError, cpu_share, n_params, well_formed
 from lang import Msg, tr
+from serve.lru import LockedLRU
 from ui.handlers import Ask, Sessions, Views, capped
 from ui.state import CORPORA
 from viz.attention import stack_title
@@ -21,10 +22,12 @@ from viz.common import md_literal
 class Corpus:
     """The corpus handlers, over the engine and the pages' sessions (the corpus each page
     measured, the one its link names); ``views`` gives the page's last run and its status line,
-    whose link then names the sample."""
+    whose link then names the sample. The last 8 corpora measured are kept, for every page
+    (``corpus.corpus_key``: the model and its weights, the sentences, the options)."""
 
     def __init__(self, engine: Engine, sessions: Sessions, views: Views) -> None:
         self.engine, self.sessions, self.views = engine, sessions, views
+        self.cache = LockedLRU(8)  # corpus_key -> CorpusResult
 
     def run(self, ask: Ask, corpus_text, sample, upload) -> dict:
         """Head measures averaged over a corpus (pasted, uploaded or a shipped sample) for the
@@ -41,7 +44,8 @@ class Corpus:
         loaded = self.engine.model(state.model)
         net = loaded.net
         stack, note = corpus_stack(net.config.arch, ask.sel.stack)
-        was_cached = corpus.cached(net, sentences, stack, max_tokens=CORPUS_TOKENS) is not None
+        key = corpus.corpus_key(net, sentences, stack, max_tokens=CORPUS_TOKENS)
+        result = self.cache.get(key)
         tokenizer = loaded.tokenizer
         if net.device.type != "cpu":  # the model's own device: the batches go there too
 
@@ -51,15 +55,18 @@ class Corpus:
         width = min(CORPUS_BATCH, len(sentences)) * CORPUS_TOKENS  # one batch's positions
         # about what one batch's trace holds: attention weights (L·H·T·T) and more, float32
         nbytes = 4 * width * net.config.n_layers * (net.config.n_heads * CORPUS_TOKENS * 3)
-        with cpu_share(width, n_params(net), nbytes):
-            result = corpus.corpus_stats(
-                net,
-                tokenizer,
-                sentences,
-                stack=stack,
-                max_tokens=CORPUS_TOKENS,
-                batch_size=CORPUS_BATCH,
-            )
+        was_cached = result is not None
+        if not was_cached:
+            with cpu_share(width, n_params(net), nbytes):
+                result = corpus.corpus_stats(
+                    net,
+                    tokenizer,
+                    sentences,
+                    stack=stack,
+                    max_tokens=CORPUS_TOKENS,
+                    batch_size=CORPUS_BATCH,
+                )
+            result = self.cache.put(key, result)
         seconds = time.perf_counter() - start
         said = tr(
             "**{label}** · {stack}: {n} sentences ({source}), each cut at {tokens} tokens, "

@@ -33,12 +33,13 @@ from lang import speaking
 from serve.turns import PageBusy, Pages, client_address
 from ui.corpus_handlers import Corpus
 from ui.deck import Deck
-from ui.handlers import RUN_INPUTS, Ask, Training, Views, model_boxes, said
+from ui.handlers import RUN_INPUTS, Ask, Views, model_boxes, said
 from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
 from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
 from ui.status import status_markdown
 from ui.tabs import TAB_IDS, TABS
+from ui.training_handlers import Training
 
 LOG = logging.getLogger(__name__)
 

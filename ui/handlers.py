@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import gradio as gr
 
@@ -25,19 +24,17 @@ from engine import (
     Analysis,
     Engine,
     InputError,
-    LoadedModel,
     cpu_share,
     is_live,
     n_params,
     positions_of,
-    release_freed_memory,
-    release_when_settled,
     task_of,
     well_formed,
 )
 from lang import LOCALE, Msg, tr
 from model import PRESETS, TRAINED
 from serve.lru import LockedLRU
+from serve.memory import release_freed_memory, release_when_settled
 from serve.training import Trainings
 from ui.i18n import t
 from ui.layout import FINAL, STACK_LABELS
@@ -56,7 +53,6 @@ from ui.state import (
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
 from viz.common import md_literal, stack_tokens
-from viz.training import progress_bar, progress_figure
 
 CUSTOM = "custom"
 # Token positions from which a tab's drawing frees enough (tens to hundreds of MB of figures,
@@ -154,116 +150,11 @@ def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict
     }
 
 
-# What a model trained on the page reads first in the other tabs, unless the page's last run was
-# on a model of the same task (then its text: the same text, shipped model against this one).
-TRY_TEXT = {"induction": "hello hello", "dates": "2026年11月22日", "roles": "我喜欢你"}
-
-
-class Training:
-    """The Train tab's handlers (ui/tabs/train.py) over the server's one line of trainings
-    (serve/training.py): each page starts, watches, stops, saves and uses its own job only.
-    ``views`` opens a trained model in every tab (``use``: a run); app.py makes the engine find
-    a page's model through ``loaded``."""
-
-    def __init__(self, trainings: Trainings, views: Views) -> None:
-        self.trainings, self.views = trainings, views
-
-    def loaded(self, model_id: str) -> LoadedModel | None:
-        """A page's trained model as the engine serves it (None once it is gone)."""
-        job = self.trainings.by_id(model_id)
-        if job is None:
-            return None
-        said = (
-            "{name} (trained on this page, {steps} steps)"
-            if job.positions
-            else "{name} (trained on this page without positional encoding, {steps} steps)"
-        )
-        label = Msg(said, name=job.name, steps=f"{job.net.card['steps']:,}")
-        return LoadedModel(model_id, label, job.net, job.net.tokenizer, False, trained=job.name)
-
-    def use(self, ask: Ask) -> dict:
-        """Open the page's trained model in every other tab: it joins the model list (this
-        page's only) and its Output tab opens on the task's text."""
-        model_id = self.trainings.model_id(ask.page or "")
-        if model_id is None:
-            raise InputError(Msg("Train a model first: this page has no trained model yet."))
-        last, task = self.views.latest(ask), task_of(model_id)
-        text = last.text if task_of(last.model) == task else TRY_TEXT[task]
-        state = ViewState(text, model_id, "", last.second, "output", ask.sel)
-        result = self.views.run_state(replace(ask, tab="output"), state)
-        if "link_notes" not in result:  # it did not run: stay, the status line says why
-            return result
-        job = self.trainings.by_id(model_id)
-        label = (
-            tr("{name} — trained on this page", name=task)
-            if job is None or job.positions
-            else tr("{name} — trained on this page without positional encoding", name=task)
-        )
-        choices = [*self.views.choices, (label, model_id)]
-        boxes = model_boxes(model_id)
-        boxes["target"]["value"] = ""
-        boxes["positions"]["value"] = True
-        return {
-            **result,
-            **boxes,
-            "model": gr.update(choices=choices, value=model_id),
-            "text": text,
-            "tabs": gr.Tabs(selected="output"),
-        }
-
-    def start(self, ask: Ask, task, seconds, positions=True) -> dict:
-        """Start (or queue) this page's training; the timer then redraws it every second."""
-        if not ask.page:
-            raise InputError(Msg("Training needs the page open in a browser."))
-        seconds, positions = as_float(seconds, 30.0), positions is not False
-        said = self.trainings.start(ask.page, str(task), seconds, positions=positions)
-        return {
-            "train_status": said,
-            "train_plot": None,
-            "train_weights": gr.update(value=None, visible=False),
-            "train_use": gr.update(visible=False),
-            "train_timer": gr.Timer(active=True),
-        }
-
-    def tick(self, ask: Ask) -> dict:
-        """How this page's training stands: the sentence and the figure; the timer stops when
-        it has ended."""
-        if not ask.page:
-            return {"train_timer": gr.Timer(active=False)}
-        self.trainings.touch(ask.page)
-        progress = self.trainings.progress(ask.page)
-        result = {"train_status": self.trainings.status(ask.page)}
-        if progress is not None:  # the bar of the time spent above the sentence
-            result["train_status"] = f"{progress_bar(progress)}  \n{result['train_status']}"
-            result["train_plot"] = progress_figure(progress)
-        if not self.trainings.working(ask.page):
-            result["train_timer"] = gr.Timer(active=False)
-            ready = self.trainings.model_id(ask.page) is not None
-            result["train_use"] = gr.update(visible=ready)
-        return result
-
-    def stop(self, ask: Ask) -> dict:
-        if ask.page:
-            self.trainings.stop(ask.page)
-        return {"train_status": self.trainings.status(ask.page or "")}
-
-    def save(self, ask: Ask) -> dict:
-        """This page's trained weights and card, as two downloads (bounded like every export)."""
-        import tempfile
-
-        from serve import exports
-
-        with tempfile.TemporaryDirectory() as folder:
-            weights, card = self.trainings.save(ask.page or "", Path(folder))
-            paths = [exports.EXPORTS.write(f.name, f.read_bytes()) for f in (weights, card)]
-        return {"train_weights": gr.update(value=paths, visible=True)}
-
-
 class Views:
     """The view handlers (run, tab, selection, pick, language, deep link) over one engine, the
     pages' sessions and the page's defaults. ``trainings``: whose page a model trained on the
     page is (a run names it). app.py builds it and its peers (``Training``, the corpus's
-    ``Corpus``, the deck's handler), and hands each what it needs."""
+    ``Corpus``, the deck's ``Deck``), and hands each what it needs."""
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from analysis.layer_steps import step_count
 from lang import tr
+from shelf import LIVE_PREFIX
 
 STACKS = ("encoder", "decoder", "cross")
 BERTVIZ_VIEWS = ("head", "model")
@@ -257,7 +258,7 @@ def link_inputs(params: dict[str, str], models, tabs, invalid: list[str]) -> dic
     if "model" in params:
         if params["model"] in models:
             values["model"] = params["model"]
-        elif params["model"].startswith("page:"):  # serve.training.LIVE_PREFIX
+        elif params["model"].startswith(LIVE_PREFIX):
             invalid.append(
                 tr("model= names a model trained on another page; its weights stay that page's")
             )

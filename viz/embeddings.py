@@ -79,7 +79,7 @@ def _colorbar(r: float, y: float, length: float) -> dict:
 
 
 def _every(stride: int) -> str:
-    """ "every 3rd position shown" ("每 3 个位置显示一个")."""
+    """ "every 3rd position shown" (in Chinese the ordinal is a plain number: lang.ordinal)."""
     return tr("every {nth} position shown", nth=ordinal(stride))
 
 

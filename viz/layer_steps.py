@@ -18,8 +18,8 @@ objects, a fraction of a millisecond), so the page can be sent every step of a l
 token at once (``switch_data``) and switch steps in the browser (ui/js/layer_switch.js); the
 server's own figure of a step is the same dict (``step_figure``).
 
-Words are in the page's language (lang.LOCALE): English or 简体中文, kept here beside each other
-(the page may move them into ui/zh_CN_server.json when it shows these figures).
+Words are in the page's language (lang.tr): the English is written here, the Chinese is in
+ui/zh_CN_server.json with every other word the server writes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.colors import get_colorscale
 
-from lang import LOCALE
+from lang import tr
 from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, FONT, compact, safe, token_labels
 
 FOLD_AT = 384  # a vector this wide or wider is folded into a rectangle
@@ -41,56 +41,11 @@ TOP_NEURONS = 20  # bars of the FFN step
 HIGHLIGHT = "#dc2626"  # the outline of the token's row
 WINDOW = 64  # rows of a [T, …] heatmap: a longer text shows this many around the token
 SCORE_STEPS = ("scores", "masked scores", "attention weights")
-NAMES_ZH = {
-    "input": "输入",
-    "LayerNorm before self-attention": "自注意力前的 LayerNorm",
-    "self-attention output": "自注意力输出",
-    "self-attention residual": "自注意力残差",
-    "LayerNorm after self-attention": "自注意力后的 LayerNorm",
-    "LayerNorm before attention": "注意力前的 LayerNorm",
-    "RMSNorm before attention": "注意力前的 RMSNorm",
-    "Q": "Q",
-    "K": "K",
-    "V": "V",
-    "Q heads": "Q 分头",
-    "K heads": "K 分头",
-    "V heads": "V 分头",
-    "RoPE on Q": "对 Q 做 RoPE",
-    "RoPE on K": "对 K 做 RoPE",
-    "K heads repeated": "K 头复制（GQA）",
-    "V heads repeated": "V 头复制（GQA）",
-    "scores": "注意力分数",
-    "masked scores": "掩码后的分数",
-    "attention weights": "注意力权重",
-    "context": "各头的加权和",
-    "concat": "拼接各头",
-    "attention output": "注意力输出",
-    "attention residual": "注意力残差",
-    "LayerNorm after attention": "注意力后的 LayerNorm",
-    "LayerNorm before cross-attention": "交叉注意力前的 LayerNorm",
-    "cross-attention output": "交叉注意力输出",
-    "cross-attention residual": "交叉注意力残差",
-    "LayerNorm after cross-attention": "交叉注意力后的 LayerNorm",
-    "LayerNorm before FFN": "前馈网络前的 LayerNorm",
-    "RMSNorm before FFN": "前馈网络前的 RMSNorm",
-    "FFN gate": "前馈网络的门",
-    "FFN up": "前馈网络的上投影",
-    "FFN hidden": "前馈网络隐藏层",
-    "FFN output": "前馈网络输出",
-    "FFN residual": "前馈网络残差",
-    "LayerNorm after FFN": "前馈网络后的 LayerNorm",
-    "output": "输出",
-}
-
-
-def say(en: str, zh: str) -> str:
-    """The page's language: zh in 简体中文, else en."""
-    return zh if LOCALE.get() == "zh-CN" else en
 
 
 def step_name(name: str) -> str:
     """A step's name in the page's language."""
-    return say(name, NAMES_ZH.get(name, name))
+    return tr(name)
 
 
 def fold_shape(d: int) -> tuple[int, int]:
@@ -167,8 +122,9 @@ def _scale(step) -> dict:
     return {"colorscale": SCALES[DIVERGING_SCALE], "zmid": 0.0}
 
 
-def _heatmap(z, x, y, x_title: str, y_title: str, value_name: str, **colours) -> dict:
-    """viz.common.heatmap's trace as a dict: hover "<y_title> <y><br><x_title> <x><br>value"."""
+def _heatmap(z, x, y, x_title: str, y_title: str, value: str, **colours) -> dict:
+    """viz.common.heatmap's trace as a dict: hover "<y_title> <y><br><x_title> <x><br><value>",
+    ``value`` the cell's name and its number (``%{z:.3f}``)."""
     return {
         "type": "heatmap",
         "z": np.asarray(z, dtype=np.float32),
@@ -176,8 +132,7 @@ def _heatmap(z, x, y, x_title: str, y_title: str, value_name: str, **colours) ->
         "y": y,
         "showscale": True,
         "hovertemplate": (
-            f"{safe(y_title)} %{{y}}<br>{safe(x_title)} %{{x}}<br>"
-            f"{safe(value_name)} %{{z:.3f}}<extra></extra>"
+            f"{safe(y_title)} %{{y}}<br>{safe(x_title)} %{{x}}<br>{safe(value)}<extra></extra>"
         ),
         **colours,
     }
@@ -216,14 +171,11 @@ def _spec(trace: dict, title: str, height: int, x: dict, y: dict, shapes=()) -> 
     return {"data": [trace], "layout": layout}
 
 
-def _shown(n: int, start: int, stop: int) -> tuple[str, str]:
+def _shown(n: int, start: int, stop: int) -> str:
     """What a windowed heatmap says it shows: "" when all rows are."""
     if stop - start == n:
-        return "", ""
-    return (
-        f", rows {start}–{stop - 1} of {n}",
-        f"，显示第 {start}–{stop - 1} 行（共 {n} 行）",
-    )
+        return ""
+    return tr(", rows {start}–{last} of {n}", start=start, last=stop - 1, n=n)
 
 
 def _rows_spec(step, values, labels, token, title, dim_name) -> dict:
@@ -231,22 +183,21 @@ def _rows_spec(step, values, labels, token, title, dim_name) -> dict:
     row outlined."""
     n, d = values.shape
     start, stop = window(n, token)
-    en, zh = _shown(n, start, stop)
     shown = stop - start
     trace = _heatmap(
         values[start:stop],
         list(range(d)),
         labels[start:stop],
         dim_name,
-        say("token", "词元"),
-        say("value", "数值"),
+        tr("token"),
+        tr("value {z}", z="%{z:.3f}"),
         **_scale(step),
     )
     row = token - start
     shapes = [_outline(row, d)] if 0 <= token < n else []
     x = {"title": {"text": dim_name}}
-    y = {"type": "category", "autorange": "reversed", "title": {"text": say("token", "词元")}}
-    return _spec(trace, title + say(en, zh), min(120 + 18 * shown, 520), x, y, shapes)
+    y = {"type": "category", "autorange": "reversed", "title": {"text": tr("token")}}
+    return _spec(trace, title + _shown(n, start, stop), min(120 + 18 * shown, 520), x, y, shapes)
 
 
 def _vector_spec(step, tokens: list[str], token: int) -> dict:
@@ -254,22 +205,24 @@ def _vector_spec(step, tokens: list[str], token: int) -> dict:
     labels = token_labels(tokens)
     d = values.shape[1]
     if d < FOLD_AT:
-        what = say(f"[T, {d}], its row outlined", f"[T, {d}]，框出该词元的行")
+        what = tr("[T, {d}], its row outlined", d=d)
         title = _title(step, labels[token], what)
         dim_name = step.shape.strip("[]").split(", ")[-1]  # d_model or d_ff
         return _rows_spec(step, values, labels, token, title, dim_name)
     folded, index = fold(values[token])
     rows, width = folded.shape
-    what = say(
-        f"its {d} dimensions folded into {rows} × {width} (dimension = row · {width} + column)",
-        f"{d} 维向量折叠成 {rows} × {width}（维度 = 行 · {width} + 列）",
+    what = tr(
+        "its {d} dimensions folded into {rows} × {width} (dimension = row · {width} + column)",
+        d=d,
+        rows=rows,
+        width=width,
     )
     trace = {
         "type": "heatmap",
         "z": folded,
         "customdata": index.astype(np.int32),
         "showscale": True,
-        "hovertemplate": say("dim", "维度") + " %{customdata}: %{z:.3f}<extra></extra>",
+        "hovertemplate": tr("dim") + " %{customdata}: %{z:.3f}<extra></extra>",
         **_scale(step),
     }
     bare = {"showticklabels": False, "showgrid": False, "zeroline": False}
@@ -285,13 +238,15 @@ def _head_spec(step, tokens: list[str], token: int, head: int = 0, group: int = 
     if not 0 <= head < n:
         raise ValueError(f"head {head} is out of range: this step has {n} heads.")
     labels = token_labels(tokens)
-    what = say(f"head {head}, [{len(tokens)}, d_k]", f"第 {head} 个头，[{len(tokens)}, d_k]")
+    what = tr("head {head}, [{n}, d_k]", head=head, n=len(tokens))
     if shared:
         kv, first = head // group, head // group * group
         span = f"{first}–{first + group - 1}"
-        what = say(
-            f"key/value head {kv}, shared by query heads {span}, [{len(tokens)}, d_k]",
-            f"第 {kv} 个键/值头，由查询头 {span} 共用，[{len(tokens)}, d_k]",
+        what = tr(
+            "key/value head {kv}, shared by query heads {span}, [{n}, d_k]",
+            kv=kv,
+            span=span,
+            n=len(tokens),
         )
         head = kv
     label = labels[token] if 0 <= token < len(labels) else ""
@@ -304,16 +259,16 @@ def _scores_spec(step, tokens: list[str], token: int, key_tokens=None) -> dict:
     values = np.where(hidden, np.nan, values).astype(np.float32)
     keys = token_labels(key_tokens if key_tokens is not None else tokens)
     n_heads = values.shape[0]
-    what = say(f"its row in each of {n_heads} heads", f"它在 {n_heads} 个头中的那一行")
+    what = tr("its row in each of {n} heads", n=n_heads)
     if hidden.any():
-        what += say(", hidden (-inf) left blank", "，被屏蔽的（-inf）留白")
+        what += tr(", hidden (-inf) left blank")
     trace = _heatmap(
         values,
         keys,
-        [say(f"head {h}", f"头 {h}") for h in range(n_heads)],
-        say("key", "键"),
-        say("head", "头"),
-        step_name(step.name),
+        [tr("head {h}", h=h) for h in range(n_heads)],
+        tr("key"),
+        tr("head"),
+        f"{step_name(step.name)} %{{z:.3f}}",
         **_scale(step),
     )
     x = {"type": "category", "tickangle": -60}
@@ -325,19 +280,16 @@ def _scores_spec(step, tokens: list[str], token: int, key_tokens=None) -> dict:
 def _neurons_spec(step, tokens: list[str], token: int, k: int = TOP_NEURONS) -> dict:
     hidden = _values(step)[token]  # (d_ff,)
     index, values = top_neurons(hidden, k)
-    what = say(
-        f"its {len(index)} most active of {hidden.shape[0]} neurons",
-        f"{hidden.shape[0]} 个神经元中最活跃的 {len(index)} 个",
-    )
+    what = tr("its {k} most active of {n} neurons", k=len(index), n=hidden.shape[0])
     trace = {
         "type": "bar",
         "x": [f"#{i}" for i in index],
         "y": values.astype(np.float32),
         "marker": {"color": "#2563eb"},
-        "hovertemplate": say("neuron", "神经元") + " %{x}: %{y:.3f}<extra></extra>",
+        "hovertemplate": tr("neuron") + " %{x}: %{y:.3f}<extra></extra>",
     }
-    x = {"type": "category", "title": {"text": say("neuron", "神经元")}}
-    y = {"title": {"text": say("activation", "激活值")}}
+    x = {"type": "category", "title": {"text": tr("neuron")}}
+    y = {"title": {"text": tr("activation")}}
     return _spec(trace, _title(step, token_labels(tokens)[token], what), 300, x, y)
 
 

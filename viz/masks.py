@@ -1,5 +1,5 @@
-"""Mask views (seed 003 §掩码机制): padding (variants a and b), causal, cross, and what a mask does
-to one head's scores on their way through softmax.
+"""Mask views (seed 003's section on masks): padding (variants a and b), causal, cross, and what
+a mask does to one head's scores on their way through softmax.
 
 Masks are bool, True = may attend (model/masks.py); drawn as allowed = blue, hidden = grey.
 """

@@ -193,7 +193,7 @@ STACK_PARTS = (
 
 def component_name(name: str) -> str:
     """A parameter group of ``Transformer.param_counts`` in the request's language: "encoder
-    FFN" → "编码器 FFN"."""
+    FFN" through the pattern "{stack} FFN" and the stack's own name."""
     for pattern in STACK_PARTS:
         for stack in ("encoder", "decoder"):
             if name == pattern.format(stack=stack):

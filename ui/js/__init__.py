@@ -21,6 +21,11 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
 - ``lesson.js``: the Output tab's step table opens at the lesson's step (the row marked ▶).
 
+The words these files write go through ``ta.t('English')`` (core.js): the English is the key
+of the one table of words the server also reads (``ui/zh_CN_server.json``, ``lang.ZH``), and
+``WORDS`` holds the entries of every ``ta.t`` literal in the files, written before them as
+``ta.WORDS``.
+
 ``deck_player.js`` is not loaded into the page: ui/deck.py writes it (with ``slides.js`` and
 Plotly) into the deck's offline file, where it steps through the slides.
 """
@@ -28,8 +33,10 @@ Plotly) into the deck's offline file, where it steps through the slides.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from lang import ZH
 from serve.static import plotly_chunk
 
 FILES = (
@@ -53,6 +60,19 @@ def source(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
 
 
-CHUNK = f"(window.ta = window.ta || {{}}).plotlyChunk = {json.dumps(plotly_chunk())};"
+# ta.t('English words'): one quoted literal, no escapes (the literal is the table's key).
+WORD = re.compile(r"\bta\.t\('([^'\\]*)'\)")
+
+
+def page_words() -> list[str]:
+    """The English of every ta.t('…') in the page's files, in order, once each."""
+    return list(dict.fromkeys(w for name in FILES for w in WORD.findall(source(name))))
+
+
+WORDS = {"zh-CN": {word: ZH[word] for word in page_words() if word in ZH}}
+CHUNK = (
+    f"(window.ta = window.ta || {{}}).plotlyChunk = {json.dumps(plotly_chunk())};\n"
+    f"window.ta.WORDS = {json.dumps(WORDS, ensure_ascii=False)};"
+)
 HEAD = "\n".join(f"<script>\n{text}</script>" for text in [CHUNK, *map(source, FILES)])
-assert "</script" not in "".join(source(name) for name in FILES), "a file would end its tag"
+assert "</script" not in CHUNK + "".join(map(source, FILES)), "a file would end its tag"

@@ -51,6 +51,10 @@
   /* The language the page speaks: wanted, else the browser's own as Gradio chose it. */
   ta.lang = () => ta.wantedLang()
     || ((document.documentElement.lang || 'en').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en');
+  /* A word these scripts write, in the page's language: the English is its key in the one table
+     of words the server reads too (ui/zh_CN_server.json); ui/js/__init__.py sends the entries
+     these files name (each call's English, written as one quoted literal) as ta.WORDS. */
+  ta.t = (english) => (ta.WORDS?.[ta.lang()] || {})[english] || english;
 
   /* ---- the visible tab ------------------------------------------------------------------- */
   ta.tab = 'tokens';
@@ -83,7 +87,6 @@
   /* ---- the view in the address bar ------------------------------------------------------- */
   /* Read by the page alone (presentation, its figure, a deck and its slide; the language). */
   const BROWSER_ONLY = (ta.BROWSER_ONLY = ['lang', 'present', 'fig', 'deck', 'slide']);
-  const OPENING = {en: '⏳ Opening the linked view…', 'zh-CN': '⏳ 正在打开链接中的视图…'};
   /* As the page opens: presentation mode, the tab a link names, and — when the address holds
      a view — its text at once and the server asked to open the rest (#deeplink-go). */
   ta.openLink = (tabs, corpora = []) => {
@@ -101,7 +104,7 @@
     }
     ta.opening = true;  /* the address holds the view until the server has opened it */
     setTimeout(() => document.querySelector('#deeplink-go')?.click(), 0);
-    return [q.get('text') ?? undefined, OPENING[ta.lang()] || OPENING.en];
+    return [q.get('text') ?? undefined, ta.t('⏳ Opening the linked view…')];
   };
   /* Gradio fetches and runs its Plotly chunk (4.6 MB of JavaScript) only when a figure first
      arrives: a new student's first figure waited ~0.75 s more for it. The page's HTML names it
@@ -121,9 +124,19 @@
   /* Presentation mode stays in the address; the language is the link's own (a Chinese page's
      link names it; an English one needs none: the choice is also remembered on the browser). */
   const KEEP = ['present', 'fig', 'deck', 'slide'];
+  /* The status line's "Link to this view", which the server writes with every answer. */
+  ta.viewLink = () => document.querySelector('#status a[href^="?"]');
+  /* A switch drawn in the browser names its view in that link: {layer, head} or {step}. */
+  ta.setViewLink = (params) => {
+    const link = ta.viewLink();
+    if (!link) return;
+    const q = new URLSearchParams(link.getAttribute('href').slice(1));
+    for (const [key, value] of Object.entries(params)) q.set(key, value);
+    link.setAttribute('href', '?' + q.toString());  /* the address follows (ta.watchLink) */
+  };
   const same = (a, b, keys) => keys.every((k) => (a.get(k) || '') === (b.get(k) || ''));
   ta.followLink = () => {
-    const link = document.querySelector('#status a[href^="?"]');
+    const link = ta.viewLink();
     if (!link || ta.opening || link.getAttribute('href') === ta._seen) return;
     ta._seen = link.getAttribute('href');
     const next = new URLSearchParams(link.getAttribute('href').slice(1));
@@ -148,7 +161,7 @@
     const status = document.querySelector('#status');
     if (!status) { setTimeout(ta.watchLink, 100); return; }
     ta._watching = true;
-    ta._seen = status.querySelector('a[href^="?"]')?.getAttribute('href');  /* the first view */
+    ta._seen = ta.viewLink()?.getAttribute('href');  /* the first view */
     /* After the frame, and once for a burst of changes: a head switch's frame stays its own. */
     let pending = 0;
     const later = () => {

@@ -9,19 +9,6 @@
 (() => {
   const ta = (window.ta = window.ta || {});
   const MAX = 40, STORE = 'ta-deck';
-  const WORDS = {
-    en: {deck: 'Lecture deck', add: 'Add this view', present: 'Present the deck',
-      copy: 'Copy link', copied: 'Link copied', download: 'Download (offline HTML)',
-      empty: 'No views yet: open a view, then "Add this view".', up: 'Move up',
-      down: 'Move down', remove: 'Remove', close: 'Close', full: 'The deck holds 40 views.',
-      making: 'Making the file…', link: 'The deck\u2019s link'},
-    'zh-CN': {deck: '讲课幻灯片', add: '添加当前视图', present: '放映幻灯片', copy: '复制链接',
-      copied: '链接已复制', download: '下载（离线 HTML）',
-      empty: '还没有视图：打开一个视图，再点“添加当前视图”。', up: '上移', down: '下移',
-      remove: '删除', close: '关闭', full: '幻灯片最多 40 个视图。', making: '正在生成文件…',
-      link: '幻灯片链接'},
-  };
-  const say = (k) => (WORDS[ta.lang ? ta.lang() : 'en'] || WORDS.en)[k];
 
   /* ---- the deck and its link ---------------------------------------------------------------- */
   const encode = (slides) => {
@@ -119,15 +106,15 @@
     const count = document.getElementById('ta-deck-open');
     if (count) {
       count.innerHTML = '▤ <span class="ta-deck-word"></span> (<span class="n"></span>)';
-      count.querySelector('.ta-deck-word').textContent = say('deck');
+      count.querySelector('.ta-deck-word').textContent = ta.t('Lecture deck');
       count.querySelector('.n').textContent = D.slides.length;
-      count.title = say('deck');
+      count.title = ta.t('Lecture deck');
     }
     if (!el || el.hidden) return;
     el.innerHTML = '';
     const h = document.createElement('strong');
-    h.textContent = say('deck');
-    const close = button('✕', say('close'), () => { el.hidden = true; });
+    h.textContent = ta.t('Lecture deck');
+    const close = button('✕', ta.t('Close'), () => { el.hidden = true; });
     close.className = 'ta-deck-close';
     el.append(h, close);
     const list = document.createElement('ol');
@@ -136,27 +123,30 @@
       const text = document.createElement('span');
       text.textContent = label(slide);
       li.append(text,
-        button('↑', say('up'), () => move(i, -1), i === 0),
-        button('↓', say('down'), () => move(i, 1), i === D.slides.length - 1),
-        button('✕', say('remove'), () => { D.slides.splice(i, 1); save(); }));
+        button('↑', ta.t('Move up'), () => move(i, -1), i === 0),
+        button('↓', ta.t('Move down'), () => move(i, 1), i === D.slides.length - 1),
+        button('✕', ta.t('Remove'), () => { D.slides.splice(i, 1); save(); }));
       list.append(li);
     });
     if (!D.slides.length) {
       const p = document.createElement('p');
-      p.textContent = say('empty');
+      p.textContent = ta.t('No views yet: open a view, then "Add this view".');
       el.append(p);
     }
     el.append(list);
     const actions = document.createElement('div');
     actions.className = 'ta-deck-actions';
-    actions.append(button(say('add'), say('add'), add, D.slides.length >= MAX),
-      button(say('present'), say('present'), () => { location.href = address(D.slides, 0); },
+    const [adding, presenting, copying, downloading] = [ta.t('Add this view'),
+      ta.t('Present the deck'), ta.t('Copy link'), ta.t('Download (offline HTML)')];
+    actions.append(button(adding, adding, add, D.slides.length >= MAX),  /* text and title */
+      button(presenting, presenting, () => { location.href = address(D.slides, 0); },
         !D.slides.length),
-      button(say('copy'), say('copy'), copy, !D.slides.length),
-      button(say('download'), say('download'), download, !D.slides.length));
+      button(copying, copying, copy, !D.slides.length),
+      button(downloading, downloading, download, !D.slides.length));
     el.append(actions);
     const link = document.createElement('input');
-    link.readOnly = true; link.value = ta.deckLink(); link.setAttribute('aria-label', say('link'));
+    link.readOnly = true; link.value = ta.deckLink();
+    link.setAttribute('aria-label', ta.t('The deck’s link'));
     link.className = 'ta-deck-link';
     el.append(link);
     const note = document.createElement('p');
@@ -181,8 +171,8 @@
   /* The view on screen: the status line's link (which the head switch keeps current) and the
      figure presented (or the tab's first). */
   const add = () => {
-    if (D.slides.length >= MAX) { D.note = say('full'); render(); return; }
-    const href = document.querySelector('#status a[href^="?"]')?.getAttribute('href');
+    if (D.slides.length >= MAX) { D.note = ta.t('The deck holds 40 views.'); render(); return; }
+    const href = ta.viewLink()?.getAttribute('href');
     if (!href) return;
     const q = new URLSearchParams(href.slice(1));
     q.delete('lang');
@@ -192,7 +182,7 @@
     save();
   };
   const copy = async () => {
-    try { await navigator.clipboard.writeText(ta.deckLink()); D.note = say('copied'); } catch (e) {
+    try { await navigator.clipboard.writeText(ta.deckLink()); D.note = ta.t('Link copied'); } catch (e) {
       const input = panel()?.querySelector('.ta-deck-link');
       if (input) { input.select(); }
     }
@@ -201,7 +191,7 @@
   /* The server makes the file (#deck-export; the deck goes as its first input, ta.deckArgs);
      the file arrives in #deck-file, whose link is then followed. */
   const download = () => {
-    D.note = say('making'); render();
+    D.note = ta.t('Making the file…'); render();
     D.waiting = true;
     D.before = document.querySelector('#deck-file a[href]')?.getAttribute('href') || '';
     document.querySelector('#deck-export')?.click();

@@ -3,7 +3,6 @@
    Gradio has drawn a figure: no polling. */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
 
   /* ---- long titles on a narrow screen ---------------------------------------------------------
      Plotly never wraps a title, and the part beyond the figure's width is cut. After each draw,
@@ -135,8 +134,6 @@
      Three panels side by side need ~640 px: on a phone they scroll sideways inside their own box
      (assets/app.css), which hid their right side and colour bar with no sign. A line above such a
      box says so while the box is wider than the screen and not scrolled to its end. */
-  const HINT = {en: '⇆ Wider than the screen: swipe the figure sideways to see all of it.',
-                'zh-CN': '⇆ 图比屏幕宽：左右滑动图，查看全部。'};
   const SCROLLS = '#compare-plot, #score-steps-plot, #padding-mask-plot, #embedding-plot';
   const hinted = (box) => {
     let hint = box.previousElementSibling;
@@ -146,7 +143,7 @@
       box.before(hint);
       box.addEventListener('scroll', () => hinted(box), {passive: true});
     }
-    hint.textContent = HINT[ta.lang ? ta.lang() : 'en'] || HINT.en;
+    hint.textContent = ta.t('⇆ Wider than the screen: swipe the figure sideways to see all of it.');
     hint.hidden = box.scrollWidth <= box.clientWidth + 4
       || box.scrollLeft + box.clientWidth >= box.scrollWidth - 4;
   };

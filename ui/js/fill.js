@@ -23,7 +23,7 @@
    (ta.onDraw: titles wrap, tiles become clickable, the head switch re-applies the sliders). */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
+  ta.drawHooks = ta.drawHooks || [];  /* the scripts loaded after this one push their hooks */
   ta.onDraw = (gd) => { for (const hook of ta.drawHooks) { try { hook(gd); } catch (e) {} } };
   /* After Plotly.react's promise: the figure is on screen. */
   const drawn = (gd, result) => {

@@ -3,7 +3,6 @@
    change is drawn here from the run's data, with no request, whenever the browser can. */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
 
   /* ---- the head switch (the browser side; the server side is ui/tabs/attention.py) -----------
      Draws another head into the head view from the run's data (decoded once by ta.fill): no
@@ -33,12 +32,7 @@
         const save = gd._context && gd._context.toImageButtonOptions;  /* the download's name */
         if (save && save.filename) save.filename = save.filename.replace(/_L\d+H\d+$/, `_L${L}H${H}`);
       }
-      const link = document.querySelector('#status a[href^="?"]');
-      if (link) {
-        const q = new URLSearchParams(link.getAttribute('href').slice(1));
-        q.set('layer', L); q.set('head', H);
-        link.setAttribute('href', '?' + q.toString());
-      }
+      ta.setViewLink({layer: L, head: H});
       return true;
     } catch (e) { return false; }
   };

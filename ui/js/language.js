@@ -1,4 +1,4 @@
-/* Transformer Anatomy's page code: the page's language, English or 简体中文, through
+/* Transformer Anatomy's page code: the page's language, English or Simplified Chinese, through
    Gradio's own i18n dictionaries (ui/zh_CN.json, gr.I18n). */
 (() => {
   const ta = (window.ta = window.ta || {});

@@ -7,7 +7,6 @@
    address bar) follows. */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
   ta.switches = ta.switches || {};
   let lastSrc = null, lastData = null;
   const parsed = (src) => {
@@ -47,12 +46,7 @@
         gd.taWrapped = null;
         await window.Plotly.react(gd, fig.data, layout);
       }
-      const link = document.querySelector('#status a[href^="?"]');
-      if (link) {
-        const q = new URLSearchParams(link.getAttribute('href').slice(1));
-        q.set('step', i);
-        link.setAttribute('href', '?' + q.toString());  /* the address follows (core.js) */
-      }
+      ta.setViewLink({step: i});
       return true;
     } catch (e) { return false; }
   };

