@@ -102,6 +102,50 @@ def test_presentation_fills_the_screen_and_the_arrow_keys_switch_heads(
     context.close()
 
 
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_present_alone_opens_on_the_head_view_and_the_bar_names_what_the_keys_change(
+    app_url, browser, lang
+):
+    context, page = open_page(browser, "1280x720")
+    page.goto(f"{app_url}?present=1&lang={lang}")
+    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_function(f"() => {SHOWN} === 'head-plot'", timeout=30_000)
+    assert "tab=attention" in page.url and "present=1" in page.url
+    bar = page.inner_text("#ta-bar")
+    assert KEYS[lang] in bar
+    words = {"en": ("layer 0", "head 0"), "zh-CN": ("层 0", "头 0")}[lang]
+    assert all(w in bar for w in words), bar  # what the arrow keys change, on screen
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => {HEAD_GD}.layout.meta.head.join() === '0,1'")
+    page.wait_for_function("() => document.querySelector('#ta-bar').innerText.includes('1')")
+    assert words[1].replace("0", "1") in page.inner_text("#ta-bar")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '1'")
+    # Redrawn for the room, the figure keeps the server's toolbar: no Plotly camera saving
+    # "newplot.png", and the download named after the view.
+    config = page.evaluate(f"() => {HEAD_GD}._context.toImageButtonOptions")
+    assert config["filename"].startswith("head_"), config
+    cameras = page.locator("#head-plot .modebar-btn[data-val='toImage'], "
+                           "#head-plot .modebar-btn[data-title*='PNG' i]")  # fmt: skip
+    assert cameras.count() == 0
+    context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_a_long_sentence_presented_at_720p_keeps_two_thirds_of_the_height(app_url, browser, lang):
+    """Upright key labels (a long sentence's) take height from the plot area."""
+    text = quote("The animal didn't cross the street because it was too tired")
+    context, page = open_page(browser, "1280x720")
+    page.goto(f"{app_url}?tab=attention&present=1&lang={lang}&text={text}")
+    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_function(f"() => {SHOWN} === 'head-plot'", timeout=30_000)
+    page.wait_for_timeout(500)
+    box = shown(page)
+    assert box["plot"] >= 0.65 * 720, box
+    assert box["plotBottom"] <= 720 - 48, box  # above the bar
+    shot(page, f"presentation_long_1280x720_{lang}", full_page=False)
+    context.close()
+
+
 @pytest.mark.parametrize(
     ("query", "block"),
     [
@@ -150,6 +194,8 @@ def test_a_deck_steps_with_page_down_survives_reload_and_its_file_opens_offline(
     add.click()  # slide 3: the masks
     items = page.locator("#ta-deck li")
     assert items.count() == 3
+    assert "L0 H5" in items.nth(1).inner_text()  # the head view names its head
+    assert not re.search(r"\bL\d+ H\d+", items.nth(2).inner_text())  # masks have no head
     items.nth(2).locator("button").nth(0).click()  # the masks move up to slide 2
     assert "L0 H5" in items.nth(2).inner_text()
     items.nth(0).locator("button").nth(2).click()  # slide 1 removed
@@ -287,4 +333,42 @@ def test_a_phone_and_a_tablet_show_every_tab_and_nothing_overlaps(app_url, brows
     if folded.count():  # a tab from the folded row opens like any other
         folded.last.click()
         page.wait_for_function("() => window.ta.tab !== 'output'", timeout=15_000)
+    context.close()
+
+
+# Everything under the deck's button: at its centre and corners, each element the point meets
+# is the button, its row, or a container of the row (no control, label or figure beneath it).
+UNDER_DECK_JS = """() => {
+  const button = document.getElementById('ta-deck-open');
+  const row = document.getElementById('ta-deck-row');
+  const r = button.getBoundingClientRect();
+  if (!r.width || r.bottom < 0 || r.top > innerHeight) return [];  /* scrolled out of view */
+  const points = [[r.left + r.width / 2, r.top + r.height / 2], [r.left + 1, r.top + 1],
+    [r.right - 1, r.top + 1], [r.left + 1, r.bottom - 1], [r.right - 1, r.bottom - 1]];
+  const under = [];
+  for (const [x, y] of points) {
+    for (const el of document.elementsFromPoint(x, y)) {
+      if (row.contains(el) || el.contains(row)) continue;
+      under.push(el.id || el.className?.baseVal || el.className || el.tagName);
+    }
+  }
+  return under;
+}"""
+
+
+@pytest.mark.parametrize("size", ["390x844", "1280x720", "1920x1080"])
+def test_the_deck_button_covers_nothing_also_while_scrolled(app_url, browser, size):
+    context, page = open_page(browser, size, has_touch=size == "390x844")
+    for tab in ("attention", "layer", "masks", "train"):
+        page.goto(f"{app_url}?tab={tab}")
+        page.wait_for_function(READY, timeout=30_000)
+        if tab != "train":
+            wait_tab(page, tab)
+        page.wait_for_selector("#ta-deck-open")
+        height = page.evaluate("() => document.documentElement.scrollHeight")
+        for y in range(0, height, max(200, height // 8)):
+            page.evaluate(f"() => window.scrollTo(0, {y})")
+            page.wait_for_timeout(50)
+            assert page.evaluate(UNDER_DECK_JS) == [], (tab, y)
+    shot(page, f"deck_button_{size}", full_page=False)
     context.close()

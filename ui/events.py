@@ -38,7 +38,7 @@ from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
 from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
 from ui.status import status_markdown
-from ui.tabs import TAB_IDS, TABS
+from ui.tabs import FIGURE_FIELDS, TAB_IDS, TABS
 from ui.training_handlers import Training
 
 LOG = logging.getLogger(__name__)
@@ -177,7 +177,8 @@ def wire(page: Page, handlers: Handlers, turns: Pages) -> None:
     # one, and one that finishes after the user's own Run changes nothing).
     p.demo.load(
         fn=None,
-        js=f"() => ta.openLink({json.dumps(TAB_IDS)}, {json.dumps(CORPORA)})",
+        js=f"() => ta.openLink({json.dumps(TAB_IDS)}, {json.dumps(CORPORA)}, "
+        f"{json.dumps(FIGURE_FIELDS)})",
         outputs=[p["text"], p["status"]],
     )
     deep = w.on(

@@ -129,7 +129,7 @@ def lens_heatmap(
             texttemplate="%{text}" if n_pos <= MAX_CELL_TEXT else None,
             customdata=np.array(hovers, dtype=object),
             hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>",
-            colorbar={"thickness": 10, "title": {"text": tr("top p")}},
+            colorbar={"thickness": 10, "title": {"text": tr("top p"), "side": "right"}},
         )
     )
     fig.update_xaxes(

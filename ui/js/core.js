@@ -89,9 +89,18 @@
   const BROWSER_ONLY = (ta.BROWSER_ONLY = ['lang', 'present', 'fig', 'deck', 'slide']);
   /* As the page opens: presentation mode, the tab a link names, and — when the address holds
      a view — its text at once and the server asked to open the rest (#deeplink-go). */
-  ta.openLink = (tabs, corpora = []) => {
-    const q = new URLSearchParams(location.search);
+  ta.openLink = (tabs, corpora = [], figureFields = {}) => {
     ta.tabs = tabs || ta.tabs || ['tokens'];
+    ta.figureFields = figureFields;  /* tab -> figure -> the layer / head it reads (deck.js) */
+    /* Presentation opens on a figure: the Attention tab's head view unless the link names a
+       tab (or a corpus, measured on Heads). Written into the address, it opens as a link does. */
+    const asked = new URLSearchParams(location.search);
+    if (asked.get('present') === '1' && !asked.has('tab') && !asked.has('corpus')
+        && ta.tabs.includes('attention')) {
+      asked.set('tab', 'attention');
+      history.replaceState(null, '', location.pathname + '?' + asked + location.hash);
+    }
+    const q = new URLSearchParams(location.search);
     /* the tab a link names, else Heads for a shipped corpus (ui.state.link_inputs agrees) */
     const corpus = corpora.includes(q.get('corpus')) && ta.tabs.includes('heads');
     ta.tab = ta.tabs.includes(q.get('tab')) ? q.get('tab') : corpus ? 'heads' : 'tokens';

@@ -96,7 +96,11 @@
     const button = document.querySelector(`#tabs [role=tab][id$="-${tab}-button"]`)
       ?? [...document.querySelectorAll('#tabs [role=tab]')].find((b) => b.id.includes(tab));
     const name = button?.textContent?.trim() || tab;
-    const where = q.has('layer') ? ` · L${q.get('layer')} H${q.get('head') ?? 0}` : '';
+    /* A layer and head only where the slide's figure shows one (the masks have neither). */
+    const figs = (ta.figureFields || {})[tab] || {};
+    const reads = figs[slide.fig || Object.keys(figs)[0]] || [];
+    const where = (reads.includes('layer') ? ` · L${q.get('layer') ?? 0}` : '')
+      + (reads.includes('head') ? ` H${q.get('head') ?? 0}` : '');
     const text = (q.get('text') || '').slice(0, 40);
     return `${name}${slide.fig ? ' (' + slide.fig + ')' : ''}${where} · ${q.get('model') || ''} · “${text}”`;
   };
@@ -214,22 +218,23 @@
     render();
   };
 
+  /* The deck's button sits in the page, just above the tab strip at its right end: a floating
+     one covered whatever scrolled under it (a figure's corner on a phone, a slider's maximum).
+     Its panel is a dialog the user opened, fixed at the bottom right until closed. */
   const mount = () => {
     if (document.getElementById('ta-deck-open')) return;
-    if (!document.body) { setTimeout(mount, 50); return; }
+    const tabs = document.getElementById('tabs');
+    if (!document.body || !tabs || !tabs.parentElement) { setTimeout(mount, 50); return; }
+    const row = document.createElement('div');
+    row.id = 'ta-deck-row';
     const open = document.createElement('button');
     open.id = 'ta-deck-open'; open.type = 'button';
     open.addEventListener('click', () => { const el = panel(); el.hidden = !el.hidden; render(); });
+    row.append(open);
     const el = document.createElement('div');
     el.id = 'ta-deck'; el.hidden = true; el.setAttribute('role', 'dialog');
-    /* On a phone the button is the icon and the count, so it covers less of what scrolls
-       under it. Here, not in assets/app.css: Gradio scopes that file's media queries to its own
-       container, and the button sits outside it. */
-    const phone = document.createElement('style');
-    phone.textContent = '@media (max-width: 640px) { #ta-deck-open .ta-deck-word { display: none; } '
-      + '#ta-deck-open { padding: 4px 10px; opacity: 0.85; } }';
-    document.head.append(phone);
-    document.body.append(open, el);
+    tabs.parentElement.insertBefore(row, tabs);
+    document.body.append(el);
     render();
   };
   ta.deckRender = render;

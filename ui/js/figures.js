@@ -82,7 +82,18 @@
       const gap = axis._length / n;
       const user = gd.layout[key] || {};
       const x = key[0] === 'x';  /* y labels lie along their line: only thinned, never turned */
-      if (x && gap < 2 * LINE && user.tickangle !== -90) update[`${key}.tickangle`] = -90;
+      /* ... or wherever two neighbouring labels, as drawn, touch (long words side by side) */
+      const drawn = x ? [...gd.querySelectorAll(`.${axis._id}tick text`)]
+        .map((t) => t.getBoundingClientRect()).filter((r) => r.width) : [];
+      const touch = drawn.some((r, i) => i && r.left < drawn[i - 1].right + 2
+        && r.top < drawn[i - 1].bottom && r.bottom > drawn[i - 1].top);
+      if (x && (gap < 2 * LINE || touch) && user.tickangle !== -90) {
+        update[`${key}.tickangle`] = -90;
+        update[`${key}.automargin`] = true;  /* upright labels push the axis title down */
+        /* the value axis's lowest label ("0") stands clear of the first upright label */
+        const y = 'yaxis' + String(axis.anchor || 'y').slice(1);
+        if (full[y]) update[`${y}.ticklabelstandoff`] = 6;
+      }
       if (gap < LINE && !placed) {
         const every = Math.ceil(LINE / gap);
         if (user.dtick !== every) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
@@ -130,26 +141,174 @@
     });
   });
 
-  /* ---- a figure wider than the screen says that it scrolls -------------------------------------
-     Three panels side by side need ~640 px: on a phone they scroll sideways inside their own box
-     (assets/app.css), which hid their right side and colour bar with no sign. A line above such a
-     box says so while the box is wider than the screen and not scrolled to its end. */
-  const SCROLLS = '#compare-plot, #score-steps-plot, #padding-mask-plot, #embedding-plot';
-  const hinted = (box) => {
-    let hint = box.previousElementSibling;
-    if (!hint || !hint.classList.contains('ta-scroll-hint')) {
-      hint = document.createElement('div');
-      hint.className = 'ta-scroll-hint';
-      box.before(hint);
-      box.addEventListener('scroll', () => hinted(box), {passive: true});
+  /* ---- panels side by side stack on a narrow screen -------------------------------------------
+     Two heads compared (A, B, A−B), the masking steps, the padding masks and the attention block
+     put their panels side by side: on a phone each got a third of 326 px, their titles printed
+     over each other, or the figure was cut at the screen's edge. Drawn narrower than STACK_BELOW
+     px, a figure of several panel columns is laid out again in one column, in reading order:
+     each panel as wide as the plot, as tall as its own shape asks (square cells stay square),
+     its title above it at the left, its colour bar beside it, the figure as tall as it needs.
+     A figure that brings its own narrow layout (layout.meta.narrow, above) keeps that. */
+  const STACK_BELOW = 560;
+  const near = (a, b) => Math.abs(a - b) < 0.02;
+  /* Called by fill.js's Plotly.react wrapper before every draw (before Plotly lays the panels
+     out at a third of a phone's width, which it cannot do for square cells: "Something went
+     wrong with axis scaling"). Returns [data, layout] copies laid out in one column, or null. */
+  ta.stackNarrow = (gd, data, layout) => {
+    const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
+    if (!el || !layout || !Array.isArray(data) || layout.meta?.narrow) return null;
+    if (!el.closest('#tabs') || el.closest('[data-ta-shown]')) return null;
+    const width = el.getBoundingClientRect().width;
+    if (!width || width >= STACK_BELOW) return null;
+    const L = JSON.parse(JSON.stringify({...layout, meta: undefined}));
+    L.meta = layout.meta;
+    const cells = Object.keys(L).filter((k) => /^xaxis\d*$/.test(k) && L[k]?.domain).map((k) => {
+      const y = 'yaxis' + String(L[k].anchor || 'y').slice(1);
+      return {x: k, y, xd: L[k].domain, yd: (L[y] || {}).domain || [0, 1]};
+    });
+    const columns = new Set(cells.map((c) => c.xd[0].toFixed(2)));
+    if (cells.length < 2 || columns.size < 2) return null;
+    cells.sort((a, b) => (near(a.yd[1], b.yd[1]) ? a.xd[0] - b.xd[0] : b.yd[1] - a.yd[1]));
+    const short = (key) => key.replace('axis', '');  /* "xaxis3" -> "x3" */
+    const m = {l: 80, r: 80, t: 100, b: 80, ...(L.margin || {})};
+    const plotW = Math.max(1, width - m.l - m.r), plotH = Math.max(1, (L.height || 450) - m.t - m.b);
+    const room = 0.86;  /* the colour bars' strip at the right */
+    const newW = Math.max(80, plotW * room);
+    /* Between panels: the panel above's key labels (slanted or upright: about their length),
+       its axis title, and this panel's title. */
+    const chars = Math.max(1, ...data.flatMap((t) => (Array.isArray(t?.x) ? t.x : [])
+      .slice(0, 400).map((v) => String(v).length)));
+    const titled = cells.some((c) => L[c.x]?.title?.text);
+    const gap = Math.round(Math.min(130, 7 * chars + 14) + (titled ? 26 : 0) + 26);
+    const heights = cells.map((c) => {
+      const w = (layout.width || 640) * (c.xd[1] - c.xd[0]), h = plotH * (c.yd[1] - c.yd[0]);
+      return Math.min(1.3 * newW, Math.max(120, h * newW / Math.max(w * 0.8, 1)));
+    });
+    const inner = heights.reduce((a, b) => a + b, 0) + gap * (cells.length - 1);
+    L.height = Math.ceil(m.t + m.b + inner);
+    /* Panels that shared one y axis (three maps over the same queries) get a copy each, so
+       each can have its own row; a copy keeps the axis's labels, order and square cells. */
+    let free = 1 + Math.max(1, ...Object.keys(L).map((k) => +(/^[xy]axis(\d+)$/.exec(k)?.[1] || 1)));
+    const seen = new Set(), traceAxis = {};
+    for (const c of cells) {
+      if (!seen.has(c.y)) { seen.add(c.y); continue; }
+      const name = `yaxis${free++}`;
+      L[name] = {...JSON.parse(JSON.stringify(L[c.y] || {})), anchor: short(c.x)};
+      if (L[name].scaleanchor) L[name].scaleanchor = short(c.x);
+      L[c.x].anchor = short(name);
+      traceAxis[short(c.x)] = short(name);
+      c.y = name;
     }
-    hint.textContent = ta.t('⇆ Wider than the screen: swipe the figure sideways to see all of it.');
-    hint.hidden = box.scrollWidth <= box.clientWidth + 4
-      || box.scrollLeft + box.clientWidth >= box.scrollWidth - 4;
+    let top = inner;
+    const spans = cells.map((c, i) => {
+      const span = [(top - heights[i]) / inner, top / inner];
+      top -= heights[i] + gap;
+      L[c.x].domain = [0, room];
+      L[c.y] = {...(L[c.y] || {}), domain: span, showticklabels: true};  /* each row names its queries */
+      return span;
+    });
+    for (const a of L.annotations || []) {  /* a panel's title sits on its top edge */
+      if (a.xref !== 'paper' || a.yref !== 'paper') continue;
+      const i = cells.findIndex((c) => a.x >= c.xd[0] - 0.01 && a.x <= c.xd[1] + 0.01
+        && near(a.y, c.yd[1]));
+      if (i >= 0) Object.assign(a, {x: 0, xanchor: 'left', y: spans[i][1], yanchor: 'bottom'});
+    }
+    /* Each colour bar upright beside its panels (a bar laid under a row of panels would sit
+       in the next panel's title): a trace's own, or a colour axis's beside all it colours. */
+    const upright = (bar, lo, hi) => ({...(bar || {}), y: (lo + hi) / 2, len: hi - lo,
+      yanchor: 'middle', orientation: 'v', x: room + 0.02, xanchor: 'left', lenmode: 'fraction',
+      yref: 'paper', thickness: 10});
+    const axes = {};
+    const traces = data.map((t) => {
+      const i = t ? cells.findIndex((c) => c.x === 'xaxis' + String(t.xaxis || 'x').slice(1)) : -1;
+      if (i < 0) return t;
+      const out = {...t};
+      if (traceAxis[short(cells[i].x)]) out.yaxis = traceAxis[short(cells[i].x)];
+      if (t.coloraxis) {
+        const span = axes[t.coloraxis] || [1, 0];
+        axes[t.coloraxis] = [Math.min(span[0], spans[i][0]), Math.max(span[1], spans[i][1])];
+      } else if (/heatmap/.test(t.type || '')) {
+        out.colorbar = upright(t.colorbar, ...spans[i]);
+      }
+      return out;
+    });
+    for (const [axis, [lo, hi]] of Object.entries(axes)) {
+      const key = axis.replace(/^coloraxis$/, 'coloraxis');
+      L[key] = {...(L[key] || {}), colorbar: upright((L[key] || {}).colorbar, lo, hi)};
+    }
+    el.taStacked = true;
+    return [traces, L];
+  };
+
+  /* ---- point labels and panel titles that would lie over each other -------------------------
+     A map of heads (the Heads tab) labels every point "layer.head": where points crowd (a
+     phone, or a dozen heads in one cluster) the labels piled into one blob. After each draw,
+     a label that would cover one kept before it is left out (its point keeps its hover and
+     click). A panel title (an annotation) wider than the figure is broken over lines, as the
+     figure's own title is. */
+  const overlap = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1
+    && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+  const thinLabels = (gd) => {
+    if (!window.Plotly || !Array.isArray(gd.data)) return;
+    const kept = [], texts = {};
+    gd.querySelectorAll('.scatterlayer .trace').forEach((layer, i) => {
+      const trace = gd.data[i];
+      if (!trace || !Array.isArray(trace.text) || !/text/.test(trace.mode || '')) return;
+      layer.querySelectorAll('.textpoint').forEach((point, j) => {
+        const box = point.getBoundingClientRect();
+        if (!box.width || !String(trace.text[j] ?? '').trim()) return;
+        if (kept.some((k) => overlap(k, box))) {
+          (texts[i] = texts[i] || [...trace.text])[j] = '';
+        } else {
+          kept.push(box);
+        }
+      });
+    });
+    const traces = Object.keys(texts).map(Number);
+    if (!traces.length) return;
+    gd.taThinned = true;  /* the full labels stay on the server's figure, for a redraw */
+    window.Plotly.restyle(gd, {text: traces.map((i) => texts[i])}, traces);
+  };
+  const ruler = document.createElement('canvas').getContext('2d');
+  const wrapNotes = (gd) => {
+    const notes = gd.layout?.annotations;
+    if (!Array.isArray(notes) || !window.Plotly) return;
+    /* within the plot's width: the colour bars stand to its right */
+    const size = gd._fullLayout?._size;
+    const right = size ? gd.getBoundingClientRect().left + size.l + size.w
+      : gd.getBoundingClientRect().right - 4;
+    const update = {};
+    gd.querySelectorAll('.annotation').forEach((g, i) => {
+      const text = g.querySelector('.annotation-text');
+      const box = text?.getBoundingClientRect();
+      const note = notes[i];
+      if (!box || !note || typeof note.text !== 'string' || box.right <= right + 1) return;
+      const room = right - box.left;
+      if (room < 60) return;
+      const cs = getComputedStyle(text);
+      ruler.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+      const wide = (s) => ruler.measureText(s.replace(/<[^>]+>/g, '')).width;
+      /* Latin words whole, Chinese characters one by one (no spaces between them); the
+         breaks the server wrote stay. */
+      const lines = [];
+      for (const part of note.text.split(/<br\s*\/?>/i)) {
+        const units = part.match(/[\u3000-\u9fff\uff00-\uffef]|[^\s\u3000-\u9fff\uff00-\uffef]+|\s+/g) || [];
+        let line = '';
+        for (const unit of units) {
+          if (line.trim() && unit.trim() && wide(line + unit) > room) {
+            lines.push(line.trim()); line = unit;
+          } else line += unit;
+        }
+        lines.push(line.trim());
+      }
+      const wrapped = lines.join('<br>');
+      if (wrapped !== note.text) update[`annotations[${i}].text`] = wrapped;
+    });
+    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
   };
   ta.drawHooks.push((gd) => {
-    const box = gd.closest(SCROLLS);
-    if (box) requestAnimationFrame(() => hinted(box));
+    if (!gd.closest('#tabs')) return;
+    requestAnimationFrame(() => { thinLabels(gd); wrapNotes(gd); });
   });
 
   /* ---- a click on an overview tile selects that head -----------------------------------------

@@ -175,9 +175,18 @@
       const draw = () => {
         let adjusted = null;
         try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; } catch (e) {}
+        /* ... or, on a phone, panels side by side laid out in one column (figures.js). */
+        try { adjusted = adjusted || (ta.stackNarrow ? ta.stackNarrow(gd, data, layout) : null); }
+        catch (e) {}
         const [d, l] = adjusted || [data, layout];
-        const [config, ...more] = rest;  /* its toolbar in the page's language (gradio_words.js) */
-        const said = ta.plotConfig ? ta.plotConfig(config) : config;
+        /* A redraw in the page (presentation, the head switch) passes no config: the server's
+           is kept, so the toolbar stays as it sent it and the camera's file keeps its view's
+           name (Plotly's default config would bring back its camera saving "newplot.png"). */
+        const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
+        const [given, ...more] = rest;
+        if (el && given) el.taConfig = given;
+        const config = given || (el && el.taConfig);
+        const said = ta.plotConfig ? ta.plotConfig(config) : config;  /* its page's language */
         return drawn(gd, react.call(self, gd, d, l, said, ...more));
       };
       /* A figure that names the head switch data gets its heads' numbers from it. */

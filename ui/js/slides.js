@@ -69,6 +69,22 @@
       if ((note.yref || "paper") === "paper" && note.y >= 1) top = Math.max(top, lines * font * 1.45 + 14 + font * 2.8);
     }
     if (out.legend) out.legend.font = {...(out.legend.font || {}), size: font};
+    /* A square map of tokens (the head view) is as tall as the screen lets it be: its x axis's
+       title ("key") joins the y axis's beside the plot ("query ↓ · key →"), giving the plot the
+       line it took under the key labels, which stand upright on a long sentence. */
+    const xt = out.xaxis?.title?.text, yt = out.yaxis?.title?.text;
+    if (out.yaxis?.scaleanchor === 'x' && !out.xaxis2 && xt && yt) {
+      out.yaxis.title = {...out.yaxis.title, text: `${yt} ↓ · ${xt} →`};
+      out.xaxis.title = {...out.xaxis.title, text: ''};
+      /* The key labels without their positions ("because", not "9·because"): the rows,
+         labelled with the same tokens in the same order, keep them. */
+      const keys = data[0] && Array.isArray(data[0].x) ? data[0].x.map(String) : null;
+      if (keys && out.xaxis.type === 'category' && out.xaxis.tickmode !== 'array'
+          && keys.every((k) => /^\d+·/.test(k))) {
+        Object.assign(out.xaxis, {tickmode: 'array', tickvals: keys,
+          ticktext: keys.map((k) => k.replace(/^\d+·/, ''))});
+      }
+    }
     rowsApart(data, out, height, top, font);
     /* The title's lines (and ticks on top) set the top; the axes' labels push the other sides
        out (automargin). */
