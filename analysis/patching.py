@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from lang import Msg
-from model.patch import Patch
+from model.patch import Logits, Patch
 
 Metric = Callable[..., "torch.Tensor | float"]
 INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "tgt_ids", "tgt_attention_mask")
@@ -115,7 +115,9 @@ def _item(trace, b: int):
     one.outputs = {k: v[pick] for k, v in trace.outputs.items()}
     for name in ("logits", "label_logits", "pooled"):
         value = getattr(trace, name)
-        setattr(one, name, None if value is None else value[pick])
+        if value is not None:
+            value = value.rows(pick) if isinstance(value, Logits) else value[pick]
+        setattr(one, name, value)
     return one
 
 

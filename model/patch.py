@@ -71,3 +71,49 @@ class Patch:
         """A callable x [B, T, d_model] -> x patched, for the stream entering a layer, or None."""
         site = self.resid_pre.get(layer) if stream == self.stream else None
         return None if site is None else (lambda x: _replace(x, site, "d"))
+
+
+class Logits:
+    """A patched run's LM-head logits [B, T, vocab], unembedded only where an index asks.
+
+    A grid of patched runs reads one position of each (logits[:, -1]); unembedding every
+    position of a 50,257-token vocabulary cost as much as the layers themselves. Indexing
+    (``logits[:, -1, answer]``) applies the first two indices (items, positions) to the final
+    hidden states before the LM head; any other use (``.softmax(-1)``, ``torch.log_softmax``,
+    ``.shape``) computes all of them once: ``full()``.
+    """
+
+    def __init__(self, hidden: torch.Tensor, head: torch.nn.Module) -> None:
+        self.hidden, self.head = hidden, head  # (B, T, d_model), the model's lm_head
+        self._full: torch.Tensor | None = None
+
+    def full(self) -> torch.Tensor:
+        """Every logit, [B, T, vocab]."""
+        if self._full is None:
+            with torch.no_grad():
+                self._full = self.head(self.hidden)
+        return self._full
+
+    def __getitem__(self, key) -> torch.Tensor:
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis or k is None for k in key):
+            return self.full()[key]
+        rows, rest = key[:2], key[2:]
+        with torch.no_grad():
+            picked = self.head(self.hidden[rows])  # (..., vocab): the chosen items and positions
+        return picked[(Ellipsis, *rest)]
+
+    def rows(self, items: slice) -> Logits:
+        """The same, for some batch items only (nothing computed)."""
+        return Logits(self.hidden[items], self.head)
+
+    def __len__(self) -> int:
+        return self.hidden.shape[0]
+
+    def __getattr__(self, name: str):
+        return getattr(self.full(), name)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        args = [a.full() if isinstance(a, Logits) else a for a in args]
+        return func(*args, **(kwargs or {}))

@@ -17,7 +17,7 @@ from model.masks import (
     sliding_window_mask,
 )
 from model.norms import NORMS
-from model.patch import Patch
+from model.patch import Logits, Patch
 from model.replay import Replay
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
@@ -456,14 +456,20 @@ class Transformer(nn.Module):
         token_type_ids: torch.Tensor | None = None,
     ) -> Trace:
         """A run with activations patched (model/patch.py), its outputs only: a Trace holding
-        ``outputs`` (each stack's output [B, T, d_model]), ``logits`` (LM head), ``label_logits``
-        (token classifier) and ``pooled``; no attentions or hidden states. The layers before
-        the patch's start are not run, which is what makes a grid of patched runs cheap."""
+        ``outputs`` (each stack's output [B, T, d_model]), ``logits`` (LM head; a
+        model.patch.Logits, unembedded where it is indexed), ``label_logits`` (token classifier)
+        and ``pooled``; no attentions or hidden states. The layers before the patch's start are
+        not run, which is what makes a grid of patched runs cheap."""
         if self.training:
             raise RuntimeError("patched() shows the model as it predicts: call model.eval() first.")
         with torch.no_grad():
             inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
             run = self._run(*inputs, "keys", patch=patch)
             trace = self._new_trace(run, attention_mask, outputs=dict(run["outputs"]))
-            self._read_out(trace, run, with_logits=True)
+            self._read_out(trace, run, with_logits=False)
+            if self.lm_head is not None:  # unembedded where the metric reads (model/patch.py)
+                trace.logits = Logits(
+                    run["outputs"]["decoder" if self.config.has_decoder else "encoder"],
+                    self.lm_head,
+                )
         return trace

@@ -255,7 +255,12 @@ def test_a_patched_run_skips_no_number_a_full_trace_has(induction):
     assert patch.start == 1
     full = net.trace(**corrupt, patch=patch, with_logits=True)
     fast = net.patched(patch=patch, **corrupt)
-    torch.testing.assert_close(fast.logits, full.logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast.logits.full(), full.logits, atol=1e-5, rtol=0)
+    # Unembedded where indexed: the same numbers as the full logits'.
+    torch.testing.assert_close(fast.logits[:, -1, 3], full.logits[:, -1, 3], atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast.logits[0], full.logits[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast.logits.softmax(-1), full.logits.softmax(-1), atol=1e-6, rtol=0)
+    assert fast.logits.shape == full.logits.shape
     torch.testing.assert_close(net(**corrupt, patch=patch), full.logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(
         full.hidden_states["decoder"][:, :2], tr_corrupt.hidden_states["decoder"][:, :2]
