@@ -410,3 +410,17 @@ def test_direct_logit_attribution_refuses_an_encoder():
     tr = net.trace(**net.tokenizer(["the cat chased the dog"]))
     with pytest.raises(ValueError, match="pre-norm decoder"):
         analysis.direct_logit_attribution(net, tr, 0, 1)
+
+
+def test_the_api_doc_example_runs_as_written():
+    from pathlib import Path
+
+    from tests.test_readme import python_examples, run_example
+
+    api = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    example = next(e for e in python_examples(api) if "patch_heads" in e)
+    found = run_example(example, "docs/api.md")
+    assert found["heads"].shape == (3, 4) and found["resid"].shape == (3, 10)
+    assert abs(float(found["heads"][0, 3]) - 0.53) < 0.01  # the lesson's numbers (research.md)
+    parts = found["parts"]
+    assert abs(float(parts["heads"][1, 1]) - 7.83) < 0.01
