@@ -177,7 +177,7 @@ def _resid_patch(stream, layer, good, bad, first: int, n: int) -> Patch:
     """Items first … first + n − 1: the stream entering the layer is the corrupt run's (bad
     [T, d_model]) with position first + b the clean run's (good)."""
     t = good.shape[0]
-    pick = torch.zeros(n, t, 1, dtype=torch.bool)  # (B, T, 1)
+    pick = torch.zeros(n, t, 1, dtype=torch.bool, device=good.device)  # (B, T, 1)
     pick[torch.arange(n), torch.arange(first, first + n)] = True
     streams = torch.where(pick, good[None], bad[None])  # (B, T, d_model)
     whole = torch.ones(n, t, dtype=torch.bool)  # (B, T)

@@ -111,6 +111,8 @@ class Logits:
         return self.hidden.shape[0]
 
     def __getattr__(self, name: str):
+        if name.startswith("_") or name in ("hidden", "head"):  # copy, pickle: no tensor's
+            raise AttributeError(name)
         return getattr(self.full(), name)
 
     @classmethod
