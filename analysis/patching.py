@@ -128,7 +128,10 @@ class _Pair:
         self.net, self.metric = net, metric
         self.clean_in, self.corrupt_in = _inputs(net, clean, corrupt)
         cfg = net.config
-        stacks = net._stacks()
+        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
+        stacks = [
+            s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here
+        ]
         self.stack = stack or ("encoder" if cfg.has_encoder else "decoder")
         if self.stack not in stacks:
             raise ValueError(f"This model's stacks are {stacks}, not {self.stack!r}.")
