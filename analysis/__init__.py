@@ -7,6 +7,7 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 """
 
 from analysis.ablation import ablation_effects
+from analysis.attribution import direct_logit_attribution
 from analysis.block import attention_block, mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
 from analysis.distances import head_distances, mds_2d
@@ -16,6 +17,7 @@ from analysis.head_stats import attention_sink, head_stats
 from analysis.layer_steps import layer_steps
 from analysis.logit_lens import logit_lens, logit_lens_top
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
+from analysis.patching import cosine_to, logit_diff, patch_heads, patch_residual
 from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
 from analysis.words import word_attention
@@ -26,11 +28,14 @@ __all__ = [
     "attention_sink",
     "attention_flow",
     "attention_flow_row",
+    "cosine_to",
+    "direct_logit_attribution",
     "head_distances",
     "head_patterns",
     "head_stats",
     "head_table",
     "layer_steps",
+    "logit_diff",
     "logit_lens",
     "logit_lens_top",
     "mds_2d",
@@ -39,6 +44,8 @@ __all__ = [
     "norm_attention",
     "norm_attention_block",
     "norm_attention_summed",
+    "patch_heads",
+    "patch_residual",
     "pattern_mask",
     "rollout",
     "score_breakdown",

@@ -166,6 +166,7 @@ class MultiHeadAttention(nn.Module):
             mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
             out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into,
                 {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported),
+                {"patch": callable} to replace them (activation patching, model/patch.py),
                 and {"record": {}} to get every intermediate back (the layer walk's).
             rotary: RoPE angles of the text (self-attention of a rotary model), else None.
         Returns:
@@ -188,6 +189,9 @@ class MultiHeadAttention(nn.Module):
         ablation = out.get("ablation") if out else None
         if ablation is not None:
             z = ablation(z)
+        patch = out.get("patch") if out else None
+        if patch is not None:  # activation patching (model/patch.py): contexts from another run
+            z = patch(z)
         concat = self.concat(z)  # (B, T_q, d_model)
         out = self.w_o(concat)  # (B, T_q, d_model)
         if record is not None:

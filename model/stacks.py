@@ -11,6 +11,12 @@ from model.norms import make_norm
 from model.rotary import Rotation
 
 
+def _patched(x: torch.Tensor, slots: list[dict] | None, i: int) -> torch.Tensor:
+    """The stream entering layer i, patched where its slots hold a "resid_pre" callable."""
+    patch = slots[i].get("resid_pre") if slots else None
+    return x if patch is None else patch(x)
+
+
 class Encoder(nn.Module):
     """N encoder layers, ending with a norm when config.final_norm (seed 001; not seed 004)."""
 
@@ -25,8 +31,13 @@ class Encoder(nn.Module):
         mask: torch.Tensor,
         slots: list[dict] | None = None,
         rotary: Rotation | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, list]:
         """Returns (output, residual stream after embeddings and each layer).
+
+        A layer's slots may hold "resid_pre", a callable that patches the stream entering it
+        (model/patch.py). Layers before ``start`` are not run (a patch replaces the whole input
+        of layer ``start``; no trace is made then): resid begins with layer ``start``'s input.
 
         Each layer's record (Q, K, V, scores, sublayer outputs) is dropped as soon as the layer
         returns: a trace recomputes what it needs from the residual stream (model/replay.py), so
@@ -34,6 +45,9 @@ class Encoder(nn.Module):
         """
         resid = [x]
         for i, layer in enumerate(self.layers):
+            if i < start:
+                continue
+            x = _patched(x, slots, i)
             x, _ = layer(x, mask, slots[i] if slots else None, rotary)
             resid.append(x)
         if self.final_norm is not None:
@@ -59,10 +73,15 @@ class Decoder(nn.Module):
         memory_mask: torch.Tensor | None = None,
         slots: list[dict] | None = None,
         rotary: Rotation | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, list]:
-        """Returns (output, residual stream after embeddings and each layer), as Encoder."""
+        """Returns (output, residual stream after embeddings and each layer); slots' "resid_pre"
+        and ``start`` as Encoder."""
         resid = [x]
         for i, layer in enumerate(self.layers):
+            if i < start:
+                continue
+            x = _patched(x, slots, i)
             x, _ = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None, rotary)
             resid.append(x)
         if self.final_norm is not None:

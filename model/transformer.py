@@ -17,6 +17,7 @@ from model.masks import (
     sliding_window_mask,
 )
 from model.norms import NORMS
+from model.patch import Logits, Patch
 from model.replay import Replay
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
@@ -139,11 +140,14 @@ class Transformer(nn.Module):
         positions: bool = True,
         head_mask: HeadMask = None,
         ablation: str = "zero",
+        patch: Patch | None = None,
     ) -> dict:
         """One forward pass; returns every intermediate, keyed by stack.
 
         With trace=True, every layer writes its attention pattern straight into one
         [L, B, H, T_q, T_k] tensor per stack (run["slots"]), so nothing is copied afterwards.
+        A patch (model/patch.py) replaces activations; without a trace the layers before its
+        start are not run.
         """
         if padding not in ("keys", "query_and_key"):
             raise ValueError("padding must be 'keys' (variant b) or 'query_and_key' (variant a).")
@@ -154,6 +158,9 @@ class Transformer(nn.Module):
         run: dict = {"ids": ids, "trace": trace, "padding": padding, "slots": {}}
         run.update(positions=bool(positions), ablation=ablation)
         run["head_mask"] = head_masks(self.config, head_mask)
+        if patch is not None and patch.stack not in self._stacks():
+            raise ValueError(f"Patch names {patch.stack!r}; this model's are {self._stacks()}.")
+        run["patch"] = patch
         for key in ("embeddings", "masks", "resid", "outputs"):
             run[key] = {}
         if self.config.arch == "decoder":  # the decoder reads the (only) text
@@ -172,13 +179,22 @@ class Transformer(nn.Module):
         self._decode(run, tgt_ids, _mask_or_ones(tgt_attention_mask, tgt_ids), memory, src_mask)
         return run
 
+    def _stacks(self) -> list[str]:
+        """This model's attention stacks: "encoder", "decoder", "cross"."""
+        cfg = self.config
+        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
+        return [s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here]
+
     def _slots(
         self, run: dict, name: str, t_k: int, ref: torch.Tensor, query_mask: torch.Tensor
     ) -> list | None:
         """Per-layer options of one attention stack: a view of one preallocated
-        (L, B, H, T_q, T_k) pattern tensor when tracing, a HeadAblation where head_mask asks."""
+        (L, B, H, T_q, T_k) pattern tensor when tracing, a HeadAblation where head_mask asks,
+        the patch's z callable where it patches a head of this stack (model/patch.py)."""
         keep = run["head_mask"].get(name)
-        if not run["trace"] and keep is None:
+        patch = run["patch"]
+        patch = patch if patch is not None and patch.stack == name and patch.z else None
+        if not run["trace"] and keep is None and patch is None:
             return None
         cfg = self.config
         slots: list[dict] = [{} for _ in range(cfg.n_layers)]
@@ -192,7 +208,28 @@ class Transformer(nn.Module):
         if keep is not None:
             for i, slot in enumerate(slots):
                 slot["ablation"] = HeadAblation(keep[i], run["ablation"], query_mask)
+        if patch is not None:
+            for i, slot in enumerate(slots):
+                slot["patch"] = patch.z_at(name, i)
         return slots
+
+    def _resid_slots(self, run: dict, stream: str, layer_slots: list | None) -> list | None:
+        """Layer slots with the patch's "resid_pre" callables for this stream (model/patch.py)."""
+        patch = run["patch"]
+        if patch is None or patch.stream != stream or not patch.resid_pre:
+            return layer_slots
+        layer_slots = layer_slots or [{} for _ in range(self.config.n_layers)]
+        for i, slot in enumerate(layer_slots):
+            slot["resid_pre"] = patch.resid_at(stream, i)
+        return layer_slots
+
+    @staticmethod
+    def _start(run: dict, stream: str) -> int:
+        """The first layer of a stream to run: a patch's start, when no trace wants the rest."""
+        patch = run["patch"]
+        if run["trace"] or patch is None or patch.stream != stream:
+            return 0
+        return patch.start
 
     @staticmethod
     def _padding(run: dict, q_mask: torch.Tensor, k_mask: torch.Tensor) -> torch.Tensor:
@@ -207,8 +244,10 @@ class Transformer(nn.Module):
         mask = self._padding(run, src_mask, src_mask)  # (B, T, T)
         slots = self._slots(run, "encoder", ids.shape[1], x, src_mask)
         layer_slots = [{"self": s} for s in slots] if slots else None
+        layer_slots = self._resid_slots(run, "encoder", layer_slots)
         rotary = self.embedding.rotation(ids.shape[1], run["positions"])
-        memory, resid = self.encoder(x, mask, layer_slots, rotary)
+        start = self._start(run, "encoder")
+        memory, resid = self.encoder(x, mask, layer_slots, rotary, start)
         run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
         run["resid"]["encoder"] = resid
         run["outputs"]["encoder"] = memory
@@ -244,8 +283,10 @@ class Transformer(nn.Module):
                 }
                 for i in range(self.config.n_layers)
             ]
+        layer_slots = self._resid_slots(run, "decoder", layer_slots)
         rotary = self.embedding.rotation(t_tgt, run["positions"])
-        y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots, rotary)
+        start = self._start(run, "decoder")
+        y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots, rotary, start)
         run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
         run["resid"]["decoder"] = resid
         run["outputs"]["decoder"] = y
@@ -261,6 +302,7 @@ class Transformer(nn.Module):
         positions: bool = True,
         head_mask: HeadMask = None,
         ablation: str = "zero",
+        patch: Patch | None = None,
     ) -> torch.Tensor:
         """Logits [B, T, vocab] with an LM head, per-token label logits [B, T, n_labels] with a
         token classifier, else the last hidden state [B, T, d_model]. Options as in trace()."""
@@ -274,6 +316,7 @@ class Transformer(nn.Module):
             positions=positions,
             head_mask=head_mask,
             ablation=ablation,
+            patch=patch,
         )
         last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
         if self.lm_head is not None:
@@ -310,6 +353,7 @@ class Transformer(nn.Module):
         positions: bool = True,
         head_mask: HeadMask = None,
         ablation: str = "zero",
+        patch: Patch | None = None,
     ) -> Trace:
         """Run once and return every intermediate in a new Trace (safe on a shared model).
 
@@ -327,6 +371,8 @@ class Transformer(nn.Module):
                 z_h before the concat and W_O (HF's convention). Its weights are still reported.
             ablation: "zero" (HF's) or "mean": a removed head's context becomes its mean over the
                 real query positions of the same text (mean-ablation).
+            patch: activations from another run put in place of this run's, for each batch item
+                its own (model/patch.py: a head's context z, the stream entering a layer).
         """
         if self.training:
             raise RuntimeError(
@@ -344,15 +390,11 @@ class Transformer(nn.Module):
                 positions=positions,
                 head_mask=head_mask,
                 ablation=ablation,
+                patch=patch,
             )
-            ids = run["ids"]
-            trace = Trace(
-                config=self.config,
-                device=str(ids.device),
-                tokens=[self.tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()],
-                input_ids=ids,
-                attention_mask=_mask_or_ones(attention_mask, ids),
-                pooled=run.get("pooled"),
+            trace = self._new_trace(
+                run,
+                attention_mask,
                 positions=run["positions"],
                 head_mask={k: v.cpu() for k, v in run["head_mask"].items()},
                 ablation=run["ablation"],
@@ -380,9 +422,54 @@ class Transformer(nn.Module):
                 trace.masks["cross"] = run["masks"]["cross"]
             # Q, K, V and the sublayer outputs are recomputed on first access (model/replay.py).
             trace._replay = self.replay()
-            last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
-            if with_logits and self.lm_head is not None:
-                trace.logits = self.lm_head(last)
-            if self.token_classifier is not None:
-                trace.label_logits = self.token_classifier(last)
+            self._read_out(trace, run, with_logits)
+        return trace
+
+    def _new_trace(self, run: dict, attention_mask: torch.Tensor | None, **fields) -> Trace:
+        """A Trace of one run's ids, tokens, mask and pooler output; the caller adds the rest."""
+        ids = run["ids"]
+        return Trace(
+            config=self.config,
+            device=str(ids.device),
+            tokens=[self.tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()],
+            input_ids=ids,
+            attention_mask=_mask_or_ones(attention_mask, ids),
+            pooled=run.get("pooled"),
+            **fields,
+        )
+
+    def _read_out(self, trace: Trace, run: dict, with_logits: bool) -> None:
+        """The heads on the last stack's output: LM-head logits when asked, label logits."""
+        last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
+        if with_logits and self.lm_head is not None:
+            trace.logits = self.lm_head(last)
+        if self.token_classifier is not None:
+            trace.label_logits = self.token_classifier(last)
+
+    def patched(
+        self,
+        input_ids: torch.Tensor,
+        patch: Patch | None,
+        attention_mask: torch.Tensor | None = None,
+        tgt_ids: torch.Tensor | None = None,
+        tgt_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> Trace:
+        """A run with activations patched (model/patch.py), its outputs only: a Trace holding
+        ``outputs`` (each stack's output [B, T, d_model]), ``logits`` (LM head; a
+        model.patch.Logits, unembedded where it is indexed), ``label_logits`` (token classifier)
+        and ``pooled``; no attentions or hidden states. The layers before the patch's start are
+        not run, which is what makes a grid of patched runs cheap."""
+        if self.training:
+            raise RuntimeError("patched() shows the model as it predicts: call model.eval() first.")
+        with torch.no_grad():
+            inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
+            run = self._run(*inputs, "keys", patch=patch)
+            trace = self._new_trace(run, attention_mask, outputs=dict(run["outputs"]))
+            self._read_out(trace, run, with_logits=False)
+            if self.lm_head is not None:  # unembedded where the metric reads (model/patch.py)
+                trace.logits = Logits(
+                    run["outputs"]["decoder" if self.config.has_decoder else "encoder"],
+                    self.lm_head,
+                )
         return trace

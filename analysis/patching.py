@@ -1,0 +1,244 @@
+"""Activation patching: which heads and which positions carry what makes two texts' answers differ.
+
+Run a clean text and a minimally changed corrupt one (same number of tokens); then run the corrupt
+text again with one activation taken from the clean run, and measure how much of the clean answer
+comes back (Meng et al. 2022, "Locating and Editing Factual Associations in GPT", causal tracing;
+Wang et al. 2022, "Interpretability in the Wild", path patching's parent; Heimersheim & Nanda
+2024, "How to use and interpret activation patching"). Each entry is the share restored,
+
+    (m_patched − m_corrupt) / (m_clean − m_corrupt):
+
+0 = the patch restores nothing (the corrupt answer), 1 = it restores the clean answer whole;
+values below 0 or above 1 happen (the patch pushes further either way). This is "denoising"
+(clean into corrupt), TransformerLens's ``patching`` convention.
+
+Every patched run is a real forward pass of the model with the patch passed as an argument
+(model/patch.py), batched: one call per layer, one batch item per head or position, the layers
+before the patched one not run again (their output is the corrupt run's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+
+import torch
+from torch import nn
+
+from lang import Msg
+from model.patch import Logits, Patch
+
+Metric = Callable[..., "torch.Tensor | float"]
+INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "tgt_ids", "tgt_attention_mask")
+CHUNK_TOKENS = 8192  # tokens per patched call: batch items × T (memory stays near one long text)
+
+
+def logit_diff(answer: int, wrong: int, position: int = -1) -> Metric:
+    """The metric trace -> logits[:, position, answer] − logits[:, position, wrong], one per batch
+    item ([B]; a model with a token classifier: its label logits)."""
+
+    def metric(trace) -> torch.Tensor:
+        logits = trace.logits if trace.logits is not None else trace.label_logits
+        if logits is None:
+            raise ValueError(
+                Msg("This model has no output head: measure its outputs (analysis.cosine_to).")
+            )
+        at = logits[:, position]  # (B, vocab)
+        return at[:, answer] - at[:, wrong]
+
+    return metric
+
+
+def cosine_to(clean_trace, position: int, stack: str | None = None) -> Metric:
+    """The metric trace -> cos(outputs[stack][:, position], the clean run's at that position), [B]:
+    for an encoder without a head (BERT); stack defaults to the model's last."""
+
+    def metric(trace) -> torch.Tensor:
+        name = stack or _last_stack(trace.config)
+        out = trace.outputs[name][:, position]  # (B, d_model)
+        ref = clean_trace.outputs[name][0, position].to(out.device)  # (d_model,)
+        return torch.nn.functional.cosine_similarity(out, ref[None], dim=-1)
+
+    return metric
+
+
+def _last_stack(config) -> str:
+    return "decoder" if config.has_decoder else "encoder"
+
+
+def _inputs(net: nn.Module, clean: Mapping, corrupt: Mapping) -> tuple[dict, dict]:
+    """The two encodings as keyword inputs, refused unless they are one text each of one length."""
+    pair = []
+    for enc in (clean, corrupt):
+        unknown = sorted(set(enc) - set(INPUT_KEYS))
+        if unknown or "input_ids" not in enc:
+            raise ValueError(f"An encoding holds input_ids and maybe {list(INPUT_KEYS[1:])}.")
+        pair.append({k: torch.as_tensor(v) for k, v in enc.items() if v is not None})
+    for key in ("input_ids", "tgt_ids"):
+        a, b = (p.get(key) for p in pair)
+        if a is None and b is None:
+            continue
+        if a is None or b is None or a.dim() != 2 or a.shape[0] != 1 or b.shape[0] != 1:
+            raise ValueError("Patching compares two single texts: input_ids of shape [1, T] each.")
+        if a.shape != b.shape:
+            raise ValueError(
+                Msg(
+                    "The two texts must have the same number of tokens to patch one into the "
+                    "other: the clean text has {clean}, the corrupt text {corrupt}.",
+                    clean=a.shape[1],
+                    corrupt=b.shape[1],
+                )
+            )
+    return pair[0], pair[1]
+
+
+def _metric_values(metric: Metric, trace, n: int) -> torch.Tensor:
+    """metric over a batched trace as a float64 [n] vector: a metric may return one number per
+    item ([n]) or, for a batch of one, a single number (then it is called per item)."""
+    value = metric(trace)
+    value = torch.as_tensor(value, dtype=torch.float64).detach().cpu().reshape(-1)
+    if value.numel() == n:
+        return value
+    if value.numel() == 1 and n > 1:
+        return torch.cat([_metric_values(metric, _item(trace, b), 1) for b in range(n)])
+    raise ValueError(f"The metric returned {value.numel()} numbers for a batch of {n} runs.")
+
+
+def _item(trace, b: int):
+    """Batch item b of a patched run's outputs-only trace, as a batch of one."""
+    from copy import copy
+
+    one = copy(trace)
+    pick = slice(b, b + 1)
+    one.tokens = trace.tokens[pick]
+    one.input_ids, one.attention_mask = trace.input_ids[pick], trace.attention_mask[pick]
+    one.outputs = {k: v[pick] for k, v in trace.outputs.items()}
+    for name in ("logits", "label_logits", "pooled"):
+        value = getattr(trace, name)
+        if value is not None:
+            value = value.rows(pick) if isinstance(value, Logits) else value[pick]
+        setattr(one, name, value)
+    return one
+
+
+class _Pair:
+    """The clean and corrupt runs of one pair: their traces, metrics and what patching reads."""
+
+    def __init__(self, net, clean, corrupt, metric, stack):
+        self.net, self.metric = net, metric
+        self.clean_in, self.corrupt_in = _inputs(net, clean, corrupt)
+        cfg = net.config
+        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
+        stacks = [
+            s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here
+        ]
+        self.stack = stack or ("encoder" if cfg.has_encoder else "decoder")
+        if self.stack not in stacks:
+            raise ValueError(f"This model's stacks are {stacks}, not {self.stack!r}.")
+        self.stream = "decoder" if self.stack == "cross" else self.stack
+        self.clean = net.trace(**self.clean_in, with_logits=True)
+        self.corrupt = net.trace(**self.corrupt_in, with_logits=True)
+        self.m_clean = float(_metric_values(metric, self.clean, 1)[0])
+        self.m_corrupt = float(_metric_values(metric, self.corrupt, 1)[0])
+        gap = self.m_clean - self.m_corrupt
+        if not abs(gap) > 1e-6 * max(1.0, abs(self.m_clean)):
+            raise ValueError(
+                Msg(
+                    "The metric is the same for both texts ({value}): there is nothing for a "
+                    "patch to restore. Choose texts (or an answer) whose outputs differ.",
+                    value=f"{self.m_clean:.4g}",
+                )
+            )
+
+    def run(self, n_items: int, make: Callable[[int, int], Patch]) -> torch.Tensor:
+        """n_items patched runs of the corrupt text, batched in chunks: make(first, n) gives the
+        patch of items first … first + n − 1. Returns the share restored per item, [n_items]."""
+        shares = []
+        gap = self.m_clean - self.m_corrupt
+        t = self.corrupt_in["input_ids"].shape[1]
+        for first, n in _chunks(n_items, t):
+            batch = {k: v.expand(n, *v.shape[1:]) for k, v in self.corrupt_in.items()}
+            trace = self.net.patched(patch=make(first, n), **batch)
+            shares.append((_metric_values(self.metric, trace, n) - self.m_corrupt) / gap)
+        return torch.cat(shares).float()
+
+    def resid(self, trace, layer: int) -> torch.Tensor:
+        """The stream entering a layer, [T, d_model]."""
+        return trace.hidden_states[self.stream][0, layer]
+
+
+def _head_patch(stack, layer, z, start, first: int, n: int) -> Patch:
+    """Items first … first + n − 1: head first + b's context z [H, T, d_head] from the clean
+    run, the stream entering the layer the corrupt run's (start [T, d_model]) whole."""
+    which = torch.zeros(n, z.shape[0], dtype=torch.bool)  # (B, H)
+    which[torch.arange(n), torch.arange(first, first + n)] = True
+    whole = torch.ones(n, start.shape[0], dtype=torch.bool)  # (B, T)
+    return Patch(stack, z={layer: (z[None], which)}, resid_pre={layer: (start, whole)})
+
+
+def _resid_patch(stream, layer, good, bad, first: int, n: int) -> Patch:
+    """Items first … first + n − 1: the stream entering the layer is the corrupt run's (bad
+    [T, d_model]) with position first + b the clean run's (good)."""
+    t = good.shape[0]
+    pick = torch.zeros(n, t, 1, dtype=torch.bool, device=good.device)  # (B, T, 1)
+    pick[torch.arange(n), torch.arange(first, first + n)] = True
+    streams = torch.where(pick, good[None], bad[None])  # (B, T, d_model)
+    whole = torch.ones(n, t, dtype=torch.bool)  # (B, T)
+    return Patch(stream, resid_pre={layer: (streams, whole)})
+
+
+def _chunks(n: int, t: int) -> list[tuple[int, int]]:
+    """(first, count) pieces of n batch items of t tokens each, at most CHUNK_TOKENS a piece."""
+    size = max(1, CHUNK_TOKENS // max(1, t))
+    return [(i, min(size, n - i)) for i in range(0, n, size)]
+
+
+def patch_heads(
+    net: nn.Module, clean: Mapping, corrupt: Mapping, metric: Metric, stack: str | None = None
+) -> torch.Tensor:
+    """The share of the clean metric restored by each head's context z taken from the clean run.
+
+    Args:
+        net: a Transformer (model.Transformer, load_bert, load_lm, load_trained).
+        clean, corrupt: {"input_ids": [1, T], "attention_mask": [1, T]} of one length (a
+            tokenizer's output; an encoder-decoder's also with tgt_ids, tgt_attention_mask).
+        metric: trace -> a number per batch item: [B], or one number for a batch of one (then it
+            is called per item). The trace of a patched run holds outputs, logits and
+            label_logits only (Transformer.patched); analysis.logit_diff, analysis.cosine_to.
+        stack: whose heads: "encoder" (default when there is one), "decoder" or "cross".
+    Returns:
+        [L, H] float: (m_patched − m_corrupt) / (m_clean − m_corrupt), head h's z =
+        softmax(QKᵀ/√d_k)·V of that head before W_O at every position (TransformerLens's
+        ``hook_z``; per query head with grouped-query attention). Raises ValueError (a
+        ``lang.Msg``) for texts of different lengths or a metric equal on both.
+    """
+    pair = _Pair(net, clean, corrupt, metric, stack)
+    cfg = net.config
+    n_layers, n_heads = cfg.n_layers, cfg.n_heads
+    clean_tr, corrupt_tr, name = pair.clean, pair.corrupt, pair.stack
+    z = (clean_tr.attentions[name] @ clean_tr.values[name])[0]  # (L, H, T_q, d_head)
+    rows = []
+    for layer in range(n_layers):
+        start = pair.resid(corrupt_tr, layer)  # (T, d_model): the layers before are not run
+        make = partial(_head_patch, name, layer, z[layer], start)
+        rows.append(pair.run(n_heads, make))
+    return torch.stack(rows)  # (L, H)
+
+
+def patch_residual(
+    net: nn.Module, clean: Mapping, corrupt: Mapping, metric: Metric, stack: str | None = None
+) -> torch.Tensor:
+    """The share of the clean metric restored by the residual stream entering layer l at
+    position t taken from the clean run (TransformerLens's ``resid_pre``).
+
+    Args as patch_heads; stack: whose stream ("encoder" by default when there is one, or
+    "decoder"). Returns [L, T] float.
+    """
+    pair = _Pair(net, clean, corrupt, metric, "decoder" if stack == "cross" else stack)
+    n_layers = net.config.n_layers
+    t = pair.resid(pair.clean, 0).shape[0]
+    rows = []
+    for layer in range(n_layers):
+        good, bad = pair.resid(pair.clean, layer), pair.resid(pair.corrupt, layer)  # (T, d)
+        rows.append(pair.run(t, partial(_resid_patch, pair.stream, layer, good, bad)))
+    return torch.stack(rows)  # (L, T)
