@@ -372,3 +372,40 @@ def test_the_deck_button_covers_nothing_also_while_scrolled(app_url, browser, si
             assert page.evaluate(UNDER_DECK_JS) == [], (tab, y)
     shot(page, f"deck_button_{size}", full_page=False)
     context.close()
+
+
+CARD_JS = """() => {
+  const c = document.querySelector('#layer-cards .ta-step-chosen');
+  const bar = document.getElementById('ta-bar');
+  if (!c || !bar) return null;
+  const r = c.getBoundingClientRect();
+  return {top: r.top, bottom: r.bottom, bar: bar.getBoundingClientRect().top,
+          steps: +document.querySelector('#layer-cards .ta-steps').dataset.steps};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_inside_a_layer_and_the_masks_presented_at_720p_give_their_figure_three_fifths(
+    app_url, browser, lang
+):
+    context, page = open_page(browser, "1280x720")
+    page.goto(f"{app_url}?tab=masks&present=1&lang={lang}")
+    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_function(f"() => {SHOWN} === 'padding-mask-plot'", timeout=30_000)
+    page.wait_for_timeout(500)
+    assert shown(page)["plot"] >= 0.6 * 720
+    page.goto(f"{app_url}?tab=layer&present=1&lang={lang}")
+    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_function(f"() => {SHOWN} === 'layer-step-plot'", timeout=30_000)
+    last = page.evaluate(CARD_JS)["steps"] - 1
+    for step in (0, 9, last):  # the attention weights' card; the last (the FFN's) among them
+        page.goto(f"{app_url}?tab=layer&present=1&lang={lang}&step={step}")
+        page.wait_for_function(READY, timeout=30_000)
+        page.wait_for_function(f"() => {SHOWN} === 'layer-step-plot'", timeout=30_000)
+        page.wait_for_timeout(500)
+        box, card = shown(page), page.evaluate(CARD_JS)
+        assert box["plot"] >= 0.6 * 720, (step, box)
+        assert box["plotBottom"] <= card["top"], (step, box, card)  # the card under the figure
+        assert card["bottom"] <= card["bar"], (step, card)  # and clear of the bar
+    shot(page, f"presentation_layer_1280x720_{lang}", full_page=False)
+    context.close()

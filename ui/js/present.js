@@ -73,7 +73,7 @@
     if (!P.on || P.paused || !P.block || !P.block.contains(el)) return null;
     /* The Inside-a-layer tab shows the chosen step's card under its figure (ui/tabs/layer.py). */
     const card = ta.tab === 'layer' ? document.querySelector('#layer-cards .ta-step-chosen') : null;
-    const height = window.innerHeight - BAR - 10 - (card ? card.offsetHeight + 16 : 0);
+    const height = window.innerHeight - BAR - 10 - (card ? card.offsetHeight + 8 : 0);
     const width = P.block.clientWidth - 16;
     const font = Math.max(18, Math.round(window.innerHeight / 54));
     const [traces, big] = ta.bigLayout(data, layout, width, height, font);

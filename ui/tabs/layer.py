@@ -191,11 +191,18 @@ white-space:pre-wrap;word-break:break-word}
 #layer-cards .ta-step-note{margin:3px 0;color:#374151}
 #layer-cards .ta-step-seed{color:#6b7280}
 body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen{position:fixed;left:8px;right:8px;
-bottom:54px;z-index:1001;max-height:190px;overflow:auto;font-size:17px;box-shadow:0 2px 8px
-rgba(0,0,0,.15)}
+bottom:60px;z-index:1001;max-height:min(190px,24vh);overflow:auto;font-size:17px;box-shadow:0 2px
+8px rgba(0,0,0,.15);display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.2fr);
+column-gap:18px;align-content:start}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen>div{grid-column:1}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen>.ta-step-note{grid-column:2;
+grid-row:1/span 2;margin:0}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen>.ta-step-seed{grid-column:2;
+grid-row:3/span 2;display:flex;gap:8px;align-items:baseline}
+body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen>.ta-step-seed pre{flex:1;margin:0}
 body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen .ta-step-title{font-size:19px}
 @media (max-width:640px){body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen{
-font-size:13px;max-height:26vh;bottom:62px}
+font-size:13px;max-height:26vh;bottom:62px;display:block}
 body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen .ta-step-title{font-size:15px}}
 </style>"""
 
