@@ -158,6 +158,7 @@ def lens_heatmap(
     fig.update_yaxes(type="category", autorange="reversed", tickfont={"size": TEXT_PX})
     row = math.ceil(2 * LINE_SPACING * TEXT_PX) + 4 if shown else ROW_PX  # two lines a cell
     height = TOP_PX + n_rows * row + below_labels(x)
+    fig.layout.meta = {"min_cell_font": MIN_CELL_FONT}  # narrower pages drop it (ui/js/figures.js)
     title = tr("Logit lens: what each layer would predict next") if title is None else title
     return base_layout(fig, safe(title), height)
 
