@@ -165,8 +165,9 @@ def lm_steps(n_tokens: int) -> int:
 
 def lm_continuation(analysis: Analysis, item: int = 0) -> str | None:
     """A language model's greedy continuation of one analysed text (``lm_steps`` tokens, cached):
-    the text it would write next, decoded by its tokenizer; None for a text too long to
-    continue within the budget."""
+    the text it would write next, its pieces read as the token table reads them (a piece that is
+    not whole UTF-8 as "‹\\xA8›", not U+FFFD: model.pieces.readable_text); None for a text too
+    long to continue within the budget."""
     loaded, trace = analysis.model, analysis.trace
     ids = trace.input_ids[item][trace.attention_mask[item].bool()].view(1, -1)  # (1, T)
     key = (loaded.model_id, tuple(ids[0].tolist()), trace.positions)
@@ -179,7 +180,7 @@ def lm_continuation(analysis: Analysis, item: int = 0) -> str | None:
         return None
     with cpu_share(ids.numel() + room, n_params(net)):
         out = net.generate(ids.to(net.device), max_new_tokens=room, positions=trace.positions)
-    words = loaded.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)
+    words = loaded.tokenizer.text(out[0, ids.shape[1] :].tolist())
     return LM_CONTINUATIONS.put(key, words)
 
 

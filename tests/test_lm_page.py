@@ -127,6 +127,40 @@ def test_every_tab_draws_for_a_language_model_from_the_checkpoint_box(browser, f
         page.close()
 
 
+def test_the_logit_lens_of_a_language_model_is_readable_at_1920x1080(browser, folders):
+    """Each layer row at least ROW_PX tall (it was a 60 px band of 8 px text), its labels at
+    12 px, and any cell text Plotly fits at MIN_CELL_FONT px or more."""
+    from viz.logit_lens import MIN_CELL_FONT, ROW_PX, TEXT_PX
+
+    with serve_app() as (url, _):
+        page = browser.new_page(viewport={"width": 1920, "height": 1080})
+        page.goto(url)
+        wait_status(page, "tokens")
+        open_checkpoint(page, folders["gpt2"])
+        wait_status(page, "GPT-2 checkpoint", timeout=60_000)
+        visit(page, "output")
+        got = page.evaluate(
+            """() => {
+              const gd = document.querySelector('#lens-plot .js-plotly-plot');
+              const full = gd._fullLayout, px = (el) => parseFloat(getComputedStyle(el).fontSize);
+              const cells = [...gd.querySelectorAll('.heatmap-label text')].map(px);
+              return {plot: full.yaxis._length, rows: gd.data[0].y.length,
+                      ticks: [...gd.querySelectorAll('.xtick text, .ytick text')].map(px),
+                      cells};
+            }"""
+        )
+        page.set_viewport_size({"width": 700, "height": 1000})  # Plotly fits it again
+        page.wait_for_function(
+            "() => document.querySelector('#lens-plot .js-plotly-plot')?.data?.[0]?.texttemplate"
+            " === ''",
+            timeout=60_000,
+        )  # 12 positions in 700 px: too narrow for 10 px cell text; colour and hover stay
+        page.close()
+    assert got["rows"] == 4 and got["plot"] / got["rows"] >= ROW_PX, got  # 3 layers + embeddings
+    assert got["ticks"] and min(got["ticks"]) >= TEXT_PX, got
+    assert not got["cells"] or min(got["cells"]) >= MIN_CELL_FONT, got
+
+
 def test_a_public_deployment_opens_only_what_ta_models_lists(browser, folders):
     with serve_app("--public", env={"TA_MODELS": folders["gpt2"]}) as (url, _):
         page = browser.new_page(viewport={"width": 1280, "height": 1000})

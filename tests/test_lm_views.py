@@ -190,6 +190,43 @@ def test_half_a_character_and_an_id_past_the_table_are_said_so():
     assert readable("▁the", False, 5) == " the" and readable("<0x0A>", False, 13) == "\n"
 
 
+def test_a_continuation_reads_its_pieces_as_the_token_table_does(runs):
+    tok = runs["gpt2"].model.tokenizer
+    byte = {b: ch for ch, b in BYTES.items()}
+    ids = tok.hf.convert_tokens_to_ids([byte[b] for b in "我".encode()])  # 我 over three pieces
+    a, broken = tok.hf.convert_tokens_to_ids(["a", byte[0xA8]])  # \xA8 starts no character
+    end = tok.hf.convert_tokens_to_ids("<|endoftext|>")
+    assert "\ufffd" in tok.hf.decode([broken])  # what the page printed before
+    assert tok.text(ids) == "我"  # a character split over pieces is joined
+    assert tok.text([broken, *ids, ids[0], a, 315, end]) == "‹\\xA8›我‹\\xE6›a‹315›"
+    table = tok.convert_ids_to_tokens([broken, ids[0], 315])
+    assert table == ["‹\\xA8›", "‹\\xE6›", "‹315›"]  # each one as the table shows it
+
+
+def test_a_greedy_continuation_of_broken_bytes_shows_the_tables_pieces(eng, tmp_path):
+    """A GPT-2 whose final LayerNorm writes one constant vector and whose head reads it as the
+    byte \\xA8 (a UTF-8 continuation byte): it predicts \\xA8 everywhere, and the page prints
+    the table's ‹\\xA8›, never U+FFFD (a researcher saw "��{����{����")."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = tmp_path / "bytes"
+    hf = save_checkpoint(folder, "gpt2-untied")
+    broken = PreTrainedTokenizerFast.from_pretrained(folder).convert_tokens_to_ids("¨")  # \\xA8
+    with torch.no_grad():
+        bias = torch.randn(hf.config.n_embd)
+        hf.transformer.ln_f.weight.zero_()
+        hf.transformer.ln_f.bias.copy_(bias)
+        hf.lm_head.weight.zero_()
+        hf.lm_head.weight[broken] = bias
+    hf.save_pretrained(str(folder))
+    run = eng.analyse(TEXT, CUSTOM_PREFIX + str(folder))
+    assert lm_continuation(run) == "‹\\xA8›" * 12
+    out = render("output", run, Selection())
+    assert "\ufffd" not in out["prediction"] and "\ufffd" not in str(out["steps_table"])
+    assert "“" + "‹\\\\xA8›" * 12 + "”" in out["prediction"]  # Markdown escapes the backslash
+    assert set(out["steps_table"]["predicts"]) == {"‹\\xA8›"}  # the table's own piece
+
+
 # ---- RoPE ---------------------------------------------------------------------------------------
 def test_rope_frequencies_are_the_models_and_the_formula(runs):
     cfg = runs["llama"].trace.config
@@ -286,8 +323,10 @@ def test_next_token_predictions_and_the_continuation_are_transformers_own(runs, 
             )
         top = analysis.logit_lens_top(run.model.net, run.trace, top=5, rows="last")
         assert torch.equal(top["top_id"][0], logits.topk(5, dim=-1).indices), case
-        words = run.model.tokenizer.decode(greedy[0, ids.shape[1] :], skip_special_tokens=True)
-        assert lm_continuation(run) == words, case
+        new = greedy[0, ids.shape[1] :].tolist()
+        words = run.model.tokenizer.decode(new, skip_special_tokens=True)
+        assert "\ufffd" not in words  # whole UTF-8: the table's reading is the decoder's
+        assert lm_continuation(run) == run.model.tokenizer.text(new) == words, case
         out = render("output", run, Selection())
         assert out["steps_table"].shape[0] == ids.shape[1]
         assert "Greedy continuation" in out["prediction"]
@@ -327,7 +366,7 @@ def test_a_long_texts_lens_reads_its_last_positions_and_its_continuation_is_shor
     net = run.model.net
     with torch.no_grad():
         generated = net.generate(run.trace.input_ids, max_new_tokens=lm_steps(n))
-    words = run.model.tokenizer.decode(generated[0, n:], skip_special_tokens=True)
+    words = run.model.tokenizer.text(generated[0, n:].tolist())
     assert lm_continuation(run) == words and "Greedy continuation" in out["prediction"]
     longer = eng.analyse(" ".join([text] * 3), CUSTOM_PREFIX + folders["llama"])
     assert lm_steps(longer.trace.input_ids.shape[1]) == 0 and lm_continuation(longer) is None

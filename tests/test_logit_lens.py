@@ -85,3 +85,31 @@ def test_a_trace_is_drawn_with_its_next_tokens_as_answers():
     lens = logit_lens(dates, trace, item=1)
     cells = figure_for(lens, trace, dates.tokenizer, item=1).data[0].text
     assert cells[-1][0].startswith("2 ✓")  # <s> -> the first digit
+
+
+@pytest.mark.parametrize("n_pos", [20, 64])
+def test_a_twelve_layer_lens_gives_every_row_room_and_readable_text(n_pos):
+    """At 1920 × 1080 a GPT-2-small-shaped lens (embeddings + 12 layers) over 20 positions keeps
+    rows of at least ROW_PX and 12 px labels, its cell text fitting at MIN_CELL_FONT px or more;
+    over 64 the cells drop their text (hover and colour stay) and keep their rows."""
+    from viz.logit_lens import MIN_CELL_FONT, ROW_PX, TEXT_PX, TOP_PX, below_labels, cell_font
+
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(13, n_pos, 50) * 3, dim=-1)  # (L+1, T, V)
+    vocab = ["<|endoftext|>", "Ġthe", "Ġcat", "Ġunbelievably", "‹\\xE6\\x88›"] * 10
+    tokens = [
+        ["<|endoftext|>", " The", " cat", " sat", " extraordinarily"][t % 5] for t in range(n_pos)
+    ]
+    fig = logit_lens_figure(
+        probs, tokens, vocab, next_token_answers([t % 50 for t in range(n_pos)])
+    )
+    cells = fig.data[0]
+    plot = fig.layout.height - TOP_PX - below_labels(list(cells.x))  # the rows' share
+    assert plot / 13 >= ROW_PX and fig.layout.height < 1080  # one screen at 1920 × 1080
+    assert fig.layout.xaxis.tickfont.size >= TEXT_PX and fig.layout.yaxis.tickfont.size >= TEXT_PX
+    assert fig.layout.font.size >= TEXT_PX
+    if n_pos == 20:
+        assert cells.texttemplate and cell_font(cells.text, n_pos) >= MIN_CELL_FONT
+        assert plot / 13 >= 2 * 1.3 * TEXT_PX  # two lines of 12 px text in every row
+    else:
+        assert cells.text is None and cells.texttemplate is None

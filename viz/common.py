@@ -70,6 +70,18 @@ def display_token(token: str, max_chars: int = MAX_LABEL_CHARS) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
+def visible_text(text: str) -> str:
+    """Running text (a greedy continuation) with the characters ``display_token`` names named the
+    same way ("U+001C"); its spaces, new lines, tabs and emoji joiners stay as they are."""
+    return "".join(
+        f"U+{ord(ch):04X}"
+        if ch not in " \n\t\u200d"
+        and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp")
+        else ch
+        for ch in text
+    )
+
+
 def safe(text: str) -> str:
     """Escape text for Plotly's label/hover HTML dialect and for gr.HTML alike."""
     # Plotly decodes &lt; &gt; &amp; and numeric entities, not &quot;: write the quote as &#34;.

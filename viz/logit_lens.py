@@ -9,6 +9,9 @@ itself is analysis.logit_lens).
 
 from __future__ import annotations
 
+import html
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 import torch
@@ -23,7 +26,17 @@ from viz.common import (
     token_labels,
 )
 
-MAX_CELL_TEXT = 60  # positions beyond which cells carry no text (only colour and hover)
+# Sizes at 1920 × 1080, where a reader must read every label: a layer row is never thinner than
+# ROW_PX, and a cell carries its text only where Plotly's own fitting (the largest font whose
+# lines fit the cell; LINE_SPACING is Plotly's) gives it MIN_CELL_FONT px or more on a 1920 px
+# page; the other cells keep their colour and hover.
+TEXT_PX = 12  # the page's font: tick labels, cell text at most
+ROW_PX = 24  # a row without cell text
+LINE_SPACING = 1.3
+PAGE_PLOT_PX = 1600  # the cells' share of a 1920 px page (its margins, layer names, colour bar)
+MIN_CELL_FONT = 10
+CELL_CHARS = 6  # a cell's token, shortened: its width sets every cell's font
+TOP_PX = 80  # the title and the line that names the model and text
 
 
 def answer_ranks(probs: torch.Tensor, answers: list[int | None]) -> np.ndarray:
@@ -70,6 +83,7 @@ def cells_of(
         text_row, hover_row = [], []
         for t in range(top_p.shape[1]):
             token = display_token(vocab[int(top_id[row, t])], 8)
+            short = display_token(vocab[int(top_id[row, t])], CELL_CHARS)
             p = float(top_p[row, t])
             answer = answers[t]
             mark = ""
@@ -84,7 +98,7 @@ def cells_of(
                     rank=rank,
                     p=f"{float(answer_p[row, t]):.3f}",
                 )
-            text_row.append(f"{safe(token)}{mark}<br>{p:.2f}")
+            text_row.append(f"{safe(short)}{mark}<br>{p:.2f}")
             hover_row.append(hover)
         texts.append(text_row)
         hovers.append(hover_row)
@@ -117,28 +131,49 @@ def lens_heatmap(
     "position·token", or ``labels``)."""
     n_rows, n_pos = z.shape
     rows = [tr("embeddings")] + [tr("after layer {i}", i=i) for i in range(n_rows - 1)]
+    x = labels if labels is not None else token_labels(tokens)
+    font = cell_font(texts, n_pos)
+    shown = font >= MIN_CELL_FONT
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=labels if labels is not None else token_labels(tokens),
+            x=x,
             y=rows,
             zmin=0.0,
             zmax=1.0,
             colorscale=SEQUENTIAL_SCALE,
-            text=texts if n_pos <= MAX_CELL_TEXT else None,
-            texttemplate="%{text}" if n_pos <= MAX_CELL_TEXT else None,
+            text=texts if shown else None,
+            texttemplate="%{text}" if shown else None,
             customdata=np.array(hovers, dtype=object),
             hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>",
             colorbar={"thickness": 10, "title": {"text": tr("top p"), "side": "right"}},
         )
     )
     fig.update_xaxes(
-        type="category", tickangle=-60, title=tr("reading position (predicts the next token)")
+        type="category",
+        tickangle=-60,
+        tickfont={"size": TEXT_PX},
+        title=tr("reading position (predicts the next token)"),
     )
-    fig.update_yaxes(type="category", autorange="reversed")
-    height = 150 + 40 * n_rows
+    fig.update_yaxes(type="category", autorange="reversed", tickfont={"size": TEXT_PX})
+    row = math.ceil(2 * LINE_SPACING * TEXT_PX) + 4 if shown else ROW_PX  # two lines a cell
+    height = TOP_PX + n_rows * row + below_labels(x)
+    fig.layout.meta = {"min_cell_font": MIN_CELL_FONT}  # narrower pages drop it (ui/js/figures.js)
     title = tr("Logit lens: what each layer would predict next") if title is None else title
     return base_layout(fig, safe(title), height)
+
+
+def cell_font(texts: list[list[str]], n_pos: int, width: int = PAGE_PLOT_PX) -> int:
+    """The cell font Plotly would fit into ``n_pos`` cells sharing ``width`` px, at most TEXT_PX:
+    its rule, the longest line's characters (as written, entities too) at 0.65 em each."""
+    longest = max((len(line) for row in texts for c in row for line in c.split("<br>")), default=1)
+    return min(TEXT_PX, math.floor(width / n_pos / longest / (LINE_SPACING / 2)))
+
+
+def below_labels(labels: list[str]) -> int:
+    """Room under the cells for the position labels turned 60° and the axis title, in px."""
+    longest = max((len(html.unescape(label)) for label in labels), default=1)
+    return math.ceil(longest * 0.6 * TEXT_PX * math.sin(math.radians(60)) + 2 * TEXT_PX + 36)
 
 
 def figure_for(

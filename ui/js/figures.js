@@ -125,6 +125,26 @@
     window.Plotly.update(gd, restyle, narrow.layout || {}, traces.length ? traces : undefined);
   });
 
+  /* ---- cell text too small to read is left out -----------------------------------------------
+     A heatmap whose layout.meta.min_cell_font is set (the logit lens) keeps its cell text only
+     where Plotly's own fitting gives it that many px or more at the width it is drawn or resized
+     to: narrower (a laptop, a phone), its cells keep their colour and hover. The server leaves
+     the text out already where a 1920 px page could not fit it (viz/logit_lens.py). */
+  const dropSmallText = (gd) => {
+    const least = gd.layout?.meta?.min_cell_font;
+    const label = gd.querySelector('.heatmap-label text');
+    if (!least || !label || parseFloat(getComputedStyle(label).fontSize) >= least) return;
+    window.Plotly.restyle(gd, {texttemplate: ''}, [0]);
+  };
+  ta.drawHooks.push((gd) => {
+    if (!gd.layout?.meta?.min_cell_font || !window.Plotly || gd.closest('[data-ta-shown]')) return;
+    if (!gd.taCellText && gd.on) {  /* Plotly fits the text again on every resize: check again */
+      gd.taCellText = true;
+      gd.on('plotly_afterplot', () => dropSmallText(gd));
+    }
+    requestAnimationFrame(() => dropSmallText(gd));
+  });
+
   /* ---- square cells on a narrow screen give back the height they cannot use --------------------
      A figure whose cells are square (the overview: layout.meta.fit_height) is laid out for the
      page's width; on a phone its plot shrinks with the width and left most of its height empty,

@@ -13,7 +13,7 @@ from model import TRAINED, predict_roles
 from ui import i18n
 from ui.tabs.base import Built, Tab, View, plot
 from viz import attention, logit_lens
-from viz.common import display_token, md_literal
+from viz.common import display_token, md_literal, visible_text
 from viz.output_facts import LESSON, copy_note, opening_step, step_marks, trained_on
 
 CAPTION = (
@@ -269,7 +269,9 @@ def lm_makers(view: View) -> dict:
                 n=LM_POSITIONS // LM_MIN_NEW_TOKENS,
             )
         else:
-            said += " " + tr("Greedy continuation of the text: “{words}”", words=md_literal(words))
+            said += " " + tr(
+                "Greedy continuation of the text: “{words}”", words=md_literal(visible_text(words))
+            )
         return (
             said
             + "  \n"
