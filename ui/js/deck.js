@@ -218,22 +218,23 @@
     render();
   };
 
-  /* The deck's button sits in the page, just above the tab strip at its right end: a floating
-     one covered whatever scrolled under it (a figure's corner on a phone, a slider's maximum).
+  /* The deck's button sits in the page, at the end of the selection row (stack, layer, head),
+     just above the tab strip: a floating one covered whatever scrolled under it (a figure's
+     corner on a phone, a slider's maximum), and a row of its own pushed the tab strip down.
      Its panel is a dialog the user opened, fixed at the bottom right until closed. */
   const mount = () => {
     if (document.getElementById('ta-deck-open')) return;
-    const tabs = document.getElementById('tabs');
-    if (!document.body || !tabs || !tabs.parentElement) { setTimeout(mount, 50); return; }
-    const row = document.createElement('div');
-    row.id = 'ta-deck-row';
+    const row = document.getElementById('selection');
+    if (!document.body || !row) { setTimeout(mount, 50); return; }
+    const holder = document.createElement('div');
+    holder.id = 'ta-deck-row';
     const open = document.createElement('button');
     open.id = 'ta-deck-open'; open.type = 'button';
     open.addEventListener('click', () => { const el = panel(); el.hidden = !el.hidden; render(); });
-    row.append(open);
+    holder.append(open);
     const el = document.createElement('div');
     el.id = 'ta-deck'; el.hidden = true; el.setAttribute('role', 'dialog');
-    tabs.parentElement.insertBefore(row, tabs);
+    row.append(holder);
     document.body.append(el);
     render();
   };
