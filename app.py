@@ -1,11 +1,12 @@
 """Transformer Anatomy: type a sentence, see what happens inside a Transformer.
 
 This file only composes and launches. The page is built in ui/layout.py; its handlers are built
-here (``handlers``: the views, the Train tab's, the corpus's and the deck's, peers each handed
-the engine, the pages' sessions or the trainings it needs; ui/handlers.py,
-ui/corpus_handlers.py, ui/deck.py) and its events registered over them in ui/events.py. The
-page's JavaScript is in ui/js/, the guards that keep the server up are in serve/, models and the
-trace cache in engine.py, figures in viz/. docs/architecture.md tells how they fit.
+here (``handlers``: the views, the Train tab's, the corpus's, the deck's and the shipped minimal
+pairs', peers each handed the engine, the pages' sessions or the trainings it needs;
+ui/handlers.py, ui/corpus_handlers.py, ui/deck.py, ui/patching_handlers.py) and its events
+registered over them in ui/events.py. The page's JavaScript is in ui/js/, the guards that keep
+the server up are in serve/, models and the trace cache in engine.py, figures in viz/.
+docs/architecture.md tells how they fit.
 Run: ``python app.py [--port 7860] [--host 127.0.0.1] [--device auto] [--public] [--share]``.
 """
 
@@ -41,6 +42,7 @@ from ui.deck import Deck
 from ui.events import API_NAMES, BOUND, Handlers
 from ui.handlers import CUSTOM, Sessions, Views, capped, position_bounds
 from ui.i18n import I18N
+from ui.patching_handlers import Patching
 from ui.state import ViewState
 from ui.status import sentence, status_markdown
 from ui.training_handlers import Training
@@ -119,7 +121,13 @@ def handlers(
     training = Training(trainings, views)
     engine.live = training.loaded  # the engine finds a page's trained model by its secret id
     corpus = Corpus(engine, sessions, views)
-    return Handlers(views=views, training=training, corpus=corpus, deck=Deck(views))
+    return Handlers(
+        views=views,
+        training=training,
+        corpus=corpus,
+        deck=Deck(views),
+        patching=Patching(engine, views),
+    )
 
 
 def setup(engine: Engine, public: bool) -> tuple[layout.Setup, Handlers]:

@@ -139,6 +139,20 @@ def is_device_failure(exc: BaseException) -> bool:
     )
 
 
+def text_ids(loaded: LoadedModel, text: str, decoder: bool) -> list[int]:
+    """A text's token ids as the model reads them, uncut: BERT's [CLS] … [SEP], a language
+    model's own specials with one start token in front, our models' characters (a decoder's
+    after "<s>", as seed 002's "<start> I am fine")."""
+    tok = loaded.tokenizer
+    if loaded.is_bert or loaded.is_lm:
+        ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
+        if loaded.is_lm and tok.bos_token_id is not None and ids[:1] != [tok.bos_token_id]:
+            ids = [tok.bos_token_id, *ids]  # GPT-2's <|endoftext|>, as it was trained
+        return list(ids)
+    ids = tok.encode(text)
+    return [tok.bos_token_id, *ids] if decoder else ids
+
+
 @dataclass
 class Analysis:
     """One analysed input: its trace (CPU), what was cut, and how long it took."""
@@ -285,7 +299,7 @@ class Engine:
     # ---- text -> inputs -----------------------------------------------------------------------
     def encode(self, loaded: LoadedModel, texts: list[str], targets: list[str] | None):
         """Tokenize (cutting to the model's maximum), returning model inputs and notices."""
-        cfg, tok = loaded.net.config, loaded.tokenizer
+        cfg = loaded.net.config
         notices: list[str] = []
         limit = cfg.max_len
         if loaded.is_lm:  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512,
@@ -293,16 +307,7 @@ class Engine:
             limit = min(limit, LM_MAX_TOKENS, tokens_that_fit(cfg, self.cache.max_bytes))
 
         def ids_of(text: str, decoder: bool) -> list[int]:
-            if loaded.is_bert:
-                ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
-            elif loaded.is_lm:  # its tokenizer's own specials, and one start token in front
-                ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
-                if tok.bos_token_id is not None and ids[:1] != [tok.bos_token_id]:
-                    ids = [tok.bos_token_id, *ids]  # GPT-2's <|endoftext|>, as it was trained
-            else:
-                ids = tok.encode(text)
-                if decoder:  # the decoder reads "<s> ..." (seed 002's "<start> I am fine")
-                    ids = [tok.bos_token_id, *ids]
+            ids = text_ids(loaded, text, decoder)
             if len(ids) > limit and limit < cfg.max_len:
                 notices.append(
                     Msg(

@@ -17,7 +17,14 @@ from analysis.head_stats import attention_sink, head_stats
 from analysis.layer_steps import layer_steps
 from analysis.logit_lens import logit_lens, logit_lens_top
 from analysis.norms import norm_attention, norm_attention_summed, transformed_values
-from analysis.patching import cosine_to, logit_diff, patch_heads, patch_residual
+from analysis.patching import (
+    attention_shift,
+    cosine_to,
+    logit_diff,
+    patch_heads,
+    patch_pair,
+    patch_residual,
+)
 from analysis.patterns import head_patterns, pattern_mask
 from analysis.rollout import rollout
 from analysis.words import word_attention
@@ -25,6 +32,7 @@ from analysis.words import word_attention
 __all__ = [
     "ablation_effects",
     "attention_block",
+    "attention_shift",
     "attention_sink",
     "attention_flow",
     "attention_flow_row",
@@ -45,6 +53,7 @@ __all__ = [
     "norm_attention_block",
     "norm_attention_summed",
     "patch_heads",
+    "patch_pair",
     "patch_residual",
     "pattern_mask",
     "rollout",

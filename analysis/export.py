@@ -394,3 +394,95 @@ def corpus_npz(result, meta: dict | None = None) -> bytes:
     extra = _jsonable(meta or {})
     extra.pop("arrays", None)
     return _npz(arrays, {**manifest, **extra})
+
+
+PATCHING_METHOD = (
+    "activation patching, denoising: one activation of the clean run put into the corrupt run "
+    "(TransformerLens's patching convention); share restored = (m_patched - m_corrupt) / "
+    "(m_clean - m_corrupt): 0 = nothing restored, 1 = the clean metric whole"
+)
+PATCHING_PAPERS = (
+    "Meng et al. 2022 (causal tracing); Wang et al. 2022 (Interpretability in the Wild); "
+    "Heimersheim & Nanda 2024 (How to use and interpret activation patching); direct logit "
+    "attribution: Elhage et al. 2021"
+)
+
+
+def _patching_summary(result) -> dict:
+    return {
+        "method": PATCHING_METHOD,
+        "papers": PATCHING_PAPERS,
+        "metric": result.metric,
+        "m_clean": result.m_clean,
+        "m_corrupt": result.m_corrupt,
+        "position": result.position,
+        "answer_id": result.answer,
+        "wrong_id": result.wrong,
+        "heads_of": result.stack,
+        "stream": result.stream,
+    }
+
+
+def patching_csv(result, meta: dict | None = None) -> str:
+    """analysis.patch_pair's numbers as one long table (stats_csv text): one row per head of
+    each grid ("heads" shares restored, "attention_shift", "attribution" in logits with the MLPs
+    as head -1) and per layer and position ("positions", with both texts' tokens there); the
+    method, the metric on both texts and ``meta`` in columns on every row."""
+    rows = []
+    n_layers, n_heads = result.heads.shape
+    for name, grid in (("heads", result.heads), ("attention_shift", result.shift)):
+        rows += [
+            (name, layer, head, None, "", "", float(grid[layer, head]))
+            for layer in range(n_layers)
+            for head in range(n_heads)
+        ]
+    clean = result.clean.tokens_for(result.stream)[0][0]
+    corrupt = result.corrupt.tokens_for(result.stream)[0][0]
+    rows += [
+        ("positions", layer, None, t, clean[t], corrupt[t], float(result.positions[layer, t]))
+        for layer in range(result.positions.shape[0])
+        for t in range(result.positions.shape[1])
+    ]
+    if result.attribution is not None:
+        heads, mlp = result.attribution["heads"], result.attribution["mlp"]
+        rows += [
+            ("attribution", layer, head, None, "", "", float(heads[layer, head]))
+            for layer in range(n_layers)
+            for head in range(n_heads)
+        ]
+        rows += [
+            ("attribution", layer, -1, None, "", "", float(mlp[layer])) for layer in range(n_layers)
+        ]
+    columns = ["grid", "layer", "head", "position", "clean_token", "corrupt_token", "value"]
+    df = pd.DataFrame(rows, columns=columns).astype({"position": "Int64", "head": "Int64"})
+    return stats_csv(df, {**_patching_summary(result), **(meta or {})})
+
+
+def patching_npz(result, meta: dict | None = None) -> bytes:
+    """analysis.patch_pair's numbers as an .npz: "heads" [L, H], "positions" [L, T],
+    "attention_shift" [L, H], "attribution/<term>" (decoders), both runs' input ids and their
+    attention for the patched heads' stack ("attentions/clean", "attentions/corrupt"
+    [L, H, T, T]); the manifest names the method, its papers, the metric and both texts' tokens."""
+    arrays = {
+        "heads": result.heads.numpy(),
+        "positions": result.positions.numpy(),
+        "attention_shift": result.shift.numpy(),
+        "input_ids/clean": result.clean.input_ids[0].cpu().numpy(),
+        "input_ids/corrupt": result.corrupt.input_ids[0].cpu().numpy(),
+        "attentions/clean": result.clean.attentions[result.stack][0].float().cpu().numpy(),
+        "attentions/corrupt": result.corrupt.attentions[result.stack][0].float().cpu().numpy(),
+    }
+    for name, value in (result.attribution or {}).items():
+        arrays[f"attribution/{name}"] = value.numpy()
+    manifest = {
+        "format": "Transformer Anatomy activation patching, one .npy per array",
+        **_patching_summary(result),
+        "tokens": {
+            "clean": result.clean.tokens_for(result.stream)[0][0],
+            "corrupt": result.corrupt.tokens_for(result.stream)[0][0],
+        },
+        "config": result.clean.config.to_dict(),
+    }
+    extra = _jsonable(meta or {})
+    extra.pop("arrays", None)
+    return _npz(arrays, {**manifest, **extra})

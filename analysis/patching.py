@@ -20,6 +20,7 @@ before the patched one not run again (their output is the corrupt run's).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -242,3 +243,165 @@ def patch_residual(
         good, bad = pair.resid(pair.clean, layer), pair.resid(pair.corrupt, layer)  # (T, d)
         rows.append(pair.run(t, partial(_resid_patch, pair.stream, layer, good, bad)))
     return torch.stack(rows)  # (L, T)
+
+
+def attention_shift(clean_trace, corrupt_trace, stack: str, item: int = 0) -> torch.Tensor:
+    """How differently each head attends on the two texts of a pair: the total variation
+    distance ½·Σⱼ |A_clean(i, j) − A_corrupt(i, j)| of each query row, averaged over the real
+    queries (0 = the same pattern, 1 = no key in common). Both texts must have one length.
+
+    Returns [L, H] float. A head can move a lot and matter little (or the reverse): read it
+    beside patch_heads, which measures what the head's output does to the answer.
+    """
+    a = clean_trace.attentions[stack][item].float()  # (L, H, T, T)
+    b = corrupt_trace.attentions[stack][item].float()
+    if a.shape != b.shape:
+        raise ValueError(
+            Msg(
+                "The two texts must have the same number of tokens to compare their heads: "
+                "{clean} and {corrupt}.",
+                clean=a.shape[-1],
+                corrupt=b.shape[-1],
+            )
+        )
+    mask = clean_trace.attention_mask if stack == "encoder" else clean_trace.tgt_attention_mask
+    if mask is None:
+        mask = clean_trace.attention_mask
+    real = mask[item].bool() if mask is not None else torch.ones(a.shape[-1], dtype=torch.bool)
+    rows = 0.5 * (a - b).abs().sum(-1)  # (L, H, T)
+    return rows[..., real.to(rows.device)].mean(-1).cpu()
+
+
+@dataclass
+class PairResult:
+    """What patch_pair measured on one minimal pair (all tensors float32 on the CPU).
+
+    heads [L, H] and positions [L, T]: shares restored (patch_heads, patch_residual); shift
+    [L, H]: attention_shift; attribution: direct_logit_attribution's terms, for a pre-norm
+    decoder-only model (else None); metric: "logit_diff" or "cosine"; m_clean, m_corrupt: its
+    value on each text; position: where it is read (in ``stream``'s positions); answer, wrong:
+    token (or label) ids of the logit difference (None for the cosine); top_clean, top_corrupt:
+    the 5 likeliest ids at that position with their probabilities; clean, corrupt: the two
+    runs' traces; stack: whose heads; stream: whose residual positions.
+    """
+
+    heads: torch.Tensor
+    positions: torch.Tensor
+    shift: torch.Tensor
+    attribution: dict | None
+    metric: str
+    m_clean: float
+    m_corrupt: float
+    position: int
+    answer: int | None
+    wrong: int | None
+    top_clean: list[tuple[int, float]]
+    top_corrupt: list[tuple[int, float]]
+    clean: object
+    corrupt: object
+    stack: str
+    stream: str
+
+
+def _head_logits(trace):
+    return trace.logits if trace.logits is not None else trace.label_logits
+
+
+def _top(logits, position: int, k: int = 5) -> list[tuple[int, float]]:
+    probs = torch.softmax(logits[0, position].float(), dim=-1)
+    values, ids = probs.topk(min(k, probs.shape[-1]))
+    return [(int(i), float(v)) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
+
+
+def patch_pair(
+    net: nn.Module,
+    clean: Mapping,
+    corrupt: Mapping,
+    answer: int | None = None,
+    wrong: int | None = None,
+    position: int | None = None,
+    stack: str | None = None,
+) -> PairResult:
+    """Everything the "Which heads matter" view shows for one minimal pair, with its defaults.
+
+    With an output head (a language model's, a trained model's token or label classifier) the
+    metric is logit_diff(answer, wrong, position): ``answer`` defaults to the clean run's top
+    token there, ``wrong`` to the corrupt run's (its second if that is the answer too), and
+    ``position`` to the last one for a decoder-only model, else the first position whose top
+    prediction differs between the two runs. Without one (BERT's encoder) it is cosine_to the
+    clean run's output at ``position``, by default the first position whose input differs.
+    ``stack``: whose heads are patched (default: the model's first); the residual stream
+    patched is the one the two texts differ in (the encoder's, or a decoder-only model's).
+    """
+    clean_in, corrupt_in = _inputs(net, clean, corrupt)
+    cfg = net.config
+    with torch.no_grad():
+        clean_tr = net.trace(**clean_in, with_logits=True)
+        corrupt_tr = net.trace(**corrupt_in, with_logits=True)
+    stack = stack or ("encoder" if cfg.has_encoder else "decoder")
+    stream = "encoder" if cfg.has_encoder else "decoder"
+    logits_a, logits_b = _head_logits(clean_tr), _head_logits(corrupt_tr)
+    if logits_a is not None:
+        length = clean_tr.hidden_states["decoder" if cfg.has_decoder else "encoder"].shape[2]
+        if position is None:
+            position = length - 1
+            if cfg.arch != "decoder":
+                for t in range(length):
+                    if int(logits_a[0, t].argmax()) != int(logits_b[0, t].argmax()):
+                        position = t
+                        break
+        position = _in_range(position, length)
+        top_clean, top_corrupt = _top(logits_a, position), _top(logits_b, position)
+        if answer is None:
+            answer = top_clean[0][0]
+        if wrong is None:
+            wrong = next(i for i, _ in [*top_corrupt, *top_clean] if i != answer)
+        metric, name = logit_diff(answer, wrong, position), "logit_diff"
+    else:
+        length = clean_tr.hidden_states[stream].shape[2]
+        if position is None:
+            a, b = clean_in["input_ids"][0], corrupt_in["input_ids"][0]
+            differ = (a != b).nonzero()
+            position = int(differ[0]) if len(differ) else length - 1
+        position = _in_range(position, length)
+        top_clean, top_corrupt, answer, wrong = [], [], None, None
+        metric, name = cosine_to(clean_tr, position), "cosine"
+    heads = patch_heads(net, clean_in, corrupt_in, metric, stack=stack)
+    positions = patch_residual(net, clean_in, corrupt_in, metric, stack=stream)
+    m_clean = float(_metric_values(metric, clean_tr, 1)[0])
+    m_corrupt = float(_metric_values(metric, corrupt_tr, 1)[0])
+    attribution = None
+    if name == "logit_diff" and cfg.arch == "decoder" and cfg.norm == "pre":
+        from analysis.attribution import direct_logit_attribution
+
+        attribution = direct_logit_attribution(net, clean_tr, answer, wrong, position)
+    return PairResult(
+        heads=heads,
+        positions=positions,
+        shift=attention_shift(clean_tr, corrupt_tr, stack),
+        attribution=attribution,
+        metric=name,
+        m_clean=m_clean,
+        m_corrupt=m_corrupt,
+        position=position,
+        answer=answer,
+        wrong=wrong,
+        top_clean=top_clean,
+        top_corrupt=top_corrupt,
+        clean=clean_tr,
+        corrupt=corrupt_tr,
+        stack=stack,
+        stream=stream,
+    )
+
+
+def _in_range(position: int, length: int) -> int:
+    if not -length <= int(position) < length:
+        raise ValueError(
+            Msg(
+                "Position {position} is outside the text's {length} tokens.",
+                position=int(position),
+                length=length,
+            )
+        )
+    return int(position) % length

@@ -36,6 +36,7 @@ from ui.deck import Deck
 from ui.handlers import RUN_INPUTS, Ask, Views, model_boxes, said
 from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
+from ui.patching_handlers import Patching
 from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
 from ui.status import status_markdown
 from ui.tabs import FIGURE_FIELDS, TAB_IDS, TABS
@@ -59,12 +60,13 @@ STAMP = "(...args) => ta.stamp(...args)"
 @dataclass(frozen=True)
 class Handlers:
     """The page's handlers, peers built by app.py: the views, the Train tab's, the Heads tab's
-    corpus, the lecture deck's."""
+    corpus, the lecture deck's, Which heads matter's shipped pairs."""
 
     views: Views
     training: Training
     corpus: Corpus
     deck: Deck
+    patching: Patching
 
 
 def ask_of(tail: Sequence, request: gr.Request | None) -> Ask:
@@ -202,6 +204,7 @@ def wire(page: Page, handlers: Handlers, turns: Pages) -> None:
     wire_deck(w, handlers.deck)
     wire_training(w, handlers.training)
     wire_corpus(w, handlers.corpus, deep)
+    wire_patching(w, handlers.patching, deep, run_outputs)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -319,6 +322,24 @@ def wire_corpus(w: Wiring, corpus: Corpus, deep) -> None:
         event.then(fn=None, js="() => ta.followLink()")
 
 
+def wire_patching(w: Wiring, patching: Patching, deep, run_outputs: list[str]) -> None:
+    """Which heads matter (ui/tabs/patching.py): a shipped pair runs its clean text and fills
+    the tab's boxes, then the page presses Patch (its own queue: ui.tabs.base.Tab.own_queue); a
+    link that opens the tab with a pair patches once its view is open."""
+    p = w.page
+    outputs = [*run_outputs, "text", "pair", "answer", "wrong", "read_at"]
+    picked = w.on(
+        [p["pair_example"].input],
+        patching.example,
+        ["pair_example"],
+        outputs,
+        stale=True,
+        show_progress_on=[p["status"]],
+    )
+    picked.then(fn=None, js="() => ta.clickPatch()")
+    deep.then(fn=None, js="() => ta.patchLink()")
+
+
 def wire_deck(w: Wiring, deck: Deck) -> None:
     """The lecture deck (ui/js/deck.js, ui/deck.py): a slide's text goes into the box from the
     browser (no typing event fires), and the offline file is made on the server."""
@@ -352,7 +373,11 @@ def wire_selection(w: Wiring, views: Views) -> None:
         w.on([trigger], selecting(views, name), (), redrawn, **always_last)
     for action, button in p.actions.items():
         drawn_by = sorted({o for tab in TABS for o in tab.redrawn_by(action)})
-        w.on([button.click], selecting(views, action), (), drawn_by)
+        alone = any(action in tab.own_queue for tab in TABS)
+        queue = {"concurrency_id": f"alone-{action}", "concurrency_limit": 1} if alone else {}
+        if alone:  # an API client asks for it too: /patch, after /run (its session's last run)
+            queue["api_name"] = action
+        w.on([button.click], selecting(views, action), (), drawn_by, **queue)
     wire_gates(p)
 
 

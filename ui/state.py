@@ -26,6 +26,7 @@ CONVENTIONS = ("ours", "clark")  # head statistics: ours, or Clark et al.'s note
 UNITS = ("tokens", "words")  # attention views over tokens, or words (Clark et al.'s convention)
 CORPORA = ("en", "zh")  # the shipped sample corpora a link may name (assets/corpus/<id>.txt)
 DEFAULT_DIMS = "0, 1, 2, 3"
+PAIR_CHARS = 1_000  # a minimal pair's other text (patching reads at most 64 tokens of it)
 LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
 
 
@@ -53,6 +54,13 @@ class Selection:
     units: str = "tokens"  # the attention views over tokens or over words
     token: int = 0  # the token the Inside-a-layer tab walks through the layer
     step: int = 0  # the step of that layer whose numbers it draws
+    # Which heads matter (ui/tabs/patching.py): the minimal pair's other text, the answer and the
+    # wrong token whose logit difference is measured (empty: picked from the runs), and the
+    # position read ("": the last, or an encoder's first that differs).
+    pair: str = ""
+    answer: str = ""
+    wrong: str = ""
+    read_at: str = ""
 
     def clamp(self, analysis) -> Selection:
         """The same selection made valid for this model (layer, head and stack in range)."""
@@ -84,6 +92,10 @@ class Selection:
             units=self.units if self.units in UNITS else "tokens",
             token=fit(self.token, text_length(analysis.trace, stack) - 1),
             step=fit(self.step, step_count(cfg, stack) - 1),
+            pair=str(self.pair or "")[:PAIR_CHARS],
+            answer=str(self.answer or "")[:80],
+            wrong=str(self.wrong or "")[:80],
+            read_at=str(self.read_at or "")[:8],
         )
 
 
@@ -241,6 +253,9 @@ def link_selection(params: dict[str, str], invalid: list[str]) -> dict:
         sel["heads_set"] = params["heads_set"][:400]
     if "pattern" in params:
         sel["pattern"] = params["pattern"][:80]
+    for name, limit in (("pair", PAIR_CHARS), ("answer", 80), ("wrong", 80), ("read_at", 8)):
+        if name in params:
+            sel[name] = params[name][:limit]
     if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
         layer, head = sel.get("layer", 0), sel.get("head", 0)
         sel.setdefault("layer_a", layer)

@@ -20,6 +20,7 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``exports.js``: PNG and SVG downloads cropped for a slide.
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
 - ``lesson.js``: the Output tab's step table opens at the lesson's step (the row marked ▶).
+- ``patching.js``: Which heads matter: a clicked head of its grids, a shipped pair, a link.
 
 The words these files write go through ``ta.t('English')`` (core.js): the English is the key
 of the one table of words the server also reads (``ui/zh_CN_server.json``, ``lang.ZH``), and
@@ -52,6 +53,7 @@ FILES = (
     "exports.js",
     "deck.js",
     "lesson.js",
+    "patching.js",
 )
 HERE = Path(__file__).resolve().parent
 

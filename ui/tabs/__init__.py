@@ -12,6 +12,7 @@ from ui.tabs import (
     masks,
     model,
     output,
+    patching,
     tokens,
     train,
 )
@@ -23,6 +24,7 @@ TABS: tuple[Tab, ...] = (
     attention.TAB,
     layer.TAB,
     heads.TAB,
+    patching.TAB,
     masks.TAB,
     output.TAB,
     hidden.TAB,

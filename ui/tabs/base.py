@@ -121,6 +121,10 @@ class Tab:
     # resolves false when it could not.
     in_browser: dict[str, tuple[str, ...]] = field(default_factory=dict)
     switch_inputs: tuple[str, ...] = ()
+    # actions that wait in a queue of their own, one at a time for the whole server (ui/events.py):
+    # seconds of forward passes (patching every head) that a class asking at once must not
+    # hold the slots of the other tabs' draws with
+    own_queue: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:

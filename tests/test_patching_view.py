@@ -1,0 +1,232 @@
+"""Which heads matter, the page's view (ui/tabs/patching.py): a minimal pair patched for the model
+the page has open, through the page's own handlers — the numbers equal analysis.patch_pair's,
+the induction lesson holds, a refusal is a sentence, the exports read back, a link keeps the
+pair, the button waits in a queue of its own, and one pair asked at once is measured once."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+import zipfile
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import analysis
+import app
+from engine import BUNDLED
+from lang import speaking
+from ui.handlers import Ask
+from ui.render import DRAWN
+from ui.state import Selection, ViewState, parse_link, share_link
+from ui.tabs import patching
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return app.build_demo()
+
+
+def patched(demo, text, model, pair, page="p", lang="en", **sel) -> dict:
+    """Run ``text`` on ``model`` as a page would, then press Patch with ``pair``."""
+    ask = Ask(tab="patching", sel=Selection(pair=pair, **sel), page=page, lang=lang)
+    views = demo.views
+    with speaking(lang):
+        views.run(ask, text, model, "", "", "", "final", True)
+        return views.selection(ask, "patch")
+
+
+def enc(tok, text):
+    ids = [tok.bos_token_id, *tok.encode(text)]
+    return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=int)}
+
+
+def figure(value) -> dict:
+    """A drawn figure's JSON (gr.Plot's PlotData or a go.Figure)."""
+    plot = getattr(value, "plot", None)
+    return json.loads(plot) if isinstance(plot, str) else value.to_plotly_json()
+
+
+def z_of(value) -> np.ndarray:
+    trace = figure(value)["data"][0]
+    z = trace["z"]
+    if isinstance(z, dict):  # a typed array: {"dtype": "f4", "bdata": base64, "shape": "3, 4"}
+        import base64
+
+        shape = tuple(int(n) for n in str(z["shape"]).split(","))
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+    return np.asarray(z, dtype=float)
+
+
+def test_the_copy_pair_restores_through_the_heads_the_heads_table_names(demo):
+    out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw")
+    grid = z_of(out["patch_heads_plot"])  # [L, H], shares restored
+    net = demo.views.engine.model("induction").net
+    tok = net.tokenizer
+    direct = analysis.patch_pair(net, enc(tok, "qzxwv qzxw"), enc(tok, "bhmtk qzxw"))
+    np.testing.assert_allclose(grid, direct.heads.numpy(), atol=1e-6)
+    # The lesson the tab states: the previous-token head of layer 0 and the induction heads of
+    # layer 1 restore the copy, and they are the heads the Heads table's columns name.
+    assert grid[0, 1] > 0.5 and grid[1, 0] > 0.25 and grid[1, 1] > 0.25
+    trace = net.trace(**enc(tok, "qzxwv qzxw qzxwv"))
+    table = analysis.head_patterns(trace, "decoder")
+    prev = table[table.layer == 0].sort_values("previous_token").iloc[-1]
+    assert (int(prev["layer"]), int(prev["head"])) == (0, 1)
+    induction = table[table.layer == 1].sort_values("induction").iloc[-2:]
+    assert {int(h) for h in induction["head"]} == {0, 1}
+    said = out["patch_said"]
+    assert "‹v›" in said and "position 10" in said and "L0 H1 62%" in said
+    # A decoder's direct logit attribution is drawn beside it, and adds up (its title says so).
+    dla = figure(out["patch_dla_plot"])
+    assert f"{direct.attribution['logit_diff']:+.2f}" in dla["layout"]["title"]["text"]
+    # The answer and wrong boxes list the model's top 5 (the answer first).
+    answers = out["patch_answer"]["choices"]
+    assert answers[0][1] == "v" and len(answers) == 5
+
+
+def test_a_head_picked_in_the_grid_is_drawn_on_both_texts(demo):
+    patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="pick")
+    ask = Ask(tab="patching", sel=Selection(pair="bhmtk qzxw"), page="pick")
+    out = demo.views.pick(ask, "1,1,123")
+    assert (out["layer"], out["head"]) == (1, 1)
+    fig = figure(out["patch_pair_plot"])
+    assert fig["layout"]["title"]["text"].startswith("L1 H1 on both texts")
+    assert len(fig["data"]) == 3  # clean, corrupt, clean − corrupt
+    net = demo.views.engine.model("induction").net
+    clean = net.trace(**enc(net.tokenizer, "qzxwv qzxw"))
+    shown = z_of(type("P", (), {"plot": json.dumps(fig)})())
+    np.testing.assert_allclose(shown, clean.attentions["decoder"][0, 1, 1].numpy(), atol=1e-6)
+
+
+def test_bert_reads_the_word_a_shipped_pair_names_and_says_its_lesson(demo):
+    views = demo.views
+    ask = Ask(tab="patching", page="winograd")
+    filled = demo.handlers.patching.example(ask, "trophy")
+    assert filled["text"].endswith("too big.") and filled["pair"].endswith("too small.")
+    tokens = views.engine.model(BUNDLED).tokenizer.tokenize(filled["text"])
+    assert tokens[int(filled["read_at"]) - 1] == "it"  # after [CLS]
+    sel = Selection(pair=filled["pair"], read_at=filled["read_at"])
+    out = views.selection(replace(ask, sel=sel), "patch")
+    assert f"cosine of position {filled['read_at']}" in out["patch_said"]
+    assert "The lesson:" in out["patch_said"]
+    assert out["patch_dla_plot"] is None  # an encoder: no logit attribution
+    grid = z_of(out["patch_heads_plot"])
+    assert grid.shape == (6, 12) and np.isfinite(grid).all()
+
+
+def test_unequal_texts_get_a_sentence_in_the_pages_language_and_no_figure(demo):
+    for lang, words in (("en", "same number of tokens"), ("zh-CN", "词元数必须相同")):
+        out = patched(demo, "time flies", BUNDLED, "time flies fast", page=f"u{lang}", lang=lang)
+        assert words in out["patch_said"], out["patch_said"]
+        assert out["patch_heads_plot"] is None and out["patch_csv"] is None
+    out = patched(demo, "time flies", BUNDLED, "", page="empty")
+    assert "Write the corrupt text first" in out["patch_said"]
+    out = patched(demo, "time flies", BUNDLED, "time flies", page="same")
+    assert "nothing for a patch to restore" in out["patch_said"]
+    out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="bad", answer="vv")
+    assert "is not one token of this model" in out["patch_said"]
+
+
+def test_exports_read_back_with_the_method_named(demo):
+    out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="export")
+    grid = z_of(out["patch_heads_plot"])
+    df = pd.read_csv(out["patch_csv"])
+    heads = df[df.grid == "heads"].sort_values(["layer", "head"])
+    np.testing.assert_allclose(heads.value.to_numpy().reshape(grid.shape), grid, atol=1e-5)
+    assert set(df.grid) == {"heads", "positions", "attention_shift", "attribution"}
+    assert df.method.iloc[0].startswith("activation patching, denoising")
+    positions = df[df.grid == "positions"]
+    assert len(positions) == 3 * 11 and positions.clean_token.iloc[1] == "q"
+    with zipfile.ZipFile(out["patch_npz"]) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        assert manifest["metric"] == "logit_diff" and "Heimersheim" in manifest["papers"]
+        assert manifest["tokens"]["corrupt"][:3] == ["<s>", "b", "h"]
+        heads_npy = np.load(io.BytesIO(zf.read("heads.npy")))
+    np.testing.assert_allclose(heads_npy, grid, atol=1e-6)
+
+
+def test_a_link_keeps_the_pair_and_reopens_it():
+    sel = Selection(pair="bhmtk qzxw", answer="v", read_at="10")
+    state = ViewState("qzxwv qzxw", "induction", tab="patching", sel=sel)
+    link = share_link(state)
+    back, invalid = parse_link(link, {"induction"}, ("patching",), ViewState("x", "induction"))
+    assert invalid == []
+    assert (back.sel.pair, back.sel.answer, back.sel.read_at) == ("bhmtk qzxw", "v", "10")
+    assert back.tab == "patching"
+
+
+def test_the_patch_button_waits_in_a_queue_of_its_own_and_the_api_names_it(demo):
+    config = demo.get_config_file()
+    patch = [d for d in config["dependencies"] if d.get("api_name") == "patch"]
+    assert len(patch) == 1
+    fn = demo.fns[patch[0]["id"]]
+    assert fn.concurrency_id == "alone-patch" and fn.concurrency_limit == 1
+    run = [d for d in config["dependencies"] if d.get("api_name") == "run"][0]
+    assert demo.fns[run["id"]].concurrency_id == "model"  # the other tabs' group, untouched
+
+
+def test_one_pair_asked_at_once_is_measured_once(demo, monkeypatch):
+    calls = []
+    real = analysis.patch_pair
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        time.sleep(0.2)  # long enough for every other page to arrive while it works
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analysis, "patch_pair", counted)
+    patching.MEASURED.clear()
+    DRAWN.clear()  # no page's drawing kept from the tests above either
+    results = []
+
+    def ask(i):
+        out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page=f"class{i}")
+        results.append(out["patch_said"])
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 6 and len(set(results)) == 1 and "L0 H1" in results[0]
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("case", ["gpt2", "llama"])
+def test_a_language_model_is_patched_with_its_attribution(demo, tmp_path, case):
+    """A language model the page opens (random weights, transformers' own config classes; a
+    LLaMA with grouped-query heads): the page's grid is analysis.patch_pair's, every query head
+    has its row, and direct logit attribution is drawn beside it."""
+    from engine import CUSTOM_PREFIX
+    from tests.test_lm import save_checkpoint
+
+    folder = tmp_path / case
+    save_checkpoint(folder, case)
+    model_id = CUSTOM_PREFIX + str(folder)
+    clean, corrupt = "The cat sat on the mat.", "The cat sat on the cat."
+    out = patched(demo, clean, model_id, corrupt, page=f"lm-{case}")
+    loaded = demo.views.engine.model(model_id)
+    from engine import text_ids
+
+    ids = [text_ids(loaded, text, True) for text in (clean, corrupt)]
+    assert len(ids[0]) == len(ids[1]), "the pair must stay one length in this tokenizer"
+    inputs = [
+        {"input_ids": torch.tensor([i]), "attention_mask": torch.ones(1, len(i), dtype=int)}
+        for i in ids
+    ]
+    direct = analysis.patch_pair(loaded.net, *inputs)
+    grid = z_of(out["patch_heads_plot"])
+    assert grid.shape == (loaded.net.config.n_layers, loaded.net.config.n_heads)
+    np.testing.assert_allclose(grid, direct.heads.numpy(), atol=1e-5)
+    assert out["patch_dla_plot"] is not None
+    # The shipped pairs for language models are offered, and one the tokenizer cannot keep
+    # one length (or whose answer is no single token) is refused with a sentence.
+    listed = demo.views.draw(ViewState(clean, model_id, tab="patching"), {}, force=True)[1][
+        "pair_example"
+    ]["choices"]
+    assert [value for _, value in listed] == ["ioi", "ioi-zh"]

@@ -1,0 +1,25 @@
+/* Which heads matter (ui/tabs/patching.py): a click on a head of its grids selects that head
+   (the hidden #patch-pick box; its change selects it on the server and draws it on both texts
+   of the pair), the chosen shipped pair patches at once, and a link that opens the tab with a
+   pair (tab=patching&pair=…) patches once its view is open. */
+(() => {
+  const ta = window.ta;
+  const GRIDS = '#patch-heads-plot, #patch-shift-plot, #patch-dla-plot';
+  ta.drawHooks.push((gd) => {
+    if (gd.taPick || !gd.on || !gd.closest(GRIDS)) return;
+    gd.taPick = true;
+    gd.on('plotly_click', (ev) => {
+      const p = ev && ev.points && ev.points[0], props = ta._pickers?.['patch'];
+      const cell = p && p.customdata;
+      if (!props || !cell || cell.length < 2) return;
+      if (+cell[1] < 0) return;  /* the attribution's MLP column (head -1) is no head */
+      props.value = `${+cell[0]},${+cell[1]},${Date.now()}`;
+      document.querySelector('#patch-pair-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'});
+    });
+  });
+  ta.clickPatch = () => { document.querySelector('#patch-run')?.click(); };
+  ta.patchLink = () => {
+    const q = new URLSearchParams(location.search);
+    if (q.get('tab') === 'patching' && (q.get('pair') || '').trim()) ta.clickPatch();
+  };
+})();

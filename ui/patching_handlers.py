@@ -1,0 +1,56 @@
+"""Which heads matter's shipped pairs (ui/tabs/patching.py ``PAIRS``): picking one runs its clean
+text on its model (or on the language model the page has open) with the corrupt text, answer
+and position in the tab's boxes; the page then presses Patch (ui/js/patching.js). Handlers as in
+ui/handlers.py: ``(ask, *inputs) -> {output name: value}``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine import CUSTOM_PREFIX, Engine, InputError, text_ids
+from lang import Msg
+from ui.handlers import CUSTOM, Ask, Views, model_boxes
+from ui.state import ViewState
+from ui.tabs.patching import PAIRS_BY_ID, pairs_for
+
+
+class Patching:
+    """The shipped pairs' handler, over the engine and the views (the page's last run)."""
+
+    def __init__(self, engine: Engine, views: Views) -> None:
+        self.engine, self.views = engine, views
+
+    def example(self, ask: Ask, choice) -> dict:
+        """Run a shipped pair's clean text and fill the tab's boxes with the rest of it."""
+        pair = PAIRS_BY_ID.get(choice) if isinstance(choice, str) else None
+        if pair is None:
+            return {}
+        latest = self.views.latest(ask)
+        model_id = latest.model if pair.model == "lm" else pair.model
+        loaded = self.engine.model(model_id)
+        if pair not in pairs_for(loaded):
+            raise InputError(Msg("This pair is for another model: open that model first."))
+        read = ""
+        if pair.read:  # the word an encoder's output is read at: its first position
+            ids = text_ids(loaded, pair.clean, loaded.net.config.arch == "decoder")
+            tokens = [t.lstrip("Ġ▁#").lower() for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
+            if pair.read.lower() in tokens:
+                read = str(tokens.index(pair.read.lower()))
+        sel = replace(ask.sel, pair=pair.corrupt, answer=pair.answer, wrong=pair.wrong)
+        sel = replace(sel, read_at=read)
+        state = ViewState(pair.clean, model_id, "", latest.second, "patching", sel, positions=True)
+        result = self.views.run_state(replace(ask, tab="patching", sel=sel), state)
+        name = CUSTOM if model_id.startswith(CUSTOM_PREFIX) else model_id
+        boxes = model_boxes(name)
+        if name == CUSTOM:
+            boxes["checkpoint"]["value"] = model_id.removeprefix(CUSTOM_PREFIX)
+        return {
+            **result,
+            **boxes,
+            "text": pair.clean,
+            "model": name,
+            "pair": pair.corrupt,
+            "answer": pair.answer,
+            "wrong": pair.wrong,
+            "read_at": read,
+        }

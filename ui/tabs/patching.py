@@ -1,0 +1,632 @@
+"""Which heads matter: activation patching on a minimal pair, for the model the page has open.
+
+The page's text is the clean run; the tab's own box holds the corrupt one (the same number of
+tokens). The Patch button runs analysis.patch_pair: every head's output and every position's
+residual stream taken from the clean run into the corrupt one, one batched forward pass per
+layer, and shows the shares restored, direct logit attribution (decoders), how much each
+head's attention moves, and the chosen head on both texts. On demand only: its button is an
+action in a queue of its own (one pair at a time for the whole server, ui/events.py), so a class
+asking at once never holds the slots the other tabs draw in; the same pair asked again is
+answered from a small cache, and one being measured is waited for, not measured twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from dataclasses import dataclass
+
+import gradio as gr
+
+import analysis
+import analysis.export
+from engine import BUNDLED, InputError, text_ids
+from lang import Msg, message_of, tr
+from serve import exports
+from serve.lru import LockedLRU
+from ui.i18n import t
+from ui.tabs.base import Built, Dropdown, Tab, View, plot, tile_picker
+from viz.common import display_token, md_literal
+from viz.patching import (
+    attention_shift_figure,
+    attribution_figure,
+    pair_head_figure,
+    restored_heads_figure,
+    restored_positions_figure,
+)
+
+PATCH_TOKENS = 64  # the longest text patched: (L·H + L·T) patched runs of T tokens each
+CAPTION = (
+    "**Which heads matter** (activation patching: Meng et al. 2022, Wang et al. 2022, "
+    "Heimersheim & Nanda 2024). Attention weights are not importance; a counterfactual is. "
+    "The page's text is the **clean** run; write a **corrupt** text beside it that differs in "
+    "as little as possible (the same number of tokens), or pick a shipped pair. **Patch** runs "
+    "the corrupt text again once per head (and once per layer and position) with that head's "
+    "output z = softmax(QKᵀ/√d)·V, before W_O, taken from the clean run, and measures how much "
+    "of the clean answer comes back: **0** = nothing (the corrupt answer), **1** = all of it. "
+    "The answer is a logit difference (the answer minus a wrong token, from the model's top 5) "
+    "where the model has an output head; without one (BERT's encoder) it is how close the "
+    "output at the chosen position comes back to the clean run's (cosine). Click a head to see "
+    "it on both texts. Texts of up to {limit} tokens."
+)
+SHIFT_CAPTION = (
+    "**Attention that moves is not attention that matters**: how far each head's pattern moves "
+    "between the two texts, beside the grid above, and the chosen head on both texts (click a "
+    "head in any grid, or use the layer and head sliders)."
+)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A shipped minimal pair: its model ("lm": any language model the page opens), the clean
+    and corrupt texts, the answer and wrong tokens as text ("" = picked from the runs), the
+    word read by an encoder, and what it teaches."""
+
+    id: str
+    label: str
+    model: str
+    clean: str
+    corrupt: str
+    answer: str = ""
+    wrong: str = ""
+    read: str = ""
+    lesson: str = ""
+
+
+PAIRS = (
+    Pair(
+        "trophy",
+        "Winograd: the trophy … too big / too small",
+        BUNDLED,
+        "The trophy didn't fit in the suitcase because it was too big.",
+        "The trophy didn't fit in the suitcase because it was too small.",
+        read="it",
+        lesson=(
+            "Which heads carry “big” or “small” back to “it”? BERT has no answer head here: "
+            "the measure is how close the final vector of “it” comes back to the clean run's."
+        ),
+    ),
+    Pair(
+        "animal",
+        "Winograd: the animal … too tired / too wide",
+        BUNDLED,
+        "The animal didn't cross the street because it was too tired.",
+        "The animal didn't cross the street because it was too wide.",
+        read="it",
+        lesson=(
+            "“tired” makes “it” the animal, “wide” the street: which heads bring the difference "
+            "to “it”, and in which layer does it arrive?"
+        ),
+    ),
+    Pair(
+        "trophy-zh",
+        "Winograd in Chinese: 奖杯……太大了 / 太小了",
+        BUNDLED,
+        "奖杯放不进箱子，因为它太大了。",
+        "奖杯放不进箱子，因为它太小了。",
+        read="它",
+        lesson=(
+            "The same question in Chinese (this BERT's vocabulary reads each Chinese "
+            "character as one token): which heads carry 大 or 小 to 它?"
+        ),
+    ),
+    Pair(
+        "copy",
+        "Copy: qzxwv qzxw → v",
+        "induction",
+        "qzxwv qzxw",
+        "bhmtk qzxw",
+        answer="v",
+        lesson=(
+            "The induction circuit: a previous-token head in layer 0 and induction heads in "
+            "layer 1 restore the copy — the heads the Heads table's previous_token and "
+            "induction columns name (Olsson et al. 2022)."
+        ),
+    ),
+    Pair(
+        "ioi",
+        "Indirect object: Mary and John … gave a drink to",
+        "lm",
+        "When Mary and John went to the store, John gave a drink to",
+        "When Mary and John went to the store, Mary gave a drink to",
+        answer=" Mary",
+        wrong=" John",
+        lesson=(
+            "Indirect-object identification (Wang et al. 2022): with a trained GPT-2, name "
+            "mover heads in the late layers restore “Mary”."
+        ),
+    ),
+    Pair(
+        "ioi-zh",
+        "Indirect object in Chinese: 小明和小红……把书递给了",
+        "lm",
+        "小明和小红去了书店，小明把书递给了",
+        "小明和小红去了书店，小红把书递给了",
+        lesson=(
+            "The indirect-object pair in Chinese, for a model that reads Chinese (Qwen2): the "
+            "answer is the model's own top token for the clean text."
+        ),
+    ),
+)
+PAIRS_BY_ID = {pair.id: pair for pair in PAIRS}
+
+
+def pairs_for(loaded) -> list[Pair]:
+    """The shipped pairs this model reads: its own, or the language models' for any LM."""
+    name = str(loaded.model_id).partition("@")[0]
+    return [p for p in PAIRS if p.model == name or (p.model == "lm" and loaded.is_lm)]
+
+
+def build() -> Built:
+    gr.Markdown(t(CAPTION.format(limit=PATCH_TOKENS)), elem_classes="ta-caption")
+    example = Dropdown(
+        [],
+        value=None,
+        label=t("A shipped minimal pair for this model (picking one runs it and patches)"),
+        elem_id="pair-example",
+        allow_custom_value=True,
+    )
+    pair = gr.Textbox(
+        "",
+        label=t("Corrupt text: the page's text, minimally changed (the same number of tokens)"),
+        elem_id="pair",
+        max_lines=2,
+    )
+    with gr.Row(elem_id="patch-row"):
+        answer = Dropdown(
+            [], value="", label=t("Answer"), elem_id="answer", allow_custom_value=True
+        )
+        wrong = Dropdown(
+            [], value="", label=t("Wrong answer"), elem_id="wrong", allow_custom_value=True
+        )
+        read_at = Dropdown(
+            [], value="", label=t("Position read"), elem_id="read-at", allow_custom_value=True
+        )
+        patch = gr.Button(t("Patch"), variant="primary", size="sm", elem_id="patch-run")
+    said = gr.Markdown(elem_id="patch-said")
+    heads_plot = plot("patch-heads-plot")
+    picker = tile_picker("patch-pick", "patch")
+    resid_plot = plot("patch-resid-plot")
+    with gr.Column(visible=False) as dla_box:
+        dla_plot = plot("patch-dla-plot")
+    gr.Markdown(t(SHIFT_CAPTION), elem_classes="ta-caption")
+    shift_plot = plot("patch-shift-plot")
+    pair_plot = plot("patch-pair-plot")
+    with gr.Row():
+        csv = gr.DownloadButton(t("Patching results (CSV)"), elem_id="patch-csv", size="sm")
+        npz = gr.DownloadButton(
+            t("Patching results and both runs' attention (NPZ)"), elem_id="patch-npz", size="sm"
+        )
+    return Built(
+        outputs={
+            "pair_example": example,
+            "patch_said": said,
+            "patch_answer": answer,
+            "patch_wrong": wrong,
+            "patch_read_at": read_at,
+            "patch_heads_plot": heads_plot,
+            "patch_resid_plot": resid_plot,
+            "patch_dla_box": dla_box,
+            "patch_dla_plot": dla_plot,
+            "patch_shift_plot": shift_plot,
+            "patch_pair_plot": pair_plot,
+            "patch_csv": csv,
+            "patch_npz": npz,
+        },
+        controls={"pair": pair, "answer": answer, "wrong": wrong, "read_at": read_at},
+        picks=[picker],
+        actions={"patch": patch},
+    )
+
+
+# ---- the measurement, once per pair for the whole server ----------------------------------------
+MEASURED: LockedLRU = LockedLRU(8)  # key -> PairResult (texts of ≤ 64 tokens: a few MB each)
+_BUSY: dict[tuple, threading.Lock] = {}
+_BUSY_LOCK = threading.Lock()
+
+
+def clean_inputs(found) -> dict:
+    """The page's own run as patching reads it: the first text's ids as the user typed them (a
+    trained decoder's greedy continuation cut off; an encoder-decoder's target kept whole)."""
+    trace = found.trace
+    cfg = trace.config
+    ids, mask = trace.input_ids[:1], trace.attention_mask[:1]
+    real = int(mask[0].sum())
+    if cfg.arch == "decoder" and found.typed is not None:
+        real = min(real, found.typed)
+    inputs = {"input_ids": ids[:, :real].cpu(), "attention_mask": mask[:, :real].cpu()}
+    if cfg.arch == "encoder-decoder":
+        tgt_real = int(trace.tgt_attention_mask[0].sum())
+        inputs["tgt_ids"] = trace.tgt_ids[:1, :tgt_real].cpu()
+        inputs["tgt_attention_mask"] = trace.tgt_attention_mask[:1, :tgt_real].cpu()
+    return inputs
+
+
+def corrupt_inputs(loaded, clean: dict, text: str) -> dict:
+    """The corrupt text's inputs beside the clean ones (an encoder-decoder's target shared)."""
+    import torch
+
+    if not text.strip():
+        raise InputError(
+            Msg(
+                "Write the corrupt text first: the page's text with a word or two changed "
+                "(the same number of tokens), or pick a shipped pair."
+            )
+        )
+    decoder = loaded.net.config.arch == "decoder"
+    ids = text_ids(loaded, text, decoder)
+    inputs = {
+        "input_ids": torch.tensor([ids], dtype=torch.long),
+        "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
+    }
+    for key in ("tgt_ids", "tgt_attention_mask"):
+        if key in clean:
+            inputs[key] = clean[key]
+    return inputs
+
+
+def pieces(loaded, ids) -> list[str]:
+    """Token ids (or a classifier's label ids) as the table shows them."""
+    labels = loaded.net.config.token_labels
+    if loaded.net.lm_head is None and labels:
+        return [str(labels[i]) for i in ids]
+    return list(loaded.tokenizer.convert_ids_to_tokens(list(ids)))
+
+
+def token_of(loaded, text: str, what: str) -> int | None:
+    """An answer box's token: a piece as the table shows it ("ĠMary", "v"), else a text that
+    is one token (" Mary"); None when empty (the default is picked from the runs)."""
+    if not text:
+        return None
+    cfg, tok = loaded.net.config, loaded.tokenizer
+    if loaded.net.lm_head is None and cfg.token_labels:
+        if text in cfg.token_labels:
+            return list(cfg.token_labels).index(text)
+    else:
+        vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
+        if text in vocab:
+            return int(vocab[text])
+        ids = tok.encode(text, add_special_tokens=False) if vocab else tok.encode(text)
+        if len(ids) == 1:
+            return int(ids[0])
+    raise InputError(
+        Msg(
+            "{what} “{text}” is not one token of this model: pick one of its top 5 from the "
+            "list, or type a single token.",
+            what=Msg(what),
+            text=text[:40],
+        )
+    )
+
+
+def position_of(text: str) -> int | None:
+    """The position box: "" = the default; "3" or "3·it" (a choice's label) = position 3."""
+    head = str(text or "").partition("·")[0].strip()
+    if not head:
+        return None
+    try:
+        return int(head)
+    except ValueError:
+        raise InputError(
+            Msg("The position read must be a token's number, as the list shows them.")
+        ) from None
+
+
+def measure(loaded, clean: dict, sel) -> analysis.patching.PairResult:
+    """patch_pair for the page's run and the tab's boxes, once per pair server-wide."""
+    cfg = loaded.net.config
+    corrupt = corrupt_inputs(loaded, clean, sel.pair)
+    a, b = clean["input_ids"].shape[1], corrupt["input_ids"].shape[1]
+    if a > PATCH_TOKENS:
+        raise InputError(
+            Msg(
+                "The text has {n} tokens; patching reads texts of up to {limit} (every head "
+                "and position is one more forward pass): shorten it.",
+                n=a,
+                limit=PATCH_TOKENS,
+            )
+        )
+    if a != b:
+        shown = " ".join(display_token(p) for p in pieces_of_text(loaded, corrupt))
+        raise InputError(
+            Msg(
+                "The two texts must have the same number of tokens to patch one into the other: "
+                "the clean text has {clean}, the corrupt text {corrupt} ({tokens}). Change words "
+                "for words of as many tokens.",
+                clean=a,
+                corrupt=b,
+                tokens=shown,
+            )
+        )
+    answer = token_of(loaded, sel.answer, "The answer")
+    wrong = token_of(loaded, sel.wrong, "The wrong answer")
+    position = position_of(sel.read_at)
+    stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
+    key = (
+        loaded.model_id,
+        *(tuple(v.flatten().tolist()) for v in clean.values()),
+        tuple(corrupt["input_ids"].flatten().tolist()),
+        answer,
+        wrong,
+        position,
+        stack,
+    )
+    found = MEASURED.get(key)
+    if found is not None:
+        return found
+    with _BUSY_LOCK:
+        lock = _BUSY.setdefault(key, threading.Lock())
+    with lock:  # a pair being measured for another page is waited for, not measured again
+        found = MEASURED.get(key)
+        if found is None:
+            try:
+                found = analysis.patch_pair(
+                    loaded.net, clean, corrupt, answer, wrong, position, stack
+                )
+            except ValueError as exc:  # the texts give one answer: a sentence, not a failure
+                raise InputError(Msg(message_of(exc))) from None
+            found = MEASURED.put(key, found)
+    with _BUSY_LOCK:
+        _BUSY.pop(key, None)
+    return found
+
+
+def pieces_of_text(loaded, inputs: dict) -> list[str]:
+    return list(loaded.tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist()))
+
+
+def stacks_of(cfg) -> list[str]:
+    return [
+        s
+        for s, here in (
+            ("encoder", cfg.has_encoder),
+            ("decoder", cfg.has_decoder),
+            ("cross", cfg.arch == "encoder-decoder"),
+        )
+        if here
+    ]
+
+
+# ---- what the tab shows ---------------------------------------------------------------------
+def choices(loaded, top: list[tuple[int, float]]) -> list[tuple[str, str]]:
+    """A top-5 list as a dropdown's choices: "‹ Mary› 41 %" -> the piece."""
+    names = pieces(loaded, [i for i, _ in top])
+    return [(f"‹{display_token(n)}› {p:.0%}", n) for n, (_, p) in zip(names, top, strict=True)]
+
+
+def read_stream(cfg, result) -> str:
+    """Whose positions the metric is read at: the output head's (a decoder's, else the
+    encoder's), or the patched stream's for the cosine."""
+    if result.metric == "cosine":
+        return result.stream
+    return "decoder" if cfg.has_decoder else "encoder"
+
+
+def what_measured(loaded, result) -> str:
+    """The metric in words, for the figures' second line."""
+    if result.metric == "cosine":
+        return tr(
+            "cosine of position {position}'s output to the clean run's", position=result.position
+        )
+    answer, wrong = pieces(loaded, [result.answer, result.wrong])
+    return tr(
+        "logit(‹{answer}›) − logit(‹{wrong}›) at position {position}",
+        answer=display_token(answer),
+        wrong=display_token(wrong),
+        position=result.position,
+    )
+
+
+def said_markdown(loaded, result) -> str:
+    """One paragraph: the metric on both texts, the heads that restore most, the lesson."""
+    heads = result.heads
+    flat = sorted(
+        (
+            (float(heads[layer, h]), layer, h)
+            for layer in range(heads.shape[0])
+            for h in range(heads.shape[1])
+        ),
+        reverse=True,
+    )[:3]
+    best = ", ".join(f"L{layer} H{h} {share:.0%}" for share, layer, h in flat)
+    text = tr(
+        "**{what}**: {clean:+.3f} on the clean text, {corrupt:+.3f} on the corrupt one. The "
+        "heads that restore most: {best}.",
+        what=md_literal(what_measured(loaded, result)),
+        clean=result.m_clean,
+        corrupt=result.m_corrupt,
+        best=best,
+    )
+    return text
+
+
+def pair_lesson(loaded, sel) -> str:
+    """The lesson of a shipped pair whose texts these are (nothing for the user's own)."""
+    for pair in pairs_for(loaded):
+        if pair.corrupt == sel.pair:
+            return "  \n" + tr("**The lesson:** {lesson}", lesson=tr(pair.lesson))
+    return ""
+
+
+def export_name(loaded, result, kind: str) -> str:
+    digest = hashlib.sha256(
+        repr(
+            (
+                result.clean.input_ids.tolist(),
+                result.corrupt.input_ids.tolist(),
+                result.answer,
+                result.wrong,
+                result.position,
+                result.stack,
+            )
+        ).encode()
+    ).hexdigest()[:10]
+    return f"patching_{exports.model_part(loaded.model_id)}_{result.stack}_{digest}.{kind}"
+
+
+def makers(view: View) -> dict:
+    found, sel = view.analysis, view.sel
+    loaded = found.model
+    cfg = loaded.net.config
+
+    @functools.cache
+    def outcome():
+        """(result, None) or (None, the sentence saying why nothing was measured)."""
+        try:
+            return measure(loaded, clean_inputs(found), sel), None
+        except InputError as exc:
+            return None, message_of(exc)
+
+    def shown(draw):
+        def make():
+            result, _ = outcome()
+            return draw(result) if result is not None else None
+
+        return make
+
+    def said() -> str:
+        result, problem = outcome()
+        if result is None:
+            return "⚠️ " + md_literal(problem)
+        return said_markdown(loaded, result) + pair_lesson(loaded, sel)
+
+    def box_choices(which: str):
+        result, _ = outcome()
+        if result is None:
+            return gr.skip()
+        if which == "read_at":
+            tokens = result.clean.tokens_for(read_stream(cfg, result))[0][0]
+            return gr.update(
+                choices=[(f"{i}·{display_token(tok)}", str(i)) for i, tok in enumerate(tokens)]
+            )
+        top = result.top_clean if which == "answer" else result.top_corrupt + result.top_clean
+        return gr.update(choices=list(dict.fromkeys(choices(loaded, top))))
+
+    def what() -> str:
+        return what_measured(loaded, outcome()[0])
+
+    def csv():
+        result = outcome()[0]
+        if result is None:
+            return None
+        data = analysis.export.patching_csv(result, meta(result))
+        return exports.EXPORTS.write(export_name(loaded, result, "csv"), data)
+
+    def npz():
+        result = outcome()[0]
+        if result is None:
+            return None
+        data = analysis.export.patching_npz(result, meta(result))
+        return exports.EXPORTS.write(export_name(loaded, result, "npz"), data)
+
+    def meta(result) -> dict:
+        return {
+            "model": exports.model_part(loaded.model_id),
+            "measure": what_measured(loaded, result),
+        }
+
+    decoder_dla = cfg.arch == "decoder" and cfg.norm == "pre" and loaded.net.lm_head is not None
+
+    def pair_plot():
+        if not sel.pair.strip():
+            return None
+        try:
+            clean, corrupt = pair_runs(loaded, found, sel)
+        except InputError:
+            return None  # the sentence above says why
+        stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
+        return pair_head_figure(clean, corrupt, stack, sel.layer, sel.head)
+
+    return {
+        "pair_example": lambda: gr.update(
+            choices=[(tr(p.label), p.id) for p in pairs_for(loaded)], value=None
+        ),
+        "patch_said": said,
+        "patch_answer": lambda: box_choices("answer"),
+        "patch_wrong": lambda: box_choices("wrong"),
+        "patch_read_at": lambda: box_choices("read_at"),
+        "patch_heads_plot": shown(lambda r: restored_heads_figure(r.heads, cfg, r.stack, what())),
+        "patch_resid_plot": shown(
+            lambda r: restored_positions_figure(
+                r.positions,
+                r.clean.tokens_for(r.stream)[0][0],
+                r.corrupt.tokens_for(r.stream)[0][0],
+                r.stream,
+                what(),
+            )
+        ),
+        "patch_dla_box": lambda: gr.update(visible=decoder_dla),
+        "patch_dla_plot": shown(
+            lambda r: attribution_figure(r.attribution, cfg, what()) if r.attribution else None
+        ),
+        "patch_shift_plot": shown(lambda r: attention_shift_figure(r.shift, cfg, r.stack)),
+        "patch_pair_plot": pair_plot,
+        "patch_csv": csv,
+        "patch_npz": npz,
+    }
+
+
+RUNS: LockedLRU = LockedLRU(16)  # (model, clean ids, corrupt ids) -> the two traces
+
+
+def pair_runs(loaded, found, sel):
+    """The clean and corrupt runs of the pair (traces), for the chosen head on both texts: from
+    a patched pair when there is one, else two forward passes (cached)."""
+    import torch
+
+    clean = clean_inputs(found)
+    corrupt = corrupt_inputs(loaded, clean, sel.pair)
+    key = (
+        loaded.model_id,
+        tuple(clean["input_ids"].flatten().tolist()),
+        tuple(corrupt["input_ids"].flatten().tolist()),
+    )
+    runs = RUNS.get(key)
+    if runs is None:
+        with torch.no_grad():
+            runs = (loaded.net.trace(**clean), loaded.net.trace(**corrupt))
+        runs = RUNS.put(key, runs)
+    return runs
+
+
+TAB = Tab(
+    "patching",
+    "Which heads matter",
+    build,
+    makers,
+    depends={
+        "pair_example": (),
+        "patch_said": ("patch",),
+        "patch_answer": ("patch",),
+        "patch_wrong": ("patch",),
+        "patch_read_at": ("patch",),
+        "patch_heads_plot": ("patch",),
+        "patch_resid_plot": ("patch",),
+        "patch_dla_box": (),
+        "patch_dla_plot": ("patch",),
+        "patch_shift_plot": ("patch",),
+        "patch_pair_plot": ("patch", "stack", "layer", "head"),
+        "patch_csv": ("patch",),
+        "patch_npz": ("patch",),
+    },
+    lazy=(
+        "patch_said",
+        "patch_answer",
+        "patch_wrong",
+        "patch_read_at",
+        "patch_heads_plot",
+        "patch_resid_plot",
+        "patch_dla_plot",
+        "patch_shift_plot",
+        "patch_pair_plot",
+        "patch_csv",
+        "patch_npz",
+    ),
+    cleared={
+        "patch_answer": gr.skip,
+        "patch_wrong": gr.skip,
+        "patch_read_at": gr.skip,
+    },
+    own_queue=("patch",),
+)

@@ -1,0 +1,243 @@
+"""Which heads matter: activation patching's grids, direct logit attribution and a minimal pair's
+attention, as Plotly figures (analysis/patching.py, analysis/attribution.py compute them).
+
+Every grid of shares uses one diverging scale centred on 0 and fixed at [-1, 1] (values beyond
+are drawn at the ends and read in the hover), so two pairs' grids read alike: white = the patch
+restores nothing, deep red = it restores the clean answer whole, blue = it pushes the other way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from lang import tr
+from viz.attention import axis_titles, stack_title
+from viz.common import (
+    ATTENTION_SCALE,
+    DIVERGING_SCALE,
+    base_layout,
+    display_token,
+    head_label,
+    heatmap,
+    safe,
+    square_axis_props,
+    subplots,
+    token_labels,
+    update_axes,
+)
+
+CELL_TEXT_MAX = 24  # heads or positions per row up to which each cell prints its value
+
+
+def _meaning() -> str:
+    """What the colours of a share mean, for the title's second line."""
+    return tr(
+        "0 = restores nothing (the corrupt run's answer) · 1 = restores the clean answer whole "
+        "· below 0: pushes further away"
+    )
+
+
+def _grid(z, x, y, *, x_title, y_title, value_name, bar, zmin, zmax, zmid=None, custom=None):
+    """One heatmap of a grid: a value in every cell that fits, the colour bar's title upright."""
+    trace = heatmap(
+        z,
+        x,
+        y,
+        x_title=x_title,
+        y_title=y_title,
+        value_name=value_name,
+        colorscale=DIVERGING_SCALE if zmid is not None else ATTENTION_SCALE,
+        zmin=zmin,
+        zmax=zmax,
+        zmid=zmid,
+        fmt=".3f",
+    )
+    trace.colorbar = {"title": {"text": bar, "side": "right"}, "thickness": 14}
+    if z.shape[1] <= CELL_TEXT_MAX:
+        trace.text = np.vectorize(lambda v: f"{v:.2f}")(z)
+        trace.texttemplate = "%{text}"
+        trace.textfont = {"size": 11}
+    if custom is not None:
+        trace.customdata = custom
+    return trace
+
+
+def _share_trace(z: np.ndarray, x: list[str], y: list[str], x_title: str, y_title: str, custom):
+    shares = tr("share restored")
+    return _grid(z, x, y, x_title=x_title, y_title=y_title, value_name=shares, bar=shares,
+                 zmin=-1.0, zmax=1.0, zmid=0.0, custom=custom)  # fmt: skip
+
+
+def restored_heads_figure(shares, config, stack: str, what: str) -> go.Figure:
+    """The [L, H] grid of patch_heads: each head's output taken from the clean run."""
+    z = np.asarray(shares, dtype=np.float32)
+    n_layers, n_heads = z.shape
+    heads = [f"H{head_label(config, h)}" for h in range(n_heads)]
+    layers = [f"L{layer}" for layer in range(n_layers)]
+    custom = np.array([[[layer, h] for h in range(n_heads)] for layer in range(n_layers)])
+    fig = go.Figure(_share_trace(z, heads, layers, tr("head"), tr("layer"), custom))
+    title = tr(
+        "Which heads restore the answer — {stack}: each head's output from the clean run",
+        stack=stack_title(stack),
+    )
+    title += f"<br><sup>{safe(what)} · {safe(_meaning())}</sup>"
+    base_layout(fig, title, height=min(720, 170 + 34 * n_layers))
+    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
+    fig.update_xaxes(title_text=tr("head (click one to see it on both texts)"), side="bottom")
+    return fig
+
+
+def restored_positions_figure(shares, clean_tokens, corrupt_tokens, stack: str, what: str):
+    """The [L, T] grid of patch_residual: the stream entering each layer at each position."""
+    z = np.asarray(shares, dtype=np.float32)
+    n_layers, t = z.shape
+    labels = []
+    for i, (a, b) in enumerate(zip(clean_tokens[:t], corrupt_tokens[:t], strict=False)):
+        shown = display_token(a) if a == b else f"{display_token(a)}→{display_token(b)}"
+        labels.append(safe(f"{i}·{shown}"))
+    layers = [f"L{layer}" for layer in range(n_layers)]
+    fig = go.Figure(
+        _share_trace(z, labels, layers, tr("position (clean→corrupt)"), tr("layer"), None)
+    )
+    title = tr(
+        "Which positions carry it — {stack}: the stream entering a layer at one position from "
+        "the clean run",
+        stack=stack_title(stack),
+    )
+    title += f"<br><sup>{safe(what)} · {safe(_meaning())}</sup>"
+    base_layout(fig, title, height=min(720, 190 + 34 * n_layers))
+    fig.update_yaxes(autorange="reversed", title_text=tr("stream entering layer"))
+    fig.update_xaxes(title_text=tr("position (clean→corrupt)"), tickangle=-45)
+    return fig
+
+
+def attribution_figure(dla: dict, config, what: str) -> go.Figure:
+    """Direct logit attribution of the clean run: each head's and each MLP's share of the logit
+    difference, one grid [L, H + 1] (the last column the MLP), in logits."""
+    heads = dla["heads"].numpy()
+    mlp = dla["mlp"].numpy()[:, None]  # (L, 1)
+    z = np.concatenate([heads, mlp], axis=1).astype(np.float32)
+    n_layers, n_heads = heads.shape
+    x = [f"H{head_label(config, h)}" for h in range(n_heads)] + [tr("MLP")]
+    y = [f"L{layer}" for layer in range(n_layers)]
+    bound = float(np.abs(z).max()) or 1.0
+    # [layer, head] per cell, the MLP column's head -1 (a click on it selects no head)
+    custom = np.array([[[layer, h] for h in [*range(n_heads), -1]] for layer in range(n_layers)])
+    trace = _grid(
+        z,
+        x,
+        y,
+        x_title=tr("component"),
+        y_title=tr("layer"),
+        value_name=tr("logit difference written"),
+        bar=tr("logits"),
+        zmin=-bound,
+        zmax=bound,
+        zmid=0.0,
+        custom=custom,
+    )
+    fig = go.Figure(trace)
+    rest = float(dla["embed"] + dla["bias"] + dla["attn_bias"].sum())
+    title = tr(
+        "What each head and MLP writes straight into the answer (direct logit attribution, "
+        "clean run)"
+    )
+    title += "<br><sup>" + safe(
+        tr(
+            "{what} · the cells plus the embeddings and biases ({rest:+.2f}) add up to the "
+            "model's own difference {total:+.2f}",
+            what=what,
+            rest=rest,
+            total=float(dla["logit_diff"]),
+        )
+    )
+    title += "</sup>"
+    base_layout(fig, title, height=min(720, 170 + 34 * n_layers))
+    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
+    fig.update_xaxes(title_text=tr("component"))
+    return fig
+
+
+def attention_shift_figure(shift, config, stack: str) -> go.Figure:
+    """Per head, how differently it attends on the two texts (analysis.attention_shift)."""
+    z = np.asarray(shift, dtype=np.float32)
+    n_layers, n_heads = z.shape
+    heads = [f"H{head_label(config, h)}" for h in range(n_heads)]
+    layers = [f"L{layer}" for layer in range(n_layers)]
+    moved = tr("attention moved")
+    custom = np.array([[[layer, h] for h in range(n_heads)] for layer in range(n_layers)])
+    trace = _grid(z, heads, layers, x_title=tr("head"), y_title=tr("layer"), value_name=moved,
+                  bar=moved, zmin=0.0, zmax=max(float(z.max()), 1e-6), custom=custom)  # fmt: skip
+    fig = go.Figure(trace)
+    title = tr(
+        "How much each head's attention moves between the two texts — {stack}",
+        stack=stack_title(stack),
+    )
+    title += "<br><sup>" + safe(
+        tr(
+            "½·Σ|A_clean − A_corrupt| per query row, averaged: 0 = the same pattern, 1 = no key "
+            "in common · moving is not mattering: compare with the grid above"
+        )
+    )
+    title += "</sup>"
+    base_layout(fig, title, height=min(720, 170 + 34 * n_layers))
+    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
+    fig.update_xaxes(title_text=tr("head"))
+    return fig
+
+
+def pair_head_figure(clean, corrupt, stack: str, layer: int, head: int) -> go.Figure:
+    """One head on both texts side by side: the clean pattern, the corrupt one and their
+    difference (clean − corrupt), over each text's own tokens."""
+    a = clean.attentions[stack][0, layer, head].float().numpy()
+    b = corrupt.attentions[stack][0, layer, head].float().numpy()
+    (q_a, k_a), (q_b, k_b) = (
+        [tokens[0] for tokens in trace.tokens_for(stack)] for trace in (clean, corrupt)
+    )
+    same = a.shape == b.shape
+    panels = 3 if same else 2
+    config = clean.config
+    name = f"L{layer} H{head_label(config, head)}"
+    titles = [tr("clean"), tr("corrupt")] + ([tr("clean − corrupt")] if same else [])
+    fig = subplots(1, panels, subplot_titles=titles, horizontal_spacing=0.09)
+    q_title, k_title = axis_titles(stack)
+    colorbar_x = [0.27, 0.62, 1.0] if panels == 3 else [0.45, 1.0]
+    for col, (z, q, k) in enumerate(((a, q_a, k_a), (b, q_b, k_b)), start=1):
+        trace = heatmap(
+            z[: len(q), : len(k)],
+            token_labels(k),
+            token_labels(q),
+            x_title=k_title,
+            y_title=q_title,
+            value_name=tr("weight"),
+            zmin=0.0,
+            zmax=1.0,
+            showscale=col == 1,
+        )
+        if col == 1:
+            trace.colorbar = {"x": colorbar_x[0], "thickness": 10, "len": 0.8}
+        fig.add_trace(trace, row=1, col=col)
+    if same:
+        diff = a - b
+        bound = max(float(np.abs(diff).max()), 1e-6)
+        trace = heatmap(
+            diff[: len(q_a), : len(k_a)],
+            token_labels(k_a),
+            token_labels(q_a),
+            x_title=k_title,
+            y_title=q_title,
+            value_name=tr("clean − corrupt"),
+            colorscale=DIVERGING_SCALE,
+            zmin=-bound,
+            zmax=bound,
+            zmid=0.0,
+        )
+        trace.colorbar = {"x": colorbar_x[2], "thickness": 10, "len": 0.8}
+        fig.add_trace(trace, row=1, col=3)
+    n = max(len(q_a), len(q_b))
+    title = tr("{head} on both texts of the pair — {stack}", head=name, stack=stack_title(stack))
+    base_layout(fig, title, height=min(760, max(360, 170 + 16 * n)))
+    for col, (q, k) in enumerate(((q_a, k_a), (q_b, k_b), (q_a, k_a))[:panels], start=1):
+        update_axes(fig, *square_axis_props(len(k), len(q)), row=1, col=col)
+    return fig
