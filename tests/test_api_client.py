@@ -71,9 +71,9 @@ def client(app_url):
     c.close()
 
 
-def test_run_is_the_only_public_endpoint(client):
+def test_run_and_patch_are_the_only_public_endpoints(client):
     api = client.view_api(return_format="dict", print_info=False)
-    assert list(api["named_endpoints"]) == ["/run"]
+    assert list(api["named_endpoints"]) == ["/run", "/patch"]  # /patch: Which heads matter
     assert api["unnamed_endpoints"] == {}
     params = api["named_endpoints"]["/run"]["parameters"]
     labels = [p["label"] for p in params]

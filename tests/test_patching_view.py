@@ -112,7 +112,7 @@ def test_bert_reads_the_word_a_shipped_pair_names_and_says_its_lesson(demo):
     assert tokens[int(filled["read_at"]) - 1] == "it"  # after [CLS]
     sel = Selection(pair=filled["pair"], read_at=filled["read_at"])
     out = views.selection(replace(ask, sel=sel), "patch")
-    assert f"cosine of position {filled['read_at']}" in out["patch_said"]
+    assert f"cosine to the clean output at position {filled['read_at']}" in out["patch_said"]
     assert "The lesson:" in out["patch_said"]
     assert out["patch_dla_plot"] is None  # an encoder: no logit attribution
     grid = z_of(out["patch_heads_plot"])

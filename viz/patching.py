@@ -30,12 +30,23 @@ from viz.common import (
 CELL_TEXT_MAX = 24  # heads or positions per row up to which each cell prints its value
 
 
-def _meaning() -> str:
-    """What the colours of a share mean, for the title's second line."""
-    return tr(
-        "0 = restores nothing (the corrupt run's answer) · 1 = restores the clean answer whole "
-        "· below 0: pushes further away"
-    )
+MIN_CELL_FONT = 9  # px: a cell's value is left out where Plotly would fit it smaller
+CELLS = {"min_cell_font": MIN_CELL_FONT}  # layout.meta read by ui/js/figures.js
+TITLE_TOP, TITLE_LINES = 32, 21 + 20 + 8  # px: above the title (the toolbar); its two lines, a gap
+
+
+def _meaning(what: str) -> str:
+    """The title's second line: the measure, and what its 0 and 1 mean."""
+    return tr("{what}: 0 = nothing restored, 1 = all of it", what=what)
+
+
+def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    """base_layout with the title hung from the top (its second line under it, never on the
+    grid: a phone wraps both lines, and Plotly anchors only a title's first line)."""
+    base_layout(fig, title, height=height, meta=CELLS)
+    fig.layout.title.update(yref="container", y=1, yanchor="top", pad={"t": TITLE_TOP})
+    fig.layout.margin.t = TITLE_TOP + TITLE_LINES
+    return fig
 
 
 def _grid(z, x, y, *, x_title, y_title, value_name, bar, zmin, zmax, zmid=None, custom=None):
@@ -54,10 +65,9 @@ def _grid(z, x, y, *, x_title, y_title, value_name, bar, zmin, zmax, zmid=None, 
         fmt=".3f",
     )
     trace.colorbar = {"title": {"text": bar, "side": "right"}, "thickness": 14}
-    if z.shape[1] <= CELL_TEXT_MAX:
+    if z.shape[1] <= CELL_TEXT_MAX:  # Plotly fits it to the cells; a phone drops it (figures.js)
         trace.text = np.vectorize(lambda v: f"{v:.2f}")(z)
         trace.texttemplate = "%{text}"
-        trace.textfont = {"size": 11}
     if custom is not None:
         trace.customdata = custom
     return trace
@@ -78,11 +88,11 @@ def restored_heads_figure(shares, config, stack: str, what: str) -> go.Figure:
     custom = np.array([[[layer, h] for h in range(n_heads)] for layer in range(n_layers)])
     fig = go.Figure(_share_trace(z, heads, layers, tr("head"), tr("layer"), custom))
     title = tr(
-        "Which heads restore the answer — {stack}: each head's output from the clean run",
+        "Which heads restore the answer — {stack}",
         stack=stack_title(stack),
     )
-    title += f"<br><sup>{safe(what)} · {safe(_meaning())}</sup>"
-    base_layout(fig, title, height=min(720, 170 + 34 * n_layers))
+    title += f"<br><sup>{safe(_meaning(what))}</sup>"
+    _layout(fig, title, min(720, 170 + 34 * n_layers))
     fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
     fig.update_xaxes(title_text=tr("head (click one to see it on both texts)"), side="bottom")
     return fig
@@ -101,13 +111,12 @@ def restored_positions_figure(shares, clean_tokens, corrupt_tokens, stack: str, 
         _share_trace(z, labels, layers, tr("position (clean→corrupt)"), tr("layer"), None)
     )
     title = tr(
-        "Which positions carry it — {stack}: the stream entering a layer at one position from "
-        "the clean run",
+        "Which positions carry it — {stack}, the stream entering each layer",
         stack=stack_title(stack),
     )
-    title += f"<br><sup>{safe(what)} · {safe(_meaning())}</sup>"
-    base_layout(fig, title, height=min(720, 190 + 34 * n_layers))
-    fig.update_yaxes(autorange="reversed", title_text=tr("stream entering layer"))
+    title += f"<br><sup>{safe(_meaning(what))}</sup>"
+    _layout(fig, title, min(720, 190 + 34 * n_layers))
+    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
     fig.update_xaxes(title_text=tr("position (clean→corrupt)"), tickangle=-45)
     return fig
 
@@ -139,21 +148,17 @@ def attribution_figure(dla: dict, config, what: str) -> go.Figure:
     )
     fig = go.Figure(trace)
     rest = float(dla["embed"] + dla["bias"] + dla["attn_bias"].sum())
-    title = tr(
-        "What each head and MLP writes straight into the answer (direct logit attribution, "
-        "clean run)"
-    )
+    title = tr("Direct logit attribution: what each head and MLP writes into the answer")
     title += "<br><sup>" + safe(
         tr(
-            "{what} · the cells plus the embeddings and biases ({rest:+.2f}) add up to the "
-            "model's own difference {total:+.2f}",
+            "{what}: the cells + embeddings and biases ({rest:+.2f}) = the model's {total:+.2f}",
             what=what,
             rest=rest,
             total=float(dla["logit_diff"]),
         )
     )
     title += "</sup>"
-    base_layout(fig, title, height=min(720, 170 + 34 * n_layers))
+    _layout(fig, title, min(720, 170 + 34 * n_layers))
     fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
     fig.update_xaxes(title_text=tr("component"))
     return fig
@@ -171,17 +176,14 @@ def attention_shift_figure(shift, config, stack: str) -> go.Figure:
                   bar=moved, zmin=0.0, zmax=max(float(z.max()), 1e-6), custom=custom)  # fmt: skip
     fig = go.Figure(trace)
     title = tr(
-        "How much each head's attention moves between the two texts — {stack}",
+        "How far each head's attention moves between the texts — {stack}",
         stack=stack_title(stack),
     )
     title += "<br><sup>" + safe(
-        tr(
-            "½·Σ|A_clean − A_corrupt| per query row, averaged: 0 = the same pattern, 1 = no key "
-            "in common · moving is not mattering: compare with the grid above"
-        )
+        tr("½·Σ|A − A′| per query, averaged: 0 = the same pattern, 1 = no key in common")
     )
     title += "</sup>"
-    base_layout(fig, title, height=min(720, 170 + 34 * n_layers))
+    _layout(fig, title, min(720, 170 + 34 * n_layers))
     fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
     fig.update_xaxes(title_text=tr("head"))
     return fig

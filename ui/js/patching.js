@@ -17,6 +17,11 @@
       document.querySelector('#patch-pair-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'});
     });
   });
+  /* Another tab, as a click on its button would (the tab's own select event draws it). */
+  ta.openTab = (id) => {
+    document.querySelector(`#tabs [role=tab][id$="-${id}-button"]`)?.click();
+    window.scrollTo({top: document.querySelector('#tabs')?.offsetTop || 0, behavior: 'smooth'});
+  };
   ta.clickPatch = () => { document.querySelector('#patch-run')?.click(); };
   ta.patchLink = () => {
     const q = new URLSearchParams(location.search);

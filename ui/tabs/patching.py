@@ -193,6 +193,11 @@ def build() -> Built:
     gr.Markdown(t(SHIFT_CAPTION), elem_classes="ta-caption")
     shift_plot = plot("patch-shift-plot")
     pair_plot = plot("patch-pair-plot")
+    opener = gr.Button(
+        t("Open the chosen head on the Attention tab"), size="sm", elem_id="patch-open"
+    )
+    # the head is the page's selection already: the Attention tab shows it (and every layer's)
+    opener.click(fn=None, js="() => ta.openTab('attention')")
     with gr.Row():
         csv = gr.DownloadButton(t("Patching results (CSV)"), elem_id="patch-csv", size="sm")
         npz = gr.DownloadButton(
@@ -406,9 +411,7 @@ def read_stream(cfg, result) -> str:
 def what_measured(loaded, result) -> str:
     """The metric in words, for the figures' second line."""
     if result.metric == "cosine":
-        return tr(
-            "cosine of position {position}'s output to the clean run's", position=result.position
-        )
+        return tr("cosine to the clean output at position {position}", position=result.position)
     answer, wrong = pieces(loaded, [result.answer, result.wrong])
     return tr(
         "logit(‹{answer}›) − logit(‹{wrong}›) at position {position}",
