@@ -122,3 +122,68 @@ def test_every_figure_fits_a_phone_and_no_text_lies_over_another(
     assert not problems, problems
     assert sum(seen["figures"] for seen in found.values()) >= 8
     context.close()
+
+
+# The tab strip as the user sees it, in reading order (row by row, left to right): each tab
+# button's id, label, box, whether it is marked selected, and the style that makes it read as a
+# tab. Buttons Gradio keeps hidden for measuring (aria-hidden) are not the user's.
+STRIP_JS = """() => {
+  const W = document.documentElement.clientWidth;
+  const buttons = [...document.querySelectorAll('#tabs .tab-wrapper button')]
+    .filter((b) => b.offsetParent && !b.closest('[aria-hidden=true]'));
+  const seen = buttons.map((b) => {
+    const r = b.getBoundingClientRect(), s = getComputedStyle(b);
+    const after = getComputedStyle(b, '::after');
+    return {
+      id: b.dataset.tabId || null, label: b.innerText.trim(), role: b.getAttribute('role'),
+      left: r.left, right: r.right, top: Math.round(r.top), height: Math.round(r.height),
+      selected: b.getAttribute('aria-selected') === 'true',
+      look: [s.fontSize, s.fontWeight, s.paddingLeft, s.paddingRight, Math.round(r.height)]
+        .join(' '),
+      color: s.color,
+      underline: after.content !== 'none' && parseFloat(after.height) >= 2
+        && after.backgroundColor !== 'rgba(0, 0, 0, 0)' ? after.backgroundColor : null,
+    };
+  });
+  seen.sort((a, b) => a.top - b.top || a.left - b.left);
+  return {W, buttons: seen};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_a_phone_taps_every_tab_in_place(app_url, browser, lang):
+    """Issue 34: on a 390 × 844 phone the tab strip wraps onto rows of tabs that all look alike
+    (Gradio's "⋯" menu showed inline read as plain text, with no mark of the chosen one, and the
+    chosen tab jumped into the first row). Each tab tapped in turn: the strip keeps the desktop
+    order (the registry's), exactly the tapped tab is marked (its colour and underline, unlike
+    the rest), its panel shows, and every button lies inside the screen's width."""
+    from ui.tabs import TAB_IDS
+
+    context, page = phone(browser)
+    page.goto(f"{app_url}?lang={lang}")
+    page.wait_for_function(READY, timeout=60_000)
+    page.wait_for_selector("#token-chips .ta-chip", timeout=60_000)
+    order = [*TAB_IDS[1:], TAB_IDS[0]]  # the first is selected as the page opens: tapped last
+    for tab in order:
+        page.locator(f'#tabs [role=tab][data-tab-id="{tab}"]').tap(timeout=10_000)
+        page.wait_for_function("(tab) => window.ta.tab === tab", arg=tab, timeout=15_000)
+        page.wait_for_timeout(150)  # Gradio's strip settles on the next frames
+        strip = page.evaluate(STRIP_JS)
+        buttons = strip["buttons"]
+        assert [b["id"] for b in buttons] == list(TAB_IDS), (tab, buttons)  # order kept
+        assert all(b["role"] == "tab" and b["label"] for b in buttons), buttons
+        assert len({b["look"] for b in buttons}) == 1, buttons  # every row styled alike
+        assert len({b["top"] for b in buttons}) > 1  # on a phone the strip wraps: rows
+        chosen = [b for b in buttons if b["selected"]]
+        assert [b["id"] for b in chosen] == [tab], (tab, chosen)
+        others = [b for b in buttons if not b["selected"]]
+        assert chosen[0]["underline"] and not any(b["underline"] for b in others), buttons
+        assert all(b["color"] != chosen[0]["color"] for b in others), buttons
+        outside = [b["id"] for b in buttons if b["left"] < 0 or b["right"] > strip["W"]]
+        assert not outside, (tab, outside, strip["W"])
+        assert page.locator(f"#tab-{tab}").is_visible(), tab
+        if tab == "model":  # a tab in the strip's last row, chosen
+            page.locator("#tabs").scroll_into_view_if_needed()
+            page.evaluate("() => window.scrollBy(0, -8)")
+            shot(page, f"phone_tabs_{lang}", full_page=False)
+    context.close()
