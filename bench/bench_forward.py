@@ -29,6 +29,14 @@ def timed(fn, sync) -> float:
     return time.perf_counter() - start
 
 
+def trace_ms(net, ids, mask, repeats: int = 15, sync=lambda: None) -> list[float]:
+    """Milliseconds of each of `repeats` forward passes + full traces (after 3 warm-ups): what a
+    Run costs the model, the machine's speed that other figures are read against."""
+    for _ in range(3):
+        net.trace(ids, attention_mask=mask)
+    return [timed(lambda: net.trace(ids, attention_mask=mask), sync) * 1e3 for _ in range(repeats)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=15)

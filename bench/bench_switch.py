@@ -3,6 +3,10 @@
 Against `python app.py` in headless Debian Chromium, at 128 and 512 tokens of the bundled 6 × 12
 BERT (with --sizes, also of BERT-base- and BERT-large-shaped checkpoints, chosen in the page as
 "Custom BERT checkpoint"), side by side in one page:
+  * keyboard (issue 34): a key press (→ or ←) on the focused Head slider -> the head figure shows
+    the new head and the next frame is painted, from the keydown's own timestamp; beside it this
+    machine's forward pass + trace of the same text (bench_forward.py's measure, in this process,
+    before and after the key presses), and their ratio (budget ≤ 1.0, and ≤ 35 ms at 128 tokens);
   * browser: the head slider's input event -> the head figure shows the new head, next frame
     painted (the switch data is already in the page: it came with the tab);
   * server: the same, with the browser's switch disabled (no DecompressionStream), so every switch
@@ -16,12 +20,13 @@ which compresses differently from trained ones). Budget (bench/README.md): switc
 tokens, ≤ 150 ms at 512; a run's bytes ≤ 1 MB at 128 tokens.
 
     .venv/bin/python bench/bench_switch.py [--switches 12] [--sizes bundled,base,large]
-                                           [--no-shapes | --shapes-only]
+                                           [--forward 15] [--no-shapes | --shapes-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -52,6 +57,77 @@ KEEP_STREAM_JS = """
 })();
 """
 SERVER_ONLY = "() => { delete window.DecompressionStream; window.ta.fill = undefined; }"
+
+# Armed before a key press on the focused Head slider: the keydown's time (the event's own
+# timestamp, in performance.now()'s clock), and a promise of the milliseconds from it until the
+# head figure shows head `h` and the next frame is painted.
+KEY_ARM_JS = """(h) => {
+  window.__keyAt = null;
+  document.addEventListener('keydown', (e) => { window.__keyAt = e.timeStamp; },
+                            {capture: true, once: true});
+  window.__painted = new Promise((resolve) => {
+    const check = () => {
+      const el = document.querySelector('#head-plot .js-plotly-plot');
+      const title = el && el._fullLayout && el._fullLayout.title && el._fullLayout.title.text;
+      if (window.__keyAt !== null && title && title.includes(`head ${h} `)
+          && el.querySelector('.main-svg image')) {
+        requestAnimationFrame(() => resolve(performance.now() - window.__keyAt));
+      } else {
+        requestAnimationFrame(check);
+      }
+    };
+    check();
+  });
+}"""
+
+
+def key_switches(page, n: int, direct: bool = True) -> list[float]:
+    """n head switches by the keyboard: → on the focused Head slider (← back from the last head),
+    each from its keydown to the painted frame that shows the new head. direct=False leaves the
+    draw to Gradio's event for the slider (ta.gate), as before the slider's own input event drew
+    it (ui/js/head_switch.js, ta.directSwitch)."""
+    page.evaluate(f"() => {{ window.ta.directSwitch = {'true' if direct else 'false'}; }}")
+    page.focus("#head input[type=range]")
+    head, step, out = int(page.input_value("#head input[type=range]")), 1, []
+    for _ in range(n):
+        if not 0 <= head + step <= 11:
+            step = -step
+        head += step
+        page.evaluate(KEY_ARM_JS, head)
+        page.keyboard.press("ArrowRight" if step > 0 else "ArrowLeft")
+        out.append(page.evaluate("() => window.__painted"))
+    return out
+
+
+@functools.cache
+def bundled():
+    from model import load_bert
+
+    return load_bert(device="cpu")
+
+
+def forward_ms(text: str, repeats: int, threads: int | None = None) -> list[float]:
+    """This machine's forward pass + trace of the same text (bench_forward.py's measure), in
+    this process: the bundled BERT on torch's default threads, as the app runs it (or on
+    `threads`: on a loaded machine two threads wait for each other, one does not)."""
+    import torch
+
+    from bench.bench_forward import trace_ms
+
+    net, tok = bundled()
+    enc = tok([text], return_tensors="pt")
+    default = torch.get_num_threads()
+    torch.set_num_threads(threads or default)
+    try:
+        return trace_ms(net, enc["input_ids"], enc["attention_mask"], repeats)
+    finally:
+        torch.set_num_threads(default)
+
+
+def load() -> str:
+    import os
+
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def p95(xs: list[float]) -> float:
@@ -112,7 +188,7 @@ def pick_checkpoint(page, folder: str) -> None:
     page.fill("#checkpoint textarea, #checkpoint input", folder)
 
 
-def browser_part(n_switches: int, sizes: list[str]) -> None:
+def browser_part(n_switches: int, sizes: list[str], forward_repeats: int = 15) -> None:
     from playwright.sync_api import sync_playwright
 
     folders: dict[str, str | None] = dict.fromkeys(sizes)
@@ -143,17 +219,43 @@ def browser_part(n_switches: int, sizes: list[str]) -> None:
             page.evaluate("() => { window.__rxKeep = false; }")
             parts = ", ".join(f"{k} {v / 1e3:.0f} KB" for k, v in sorted(per_output(page).items()))
             print(f"{size}, {n} tokens, per output: {parts}", flush=True)
+            before = forward_ms(text, forward_repeats) if size == "bundled" else []
+            keys, gate_only = [], []  # blocks of each, interleaved: the same machine state
+            for block in range(0, n_switches, 10):
+                count = min(10, n_switches - block)
+                keys += key_switches(page, count, direct=True)
+                gate_only += key_switches(page, count, direct=False)
+            after = forward_ms(text, forward_repeats) if size == "bundled" else []
+            one = forward_ms(text, forward_repeats, threads=1) if size == "bundled" else []
             fast = switches(page, n_switches, 1)
             page.evaluate(SERVER_ONLY)
             slow = switches(page, n_switches, 1)
             print(
                 f"{size}, {n} tokens: Attention tab received {received / 1e6:.2f} MB; head switch "
+                f"by the keyboard (keydown -> painted) median {statistics.median(keys):.1f} ms "
+                f"(p95 {p95(keys):.0f}, max {max(keys):.0f}; drawn by Gradio's event alone, "
+                f"as before issue 34: median {statistics.median(gate_only):.1f} ms, p95 "
+                f"{p95(gate_only):.0f}); by the slider's input event "
                 f"browser median {statistics.median(fast):.0f} ms (p95 {p95(fast):.0f}, max "
                 f"{max(fast):.0f}) vs server median {statistics.median(slow):.0f} ms (p95 "
                 f"{p95(slow):.0f}): {statistics.median(slow) / statistics.median(fast):.1f}× "
-                f"faster; budget {35 if n == 128 else 150} ms",
+                f"faster; budget {35 if n == 128 else 150} ms; load {load()}",
                 flush=True,
             )
+            if before:
+                passes = before + after
+                ratio = statistics.median(keys) / statistics.median(passes)
+                print(
+                    f"{size}, {n} tokens: this machine's forward pass + trace of the same text "
+                    f"(bench_forward.py's measure, {len(passes)} passes around the switches) "
+                    f"median {statistics.median(passes):.1f} ms (before "
+                    f"{statistics.median(before):.1f}, after {statistics.median(after):.1f}); "
+                    f"key switch / forward pass = "
+                    f"{ratio:.2f} (budget ≤ 1.0{', and ≤ 35 ms' if n == 128 else ''}); on one "
+                    f"thread the pass takes {statistics.median(one):.1f} ms (key switch / it = "
+                    f"{statistics.median(keys) / statistics.median(one):.2f})",
+                    flush=True,
+                )
             page.close()
         browser.close()
 
@@ -224,6 +326,9 @@ def payload_sizes() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--switches", type=int, default=12)
+    parser.add_argument(
+        "--forward", type=int, default=15, help="forward passes timed before and after the keys"
+    )
     parser.add_argument("--no-shapes", action="store_true", help="skip the switch-data sizes")
     parser.add_argument("--shapes-only", action="store_true", help="only the switch-data sizes")
     parser.add_argument(
@@ -231,7 +336,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if not args.shapes_only:
-        browser_part(args.switches, args.sizes.split(","))
+        print(f"load at start: {load()}", flush=True)
+        browser_part(args.switches, args.sizes.split(","), args.forward)
     if not args.no_shapes:
         payload_sizes()
 

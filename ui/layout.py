@@ -193,7 +193,7 @@ def selection(page: Page, setup: Setup) -> None:
 
 
 def tabs(page: Page) -> None:
-    with gr.Tabs(selected="tokens", elem_id="tabs") as tabs_block:
+    with gr.Tabs(selected="tokens", elem_id="tabs", overflow_behavior="wrap") as tabs_block:
         for tab in TABS:
             with gr.Tab(t(tab.label), id=tab.id, elem_id=f"tab-{tab.id}") as block:
                 built = tab.build()

@@ -106,6 +106,45 @@
     requestAnimationFrame(() => spaced(gd));
   });
 
+  /* Where two number axes meet, the value axis's lowest label (centred on the plot's bottom
+     edge) and the first label under the plot (centred on a tick near its left edge) can lie
+     over each other: the Heads tab's map of heads on a phone, "−0.02" over "−0.02". The labels
+     under the plot then stand as much lower as they overlapped, plus 2 px. Measured after every
+     layout (a wrapped title or a resize moves the ticks); once clear, nothing changes. */
+  const boxesOf = (gd, id) => [...gd.querySelectorAll(`.${id}tick text`)]
+    .map((t) => t.getBoundingClientRect()).filter((r) => r.width);
+  const clearCorner = (gd) => {
+    const full = gd._fullLayout;
+    if (!full || !window.Plotly || gd.closest('[data-ta-shown]')) return;
+    const update = {};
+    for (const key of Object.keys(full)) {
+      const x = full[key];
+      if (!/^xaxis\d*$/.test(key) || !x?._id || x.type === 'category') continue;
+      const y = full['yaxis' + String(x.anchor || 'y').slice(1)];
+      if (!y?._id || y.type === 'category' || !x.showticklabels || !y.showticklabels) continue;
+      const ys = boxesOf(gd, y._id);
+      let down = 0;
+      for (const a of boxesOf(gd, x._id)) {
+        for (const b of ys) {
+          const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+          if (h > 0 && Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0) {
+            down = Math.max(down, h);
+          }
+        }
+      }
+      if (down) update[`${key}.ticklabelstandoff`] = (x.ticklabelstandoff || 0) + Math.ceil(down) + 2;
+    }
+    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+  };
+  ta.drawHooks.push((gd) => {
+    if (!gd.closest('#tabs')) return;
+    if (!gd.taCorner && gd.on) {
+      gd.taCorner = true;
+      gd.on('plotly_afterplot', () => requestAnimationFrame(() => clearCorner(gd)));
+    }
+    requestAnimationFrame(() => clearCorner(gd));
+  });
+
   /* ---- a figure laid out again for a narrow screen ---------------------------------------------
      A figure whose panels sit side by side can carry, in layout.meta.narrow, how to lay them out
      when it is drawn narrower than `below` px (a phone): `layout` (a Plotly.relayout update, e.g.

@@ -38,6 +38,22 @@
   };
   ta.switches.attention = ta.switchHead;
 
+  /* A key or a drag on the layer or head slider draws the head from the slider's own input
+     event, at once: Gradio's event for it (ta.gate, below) comes 4-12 ms later (measured,
+     bench/bench_switch.py) and then finds that head shown, so it draws nothing and asks
+     nothing. Where the browser cannot draw the head, the gate asks the server as before. */
+  ta.directSwitch = true;
+  document.addEventListener('input', (e) => {
+    const range = e.target;
+    if (!ta.directSwitch || ta.tab !== 'attention' || range?.type !== 'range') return;
+    const box = range.closest('#layer, #head');
+    const other = box && document.querySelector(
+      `#${box.id === 'head' ? 'layer' : 'head'} input[type=range]`);
+    if (!other) return;
+    if (box.id === 'head') ta.switchHead(other.value, range.value);
+    else ta.switchHead(range.value, other.value);
+  }, true);
+
   /* After the server draws the head view (a new run, or a head the browser could not draw), the
      sliders' head is shown: a head chosen while the server was drawing an older one stays. */
   const slider = (id) => document.querySelector(`#${id} input[type=number]`)?.value;

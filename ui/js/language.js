@@ -31,10 +31,9 @@
     ta.presentBar?.();
   };
 
-  /* Every tab button in the page's language. Gradio redraws the strip when the tabs that fit
-     change (a narrow screen moves some into its overflow row) with its own words for tabs not
-     yet opened: the strip is relabelled whenever it changes (a change made here changes
-     nothing the second time, so the observer settles). */
+  /* Every tab button in the page's language. Gradio redraws the strip (a resize, a tab
+     chosen) with its own words for tabs not yet opened: the strip is relabelled whenever it
+     changes (a change made here changes nothing the second time, so the observer settles). */
   const relabelTabs = () => {
     const lang = ta._tabLang;
     if (!lang) return;
