@@ -53,7 +53,8 @@ def figure(value) -> dict:
 
 
 def z_of(value) -> np.ndarray:
-    trace = figure(value)["data"][0]
+    """The first trace's z of a drawn figure (or of its JSON)."""
+    trace = (value if isinstance(value, dict) else figure(value))["data"][0]
     z = trace["z"]
     if isinstance(z, dict):  # a typed array: {"dtype": "f4", "bdata": base64, "shape": "3, 4"}
         import base64
@@ -99,7 +100,7 @@ def test_a_head_picked_in_the_grid_is_drawn_on_both_texts(demo):
     assert len(fig["data"]) == 3  # clean, corrupt, clean − corrupt
     net = demo.views.engine.model("induction").net
     clean = net.trace(**enc(net.tokenizer, "qzxwv qzxw"))
-    shown = z_of(type("P", (), {"plot": json.dumps(fig)})())
+    shown = z_of(fig)
     np.testing.assert_allclose(shown, clean.attentions["decoder"][0, 1, 1].numpy(), atol=1e-6)
 
 
@@ -230,3 +231,17 @@ def test_a_language_model_is_patched_with_its_attribution(demo, tmp_path, case):
         "pair_example"
     ]["choices"]
     assert [value for _, value in listed] == ["ioi", "ioi-zh"]
+
+
+def test_a_deck_slide_of_the_grid_is_patched_for_the_slide(demo):
+    """A lecture deck's slide names the view by its link: the grid, drawn on demand in the page,
+    is measured for the slide (the offline file holds it, not an empty figure)."""
+    from ui.deck import slide_of
+
+    query = share_link(
+        ViewState("qzxwv qzxw", "induction", tab="patching", sel=Selection(pair="bhmtk qzxw"))
+    )
+    slide = slide_of(demo.views, query, "patch-heads")
+    grid = z_of(slide.figure)
+    assert grid.shape == (3, 4) and grid[0, 1] > 0.5
+    assert "Which heads matter" in slide.heading

@@ -90,6 +90,8 @@ def slide_of(views, query: str, figure: str) -> Slide:
         card = chosen_card(values.get("layer_cards") or "")
     heading = f"{label} · {state.model} · {where} · “{state.text[:60]}”"
     name = output_of(state.tab, figure)
+    if name in tab.lazy:  # drawn on demand in the page (a patched pair): drawn for the slide
+        values = {**values, **views.draw(state, {}, only={name}, force=True)[1]}
     value = values.get(name) if name else None
     if value is not None and hasattr(value, "plot"):  # gr.Plot's PlotData: config + figure JSON
         return Slide(heading, figure=json.loads(value.plot), html=card)
