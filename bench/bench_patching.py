@@ -9,7 +9,11 @@ patch_residual as a caller runs it, the clean and corrupt traces included; the f
 median of --repeats runs (and the fastest). Budget: <= 5 s per grid on the 2-core CPU. Prints
 the load average before and after: on a shared machine it moves every figure.
 
+With ``--device cuda`` the grids run on the GPU, and each is compared with the same grid on the
+CPU (the largest difference of a share is printed).
+
     .venv/bin/python bench/bench_patching.py [--repeats 3] [--tokens 20] [--shapes bert,gpt2]
+                                             [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -80,12 +84,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=20)
     parser.add_argument("--shapes", default="bert,gpt2")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        print(f"device {torch.cuda.get_device_name(device)}")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, load {os.getloadavg()}")
     print(f"{'shape':<20} {'grid':<16} {'median s':>9} {'fastest':>8}  budget {BUDGET_S} s")
     for name in args.shapes.split(","):
-        net = Transformer(SHAPES[name])
-        clean, corrupt = pair(net.config, args.tokens)
+        cpu_net = Transformer(SHAPES[name]).eval()
+        net = cpu_net if device.type == "cpu" else Transformer(SHAPES[name]).to(device).eval()
+        if net is not cpu_net:
+            net.load_state_dict(cpu_net.state_dict())
+        on_cpu = pair(net.config, args.tokens)
+        clean, corrupt = ({k: v.to(device) for k, v in e.items()} for e in on_cpu)
         metric = metric_for(net, clean, corrupt)
         cfg = net.config
         grids = {
@@ -96,7 +108,12 @@ def main() -> None:
             fn(net, clean, corrupt, metric)  # warm-up
             median, fastest = timed(fn, args.repeats, net, clean, corrupt, metric)
             verdict = "PASS" if median <= BUDGET_S else "OVER"
-            print(f"{cfg.name:<20} {grid:<16} {median:>9.2f} {fastest:>8.2f}  {verdict}")
+            line = f"{cfg.name:<20} {grid:<16} {median:>9.2f} {fastest:>8.2f}  {verdict}"
+            if net is not cpu_net:  # the same grid on the CPU
+                cpu_metric = metric_for(cpu_net, *on_cpu)
+                gap = (fn(net, clean, corrupt, metric) - fn(cpu_net, *on_cpu, cpu_metric)).abs()
+                line += f"  max |GPU − CPU| {float(gap.max()):.1e}"
+            print(line)
     print(f"load after: {os.getloadavg()}")
 
 
