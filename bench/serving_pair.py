@@ -5,10 +5,12 @@ process's CPU over the request, less its idle rate) where one run after the othe
 another load: both apps start, then each round runs, for each of them in turn (the order flips
 every round), a Run of a short sentence on the Tokens tab from a kept page and a switch to each
 named tab. The other tree is typically a ``git worktree`` of an older commit with ``.venv``
-linked in; each app runs from its own tree with its own modules.
+linked in; each app runs from its own tree with its own modules. ``--settle`` keeps each
+measurement going that long after the answer, so that work a server does after answering is
+counted with the request that caused it, not lost between rounds.
 
     .venv/bin/python bench/serving_pair.py OLD_TREE [NEW_TREE (default: this one)] [--rounds 30]
-                                           [--tabs layer,masks]
+                                           [--tabs layer,masks] [--settle 0.4]
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ def main() -> None:
     parser.add_argument("new", type=Path, nargs="?", default=ROOT)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--tabs", default="layer,masks")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds each measurement goes on after the answer (work the server does later)",
+    )
     args = parser.parse_args()
     tabs = [t for t in args.tabs.split(",") if t]
     with contextlib.ExitStack() as stack:
@@ -88,9 +96,11 @@ def main() -> None:
                 for _name, meter, page, run, switch, found in sides[:: 1 if n % 2 == 0 else -1]:
                     with meter:
                         page.call(run, text=sentence(3, 2000 + n * 10 + t), tab="tokens")
+                        time.sleep(args.settle)
                     found["run_kept"].append(meter.ms)
                     with meter:
                         page.call(switch, **{"tab-box": tab, "tab": tab})
+                        time.sleep(args.settle)
                     found[tab].append(meter.ms)
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end")
         for what in ("run_kept", *tabs):
