@@ -22,9 +22,17 @@ random tokens as the trace cache counts them (``Trace.nbytes``, against engine.T
 budget), the same with every field computed on access, and the process's peak RSS during the
 trace above its RSS before it.
 
+Greedy continuation (``--continuation``): ``net.generate`` of ``--new-tokens`` tokens (32) after a
+``--prompt``-token prompt (20 random tokens) with the key/value cache (model/generate.py) and
+without it (``use_cache=False``: the whole text again every step), interleaved as above; the
+ids of both are checked to be the same. Budget: cached ≤ 0.5 × uncached for the GPT-2-small
+shape.
+
     .venv/bin/python bench/bench_lm.py [--shape gpt2|qwen05] [--repeats 9] [--lengths 16,128,512]
         [--device cpu|cuda] [--head] [--threads N] [--memory-tokens 512]
         [--skip-memory | --memory-only]
+    .venv/bin/python bench/bench_lm.py --continuation [--shape gpt2] [--repeats 7]
+        [--prompt 20] [--new-tokens 32]
 """
 
 from __future__ import annotations
@@ -150,6 +158,55 @@ def compare(args, folder: Path, device: torch.device) -> None:
     print(f"load average at end: {load_average()}")
 
 
+def continuation(args, folder: Path, device: torch.device) -> None:
+    """Greedy continuation with and without the key/value cache, interleaved; medians."""
+    net, tok = load_lm(folder, device=str(device))
+    cfg = net.config
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    generator = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(0, len(tok), (1, args.prompt), generator=generator).to(device)
+    new = args.new_tokens
+    print(
+        f"shape {args.shape}: {cfg.n_layers} layers x {cfg.n_heads} heads ({cfg.kv_heads} kv), "
+        f"d_model {cfg.d_model}, vocab {cfg.vocab_size}; {args.prompt}-token prompt, "
+        f"{new} new tokens"
+    )
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {device}")
+    print(f"load average at start: {load_average()}")
+    made = {}
+
+    def cached():
+        made["cached"] = net.generate(ids, max_new_tokens=new)
+
+    def whole():
+        made["whole"] = net.generate(ids, max_new_tokens=new, use_cache=False)
+
+    for _ in range(2):  # warm-up
+        cached()
+        whole()
+    a, b = [], []
+    for i in range(args.repeats):  # the order flips every pair
+        if i % 2:
+            b.append(timed(whole, sync))
+            a.append(timed(cached, sync))
+        else:
+            a.append(timed(cached, sync))
+            b.append(timed(whole, sync))
+    same = torch.equal(made["cached"], made["whole"])
+    added = made["cached"].shape[1] - args.prompt
+    ma, mb = statistics.median(a) * 1e3, statistics.median(b) * 1e3
+    pairs = statistics.median(x / y for x, y in zip(a, b, strict=True))
+    print(f"{'':>10} {'median ms':>10} {'min':>8} {'max':>8} {'per token':>10}")
+    for name, times in (("cached", a), ("uncached", b)):
+        ms = [t * 1e3 for t in times]
+        line = f"{statistics.median(ms):>10.1f} {min(ms):>8.1f} {max(ms):>8.1f}"
+        print(f"{name:>10} {line} {statistics.median(ms) / added:>10.2f}")
+    print(f"ratio {ma / mb:.2f} (pairs {pairs:.2f}); {added} tokens added; same ids: {same}")
+    print(f"load average at end: {load_average()}")
+    if not same:
+        raise SystemExit("the cached continuation's ids differ from the uncached one's")
+
+
 # ---- memory --------------------------------------------------------------------------------------
 def rss_field(name: str) -> int:
     """VmRSS or VmHWM (peak RSS) of this process, bytes."""
@@ -228,6 +285,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's own)")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--continuation", action="store_true", help="greedy continuation timed")
+    parser.add_argument("--prompt", type=int, default=20, help="prompt tokens (--continuation)")
+    parser.add_argument("--new-tokens", type=int, default=32, help="new tokens (--continuation)")
     args = parser.parse_args()
 
     from transformers.utils import logging
@@ -240,6 +300,9 @@ def main() -> None:
     print(f"checkpoint {folder}")
     if args.memory_only:
         memory(args, folder, device)
+        return
+    if args.continuation:
+        continuation(args, folder, device)
         return
     compare(args, folder, device)
     if not args.skip_memory:  # in a fresh process: only our model, no transformers' one

@@ -93,6 +93,26 @@ class HeadAblation:
         return z * keep + mean * (1.0 - keep)
 
 
+@dataclass
+class KeyValues:
+    """One attention's keys and values of the text so far, [B, H_kv, T, d_head] each (keys
+    turned by RoPE, a group's shared heads not yet repeated): what a continuation with a
+    key/value cache hands each step's pass (model/generate.py), so that a new token's pass
+    computes its own key and value only. It belongs to the caller, one per continuation and
+    layer, and travels in the call's slot ("cache"); the module keeps nothing."""
+
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The new tokens' k and v [B, H_kv, T_new, d_head] after the ones kept; keeps them."""
+        if self.keys is not None:
+            k = torch.cat((self.keys, k), dim=2)  # (B, H_kv, T_past + T_new, d_head)
+            v = torch.cat((self.values, v), dim=2)
+        self.keys, self.values = k, v
+        return k, v
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O.
 
@@ -124,12 +144,14 @@ class MultiHeadAttention(nn.Module):
         rotary: Rotation | None = None,
         turn: bool = True,
         record: dict[str, torch.Tensor] | None = None,
+        repeat: bool = True,
     ) -> torch.Tensor:
         """ "q", "k" or "v" of x per query head, [B, H, T, d_head]: q and k turned by rotary
         (unless turn=False: the projection before RoPE), a shared key/value head repeated for
-        each query head of its group (HF's repeat_kv). ``record`` gets each stage: "q_linear"
-        [B, T, heads · d_head], "q_heads" [B, H or H_kv, T, d_head], "q_rot" (turned), "k_rep"
-        (repeated), with the kind's letter."""
+        each query head of its group (HF's repeat_kv; repeat=False: [B, H_kv, T, d_head], as a
+        key/value cache keeps them). ``record`` gets each stage: "q_linear" [B, T, heads ·
+        d_head], "q_heads" [B, H or H_kv, T, d_head], "q_rot" (turned), "k_rep" (repeated),
+        with the kind's letter."""
         linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
         flat = linear(x)  # (B, T, H or H_kv · d_head)
         heads = self.split(flat)  # (B, H or H_kv, T, d_head)
@@ -139,11 +161,16 @@ class MultiHeadAttention(nn.Module):
             heads = rotary(heads)  # turned before repeating: H_kv heads, not H
             if record is not None:
                 record[f"{kind}_rot"] = heads
-        if kind != "q" and self.n_rep > 1:
-            heads = heads.repeat_interleave(self.n_rep, dim=1)  # (B, H, T, d_head)
+        if kind != "q" and self.n_rep > 1 and repeat:
+            heads = self.repeat(heads)  # (B, H, T, d_head)
             if record is not None:
                 record[f"{kind}_rep"] = heads
         return heads
+
+    def repeat(self, heads: torch.Tensor) -> torch.Tensor:
+        """[B, H_kv, T, d_head] -> [B, H, T, d_head]: each key/value head once per query head of
+        its group (the identity without grouped-query attention)."""
+        return heads.repeat_interleave(self.n_rep, dim=1) if self.n_rep > 1 else heads
 
     @staticmethod
     def concat(x: torch.Tensor) -> torch.Tensor:
@@ -167,7 +194,9 @@ class MultiHeadAttention(nn.Module):
             out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into,
                 {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported),
                 {"patch": callable} to replace them (activation patching, model/patch.py),
-                and {"record": {}} to get every intermediate back (the layer walk's).
+                {"record": {}} to get every intermediate back (the layer walk's), and
+                {"cache": KeyValues} to attend over the keys and values kept from the text's
+                earlier tokens too (x_kv holds the new tokens only; the cache then keeps theirs).
             rotary: RoPE angles of the text (self-attention of a rotary model), else None.
         Returns:
             out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
@@ -176,9 +205,16 @@ class MultiHeadAttention(nn.Module):
             ablation), "concat" [B, T_q, d_model] (after it) and "out".
         """
         record = out.get("record") if out else None
+        cache = out.get("cache") if out else None
         q = self.project("q", x_q, rotary, record=record)  # (B, H, T_q, d_head)
-        k = self.project("k", x_kv, rotary, record=record)  # (B, H, T_k, d_head)
-        v = self.project("v", x_kv, record=record)  # (B, H, T_k, d_head)
+        if cache is None:
+            k = self.project("k", x_kv, rotary, record=record)  # (B, H, T_k, d_head)
+            v = self.project("v", x_kv, record=record)  # (B, H, T_k, d_head)
+        else:  # the earlier tokens' keys and values, then the new ones': (B, H_kv, T_k, d_head)
+            k_new = self.project("k", x_kv, rotary, record=record, repeat=False)
+            v_new = self.project("v", x_kv, record=record, repeat=False)
+            k, v = cache.extend(k_new, v_new)
+            k, v = self.repeat(k), self.repeat(v)  # (B, H, T_k, d_head)
         if mask is not None:
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
         # z: (B, H, T_q, d_head), the heads' contexts before concat

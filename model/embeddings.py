@@ -88,17 +88,25 @@ class TransformerEmbedding(nn.Module):
         ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         positions: bool = True,
+        position_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """positions=False drops the position term (reported as zeros): the same model blind to
-        word order, the seeds' reason for positional encoding (seed 001: 我喜欢你 / 你喜欢我)."""
+        word order, the seeds' reason for positional encoding (seed 001: 我喜欢你 / 你喜欢我).
+
+        position_ids: [B, T] each token's position when it is not 0..T−1 (a continuation with a
+        key/value cache feeds its new tokens alone, model/generate.py); the term added is the
+        same row of the same table."""
         seq_len = ids.shape[1]
-        if seq_len > self.config.max_len:
+        last = seq_len if position_ids is None else int(position_ids.max()) + 1
+        if last > self.config.max_len:
             raise ValueError(
-                f"Sequence is {seq_len} tokens; this model reads at most {self.config.max_len}."
+                f"Sequence is {last} tokens; this model reads at most {self.config.max_len}."
             )
         tok = self.tok_emb(ids)  # (B, T, d_model)
         if positions and self.pos_emb is not None:
-            pos = self.pos_emb(seq_len)  # (T, d_model)
+            pos = self.pos_emb(last)  # (T, d_model)
+            if position_ids is not None:
+                pos = pos[position_ids]  # (B, T, d_model): each token's own row
             x = tok + pos
         else:
             pos = tok.new_zeros(seq_len, self.config.d_model)  # (T, d_model): no term added
@@ -115,9 +123,15 @@ class TransformerEmbedding(nn.Module):
             x = self.norm(x)
         return self.dropout(x), parts
 
-    def rotation(self, seq_len: int, positions: bool = True) -> Rotation | None:
-        """RoPE angles of positions 0..T−1 for a rotary model; None otherwise or when positions
-        are switched off (then queries and keys are not turned: the model is blind to order)."""
+    def rotation(
+        self, seq_len: int, positions: bool = True, position_ids: torch.Tensor | None = None
+    ) -> Rotation | None:
+        """RoPE angles of positions 0..T−1 (or of ``position_ids`` [B, T]) for a rotary model;
+        None otherwise or when positions are switched off (then queries and keys are not
+        turned: the model is blind to order)."""
         if self.rotary is None or not positions:
             return None
-        return self.rotary.rotation(seq_len, self.tok_emb.weight.dtype)
+        dtype = self.tok_emb.weight.dtype
+        if position_ids is not None:
+            return self.rotary.rotation_at(position_ids, dtype)
+        return self.rotary.rotation(seq_len, dtype)

@@ -22,7 +22,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Rotation:
-    """cos and sin [T, d_head] of one text's positions; turns [B, H, T, d_head] heads."""
+    """cos and sin [T, d_head] of one text's positions (or [B, 1, T, d_head], each text its
+    own); turns [B, H, T, d_head] heads."""
 
     cos: torch.Tensor
     sin: torch.Tensor
@@ -60,7 +61,18 @@ class RotaryEmbedding(nn.Module):
 
     def rotation(self, seq_len: int, dtype: torch.dtype = torch.float32) -> Rotation:
         """Positions 0..T−1 (HF's default position_ids, padding included)."""
-        pos = torch.arange(seq_len, device=self.inv_freq.device).float()  # (T,)
-        freqs = pos[:, None] * self.inv_freq.float()  # (T, d_head/2)
-        angles = torch.cat((freqs, freqs), dim=-1)  # (T, d_head): rotate_half pairs i, i + d/2
+        return self.rotation_at(torch.arange(seq_len, device=self.inv_freq.device), dtype)
+
+    def rotation_at(
+        self, position_ids: torch.Tensor, dtype: torch.dtype = torch.float32
+    ) -> Rotation:
+        """The angles of given positions: [T] gives cos and sin [T, d_head]; [B, T] (each text's
+        own positions, as a continuation with a key/value cache feeds them) gives [B, 1, T,
+        d_head], which turns [B, H, T, d_head] heads. The same numbers as ``rotation`` at the
+        same positions."""
+        pos = position_ids.to(self.inv_freq.device).float()  # (T,) or (B, T)
+        freqs = pos[..., None] * self.inv_freq.float()  # (..., T, d_head/2)
+        angles = torch.cat((freqs, freqs), dim=-1)  # (..., T, d_head): pairs i, i + d/2
+        if angles.dim() == 3:
+            angles = angles.unsqueeze(1)  # (B, 1, T, d_head): the same turn for every head
         return Rotation(angles.cos().to(dtype), angles.sin().to(dtype))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from model.attention import ABLATIONS, HeadAblation, head_masks
+from model.attention import ABLATIONS, HeadAblation, KeyValues, head_masks
 from model.config import TransformerConfig
 from model.embeddings import TokenEmbedding, TransformerEmbedding
 from model.generate import generate
@@ -331,10 +331,50 @@ class Transformer(nn.Module):
         max_new_tokens: int = 16,
         attention_mask: torch.Tensor | None = None,
         return_trace: bool = False,
+        use_cache: bool = True,
         **options,
     ):
         """Greedy decoding; see model.generate.generate for arguments and the returned ids."""
-        return generate(self, src_ids, max_new_tokens, attention_mask, return_trace, **options)
+        return generate(
+            self, src_ids, max_new_tokens, attention_mask, return_trace, use_cache, **options
+        )
+
+    def step(
+        self,
+        ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor,
+        cache: list[KeyValues],
+        positions: bool = True,
+        head_mask: HeadMask = None,
+    ) -> torch.Tensor:
+        """A decoder-only model's pass over a text's new tokens, which attend to its earlier ones
+        through ``cache`` (greedy continuation with a key/value cache, model/generate.py).
+
+        Args:
+            ids: [B, T_new] the new tokens; position_ids: [B, T_new] their positions.
+            mask: bool [B, T_new, T_past + T_new], True = may attend (the cached keys first).
+            cache: one KeyValues per layer, the caller's: each layer's attention reads the keys
+                and values kept there and adds the new tokens' (empty at the first call).
+            positions, head_mask: as in trace(); a removed head's context is zeroed.
+        Returns:
+            The decoder's output [B, T_new, d_model] (after its final norm), as forward() computes
+            it for those tokens with the whole text before them.
+        """
+        if self.config.arch != "decoder":
+            raise ValueError("step() continues a decoder-only model's text.")
+        ids = self._check_ids(ids, "ids")
+        x, _ = self.embedding(ids, None, positions, position_ids)
+        keep = head_masks(self.config, head_mask).get("decoder")
+        slots = []
+        for i, kept in enumerate(cache):
+            self_slot: dict = {"cache": kept}
+            if keep is not None:
+                self_slot["ablation"] = HeadAblation(keep[i], "zero")
+            slots.append({"self": self_slot, "cross": None})
+        rotary = self.embedding.rotation(ids.shape[1], positions, position_ids)
+        y, _ = self.decoder(x, mask.to(x.device), None, None, slots, rotary)
+        return y
 
     def replay(self) -> Replay:
         """This model's stacks as a Replay (model/replay.py): it recomputes a trace's internals."""
