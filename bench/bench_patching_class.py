@@ -7,9 +7,10 @@ Client), on the bundled BERT's Winograd pair and the induction model's copy pair
 - **cost per visitor**: server CPU (core-ms of the app process, its idle rate subtracted) of the
   Run that opens the tab, of a Patch the server has not measured yet (a new pair each time) and
   of the same Patch asked by another page (answered from the cache);
-- **a class at once**: N pages (default 30) press Patch within a second, each on a pair of its own
-  (the worst case: nothing is shared), while S other students (default 10) Run a short sentence
-  every 3 s and switch tabs; beside it the same students with no class patching. It prints the
+- **a class at once**: N pages (default 30) open the tab (their Runs over 10 s), then press Patch
+  within a second, each on a pair of its own (the worst case: nothing is shared), while S other
+  students (default 10) Run a short sentence every 3 s and switch tabs; the students are timed
+  from the presses until the last grid, and alone before. It prints the
   class's seconds to its grid (p50, p95, max), the other students' latency p50 / p95 in both
   periods, and the load average.
 
@@ -49,7 +50,7 @@ from tests.apphost import serve_app_process  # noqa: E402
 PAIRS = {
     "bert": (
         "The trophy didn't fit in the suitcase because it was too big.",
-        "The trophy didn't fit in the suitcase because it was too {word}.",
+        "The {noun} didn't fit in the suitcase because it was too {word}.",
         ["small", "large", "heavy", "light", "tall", "short", "wide", "thin"],
     ),
     "induction": ("qzxwv qzxw", "{word} qzxw", None),
@@ -59,17 +60,22 @@ PAIRS = {
 def corrupt_of(model: str, n: int) -> str:
     """A pair of its own for page n: another word of one token, or other letters to copy."""
     clean, pattern, words = PAIRS[model]
-    if words:
-        return pattern.format(word=words[n % len(words)]) + " " * (n // len(words))
+    if words:  # 8 words × 6 nouns of one token each: 48 pairs, none alike
+        nouns = ["trophy", "ball", "box", "chair", "lamp", "bag"]
+        return pattern.format(word=words[n % len(words)], noun=nouns[n // len(words) % 6])
     rng = random.Random(n)
     return pattern.format(word="".join(rng.choice(string.ascii_lowercase) for _ in range(5)))
 
 
-def patch_call(url: str, config: dict, model: str, corrupt: str, address: str):
-    """One page: Run the clean text on the tab, then Patch; (run core-ms, patch seconds)."""
+def patch_call(url: str, config: dict, model: str, corrupt: str, address: str, ready=None):
+    """One page: Run the clean text on the tab, wait for the class (``ready``, a barrier), then
+    Patch; the seconds from pressing Patch to its grid."""
     page = Client(url, config, address)
     run, patch = page.dependency(api_name="run"), page.dependency(api_name="patch")
     page.call(run, text=PAIRS[model][0], model=model, tab="patching")
+    if ready is not None:
+        ready.wait()
+        time.sleep(random.uniform(0, 1))  # the class presses within a second
     start = time.perf_counter()
     page.call(patch, pair=corrupt, tab="patching")
     page.close()
@@ -242,15 +248,22 @@ def main() -> None:
             waits: list[float] = []
             lock = threading.Lock()
 
-            def press(n: int, model=model, waits=waits, lock=lock) -> None:
-                took = patch_call(url, config, model, corrupt_of(model, n), f"10.8.{n}.1")
+            # The class opens the tab (its Runs spread over 10 s, as a class follows along),
+            # then presses Patch within one second: the students beside it are timed from then.
+            ready = threading.Barrier(args.class_size + 1)
+
+            def press(n: int, model=model, waits=waits, lock=lock, ready=ready) -> None:
+                time.sleep(random.uniform(0, 10))
+                pair = corrupt_of(model, n)
+                took = patch_call(url, config, model, pair, f"10.8.{n}.1", ready)
                 with lock:
                     waits.append(took)
 
             pressers = [threading.Thread(target=press, args=(n,)) for n in range(args.class_size)]
             for presser in pressers:
                 presser.start()
-                time.sleep(1.0 / args.class_size)  # within a second
+            ready.wait()
+            pressed = time.perf_counter()
             for presser in pressers:
                 presser.join()
             class_end = time.perf_counter()
@@ -258,7 +271,7 @@ def main() -> None:
             stop.set()
             crowd.join(timeout=120)
             quiet = [s for t, s in seen if t < quiet_end]
-            beside = [s for t, s in seen if quiet_end <= t < class_end]
+            beside = [s for t, s in seen if pressed <= t < class_end]
             print(
                 f"{model}: {args.class_size} pages press Patch within a second, each its own "
                 f"pair: their grids in {spread(waits)}; beside them {args.students} students' "
