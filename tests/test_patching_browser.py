@@ -79,11 +79,13 @@ def test_a_link_patches_and_a_clicked_head_shows_on_both_texts(app_url, browser)
         " === 'true'",
         timeout=30_000,
     )
+    # ... where the head view shows it, and under it the same head on both texts of the pair
     page.wait_for_function(
-        "() => /layer 1.*head 1|L1 H1/i.test("
-        "document.querySelector('#head-plot .gtitle')?.textContent || '')",
+        "() => (document.querySelector('#attention-pair-plot .gtitle')?.textContent || '')"
+        ".startsWith('L1 H1 on both texts')",
         timeout=30_000,
     )
+    assert page.is_visible("#head-plot .main-svg")
     context.close()
 
 

@@ -245,3 +245,21 @@ def test_a_deck_slide_of_the_grid_is_patched_for_the_slide(demo):
     grid = z_of(slide.figure)
     assert grid.shape == (3, 4) and grid[0, 1] > 0.5
     assert "Which heads matter" in slide.heading
+
+
+def test_the_attention_tab_shows_the_pairs_head_on_both_texts_only_for_a_pair(demo):
+    views = demo.views
+    ask = Ask(tab="patching", sel=Selection(pair="bhmtk qzxw", layer=1, head=1), page="attn")
+    views.run(ask, "qzxwv qzxw", "induction", "", "", "", "final", True)
+    shown = views.tab(replace(ask, tab="attention"), "attention")
+    assert shown["pair_box"]["visible"] is True
+    assert figure(shown["pair_plot"])["layout"]["title"]["text"].startswith("L1 H1 on both texts")
+    plain = Ask(tab="tokens", page="attn-plain")
+    views.run(plain, "qzxwv qzxw", "induction", "", "", "", "final", True)
+    shown = views.tab(replace(plain, tab="attention"), "attention")
+    assert shown["pair_box"]["visible"] is False and shown["pair_plot"] is None
+    # The head switch stays in the browser: the pair's figure is no output a head change redraws.
+    from ui.tabs import BY_ID
+
+    attention = BY_ID["attention"]
+    assert not attention.server_redraws("head") and not attention.server_redraws("layer")

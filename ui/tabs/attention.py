@@ -10,6 +10,7 @@ import gradio as gr
 import torch
 
 import analysis
+from engine import InputError
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
@@ -19,6 +20,7 @@ from viz import attention, wire
 from viz.attention import CAPTIONS
 from viz.block import BLOCK_TOKENS, block_figure
 from viz.common import stack_tokens
+from viz.patching import pair_head_figure
 
 # The head switch's two sides: here, the data every head is drawn from (switch_data) and the
 # figures; in the browser, ta.switchHead (ui/js/head_switch.js), which redraws the head view from
@@ -56,6 +58,9 @@ def build() -> Built:
             elem_id="units",
         )
     head_plot = plot("head-plot")
+    with gr.Column(visible=False) as pair_box:  # a minimal pair from Which heads matter
+        gr.Markdown(t(PAIR_CAPTION), elem_classes="ta-caption")
+        pair_plot = plot("attention-pair-plot")
     gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
     overview_plot = plot("overview-plot")
     gr.Markdown(t(BLOCK_CAPTION.format(limit=BLOCK_TOKENS)), elem_classes="ta-caption")
@@ -79,6 +84,8 @@ def build() -> Built:
         "overview_plot": overview_plot,
         "block_plot": block_plot,
         "compare_plot": compare_plot,
+        "pair_box": pair_box,
+        "pair_plot": pair_plot,
     }
     return Built(
         outputs=outputs,
@@ -87,6 +94,11 @@ def build() -> Built:
     )
 
 
+PAIR_CAPTION = (
+    "**Both texts of the minimal pair** (from Which heads matter): the head that was chosen "
+    "there, on the clean and the corrupt text side by side, and their difference. It stays on "
+    "that head while the head view above follows the sliders."
+)
 BLOCK_CAPTION = (
     "**Attention with the residual and the LayerNorm, every layer** (Kobayashi et al. 2021, "
     "*Incorporating Residual and Normalization Layers into Analysis of Masked Language Models*): "
@@ -233,7 +245,24 @@ def makers(view: View) -> dict:
         "overview_plot": overview_plot,
         "block_plot": lambda: block_view(view),
         "compare_plot": compare_plot,
+        "pair_box": lambda: gr.update(visible=bool(sel.pair.strip())),
+        "pair_plot": lambda: pair_view(view),
     }
+
+
+def pair_view(view: View):
+    """The chosen head on both texts of the page's minimal pair (Which heads matter), or
+    nothing when the page has none (or its texts cannot be run)."""
+    from ui.tabs.patching import pair_runs
+
+    sel = view.sel
+    if not sel.pair.strip() or sel.stack not in view.analysis.trace.stacks:
+        return None
+    try:
+        clean, corrupt = pair_runs(view.analysis.model, view.analysis, sel)
+    except InputError:
+        return None
+    return pair_head_figure(clean, corrupt, sel.stack, sel.layer, sel.head)
 
 
 def block_view(view: View):
@@ -258,6 +287,10 @@ TAB = Tab(
         "overview_plot": ("stack", "scale", "measure", "units"),
         # every layer at once, over tokens: no layer, head, measure or units redraws it
         "block_plot": ("stack", "scale"),
+        # the pair's head as it was chosen: drawn with the tab, not by the head switch (which stays
+        # in the browser for everyone); its title names its head
+        "pair_box": ("pair",),
+        "pair_plot": ("pair",),
         "compare_plot": (
             "stack",
             "layer_a",

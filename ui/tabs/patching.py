@@ -196,7 +196,8 @@ def build() -> Built:
     opener = gr.Button(
         t("Open the chosen head on the Attention tab"), size="sm", elem_id="patch-open"
     )
-    # the head is the page's selection already: the Attention tab shows it (and every layer's)
+    # the head is the page's selection already: the Attention tab shows it in its head view,
+    # and on both texts of the pair under it
     opener.click(fn=None, js="() => ta.openTab('attention')")
     with gr.Row():
         csv = gr.DownloadButton(t("Patching results (CSV)"), elem_id="patch-csv", size="sm")
