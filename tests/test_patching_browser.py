@@ -43,6 +43,16 @@ def app_url():
         yield url
 
 
+def wait_patched(page, timeout: float = 120_000) -> None:
+    """Until the tab's grids are drawn; on a timeout, what the page showed instead."""
+    try:
+        page.wait_for_function(PATCHED, timeout=timeout)
+    except Exception:
+        said = page.evaluate("() => document.querySelector('#patch-said')?.textContent")
+        status = page.evaluate("() => document.querySelector('#status')?.textContent")
+        raise AssertionError(f"not patched: said {said!r}, status {status!r}") from None
+
+
 def cell_center(page, plot: str, x: int, y: int) -> tuple[float, float]:
     """The page coordinates of heatmap cell (x, y) of a figure (category axes, cells 0, 1, …)."""
     return page.evaluate(
@@ -62,7 +72,7 @@ def test_a_link_patches_and_a_clicked_head_shows_on_both_texts(app_url, browser)
     page = context.new_page()
     page.goto(f"{app_url}?{urlencode(COPY)}")
     page.wait_for_function(READY, timeout=60_000)
-    page.wait_for_function(PATCHED, timeout=120_000)
+    wait_patched(page)
     said = page.inner_text("#patch-said")
     assert "L0 H1 62%" in said and "previous_token" in said
     page.evaluate("() => document.querySelector('#patch-said').scrollIntoView({block: 'start'})")
@@ -94,7 +104,7 @@ def test_the_tab_fits_a_phone_in_both_languages(app_url, browser, lang):
     context, page = phone(browser)
     page.goto(f"{app_url}?{urlencode({**WINOGRAD, 'lang': lang})}")
     page.wait_for_function(READY, timeout=60_000)
-    page.wait_for_function(PATCHED, timeout=90_000)
+    wait_patched(page)
     page.wait_for_timeout(1000)  # the frames after the draw: stacked panels, spaced labels
     seen = page.evaluate(MEASURE_JS, "patching")
     page.evaluate("() => document.querySelector('#patch-said').scrollIntoView({block: 'start'})")
@@ -114,7 +124,7 @@ def test_the_grid_presented_at_720p_fills_the_screen(app_url, browser):
     page = context.new_page()
     page.goto(f"{app_url}?{urlencode({**COPY, 'present': '1', 'fig': 'patch-heads'})}")
     page.wait_for_function(READY, timeout=60_000)
-    page.wait_for_function(PATCHED, timeout=120_000)
+    wait_patched(page)
     page.wait_for_timeout(1500)
     box = page.evaluate(
         """() => {

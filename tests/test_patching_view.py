@@ -263,3 +263,17 @@ def test_the_attention_tab_shows_the_pairs_head_on_both_texts_only_for_a_pair(de
 
     attention = BY_ID["attention"]
     assert not attention.server_redraws("head") and not attention.server_redraws("layer")
+
+
+def test_coming_back_to_the_tab_keeps_its_patched_pair(demo):
+    """A patched pair stays when the page shows another tab and comes back (the tab's redraw
+    finds it shows this run already), and a new Run clears it."""
+    views = demo.views
+    ask = Ask(tab="patching", sel=Selection(pair="bhmtk qzxw"), page="back")
+    views.run(ask, "qzxwv qzxw", "induction", "", "", "", "final", True)
+    assert views.selection(ask, "patch")["patch_heads_plot"] is not None
+    views.tab(replace(ask, tab="attention"), "attention")
+    back = views.tab(ask, "patching")
+    assert "patch_heads_plot" not in back and "patch_said" not in back  # left as they were
+    again = views.run(ask, "qzxwv qzxv", "induction", "", "", "", "final", True)
+    assert again["patch_heads_plot"] is None  # another run: its grids are gone

@@ -203,6 +203,13 @@ class Views:
                 release_when_settled()  # and what its results free later
         if only is None:
             seen = {**seen, state.tab: signature}
+        elif set(only) <= set(tab.lazy) and str(seen.get(state.tab)).startswith(
+            f"({analysis.key!r}, "
+        ):
+            # On-demand outputs drawn (a patched pair, an ablation) over a tab that shows this
+            # state: it still does, with them: coming back to the tab keeps them.
+            whole = repr((analysis.key, state.sel, state.second, [], LOCALE.get()))
+            seen = {**seen, state.tab: whole}
         else:
             seen = {k: v for k, v in seen.items() if k != state.tab}
         return analysis, own_copy(values), seen

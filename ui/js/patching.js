@@ -23,8 +23,20 @@
     window.scrollTo({top: document.querySelector('#tabs')?.offsetTop || 0, behavior: 'smooth'});
   };
   ta.clickPatch = () => { document.querySelector('#patch-run')?.click(); };
+  /* A link's tab may still be drawing its controls when the link's view is answered: the button
+     is pressed as soon as it is on the page (for at most 30 s). */
   ta.patchLink = () => {
     const q = new URLSearchParams(location.search);
-    if (q.get('tab') === 'patching' && (q.get('pair') || '').trim()) ta.clickPatch();
+    if (q.get('tab') !== 'patching' || !(q.get('pair') || '').trim()) return;
+    const press = () => {
+      const button = document.querySelector('#patch-run');
+      if (!button || !button.offsetParent) return false;
+      button.click();
+      return true;
+    };
+    if (press()) return;
+    const watch = new MutationObserver(() => { if (press()) watch.disconnect(); });
+    watch.observe(document.body, {childList: true, subtree: true, attributes: true});
+    setTimeout(() => watch.disconnect(), 30000);
   };
 })();
