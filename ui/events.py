@@ -204,7 +204,7 @@ def wire(page: Page, handlers: Handlers, turns: Pages) -> None:
     wire_deck(w, handlers.deck)
     wire_training(w, handlers.training)
     wire_corpus(w, handlers.corpus, deep)
-    wire_patching(w, handlers.patching, deep, run_outputs)
+    wire_patching(w, handlers.patching, run_outputs)
     wire_tabs(w, views)
     wire_selection(w, views)
     # The language switch (or a Chinese page opening with no view to open, #relang-go).
@@ -322,10 +322,10 @@ def wire_corpus(w: Wiring, corpus: Corpus, deep) -> None:
         event.then(fn=None, js="() => ta.followLink()")
 
 
-def wire_patching(w: Wiring, patching: Patching, deep, run_outputs: list[str]) -> None:
+def wire_patching(w: Wiring, patching: Patching, run_outputs: list[str]) -> None:
     """Which heads matter (ui/tabs/patching.py): a shipped pair runs its clean text and fills
-    the tab's boxes, then the page presses Patch (its own queue: ui.tabs.base.Tab.own_queue); a
-    link that opens the tab with a pair patches once its view is open."""
+    the tab's boxes, then the page presses Patch (its own queue: ui.tabs.base.Tab.own_queue). A
+    link that opens the tab with a pair is patched with its view (Views.deeplink)."""
     p = w.page
     outputs = [*run_outputs, "text", "pair", "answer", "wrong", "read_at"]
     picked = w.on(
@@ -337,7 +337,6 @@ def wire_patching(w: Wiring, patching: Patching, deep, run_outputs: list[str]) -
         show_progress_on=[p["status"]],
     )
     picked.then(fn=None, js="() => ta.clickPatch()")
-    deep.then(fn=None, js="() => ta.patchLink()")
 
 
 def wire_deck(w: Wiring, deck: Deck) -> None:

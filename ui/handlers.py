@@ -203,11 +203,14 @@ class Views:
                 release_when_settled()  # and what its results free later
         if only is None:
             seen = {**seen, state.tab: signature}
-        elif set(only) <= set(tab.lazy) and str(seen.get(state.tab)).startswith(
-            f"({analysis.key!r}, "
+        elif (
+            tab.own_queue
+            and set(only) <= set(tab.lazy)
+            and str(seen.get(state.tab)).startswith(f"({analysis.key!r}, ")
         ):
-            # On-demand outputs drawn (a patched pair, an ablation) over a tab that shows this
-            # state: it still does, with them: coming back to the tab keeps them.
+            # A patched pair (on-demand outputs of a tab whose action waits in a queue of its
+            # own) over a tab that shows this run: it still does, with them, and coming back to
+            # the tab keeps them.
             whole = repr((analysis.key, state.sel, state.second, [], LOCALE.get()))
             seen = {**seen, state.tab: whole}
         else:
@@ -394,6 +397,10 @@ class Views:
             return {}
         # The link's corpus is measured next (ui.corpus_handlers.Corpus.link), once this view shows.
         self.sessions.of(ask.page).linked_corpus = state.corpus
+        if state.tab == "patching" and state.sel.pair.strip():  # a link's pair, patched with it
+            linked = replace(ask, tab=state.tab, sel=state.sel)
+            only = BY_ID[state.tab].redrawn_by("patch")
+            result.update(self.redraw(linked, self.latest(linked), only=only)[1])
         result["link_notes"] = "  \n".join(
             tr("⚠️ Link parameter ignored: {reason}.", reason=md_literal(reason))
             for reason in invalid

@@ -1,7 +1,7 @@
 /* Which heads matter (ui/tabs/patching.py): a click on a head of its grids selects that head
    (the hidden #patch-pick box; its change selects it on the server and draws it on both texts
-   of the pair), the chosen shipped pair patches at once, and a link that opens the tab with a
-   pair (tab=patching&pair=…) patches once its view is open. */
+   of the pair) and the chosen shipped pair patches at once (a link's pair is patched with its
+   view, on the server: ui/handlers.py Views.deeplink). */
 (() => {
   const ta = window.ta;
   const GRIDS = '#patch-heads-plot, #patch-shift-plot, #patch-dla-plot';
@@ -23,20 +23,4 @@
     window.scrollTo({top: document.querySelector('#tabs')?.offsetTop || 0, behavior: 'smooth'});
   };
   ta.clickPatch = () => { document.querySelector('#patch-run')?.click(); };
-  /* A link's tab may still be drawing its controls when the link's view is answered: the button
-     is pressed as soon as it is on the page (for at most 30 s). */
-  ta.patchLink = () => {
-    const q = new URLSearchParams(location.search);
-    if (q.get('tab') !== 'patching' || !(q.get('pair') || '').trim()) return;
-    const press = () => {
-      const button = document.querySelector('#patch-run');
-      if (!button || !button.offsetParent) return false;
-      button.click();
-      return true;
-    };
-    if (press()) return;
-    const watch = new MutationObserver(() => { if (press()) watch.disconnect(); });
-    watch.observe(document.body, {childList: true, subtree: true, attributes: true});
-    setTimeout(() => watch.disconnect(), 30000);
-  };
 })();
