@@ -177,6 +177,13 @@ def test_scale_switch_recolours_the_head_view_and_names_its_max(slow_app, page):
         "() => document.querySelector('#head-plot .js-plotly-plot').layout.title.text"
     )
     assert "this head's largest weight" in title
+    # A head switch in this scale recolours only the cells and the colour bar, as a full redraw.
+    gd = "document.querySelector('#head-plot .js-plotly-plot')"
+    for head in (3, 7):
+        set_slider(page, "head", head)
+        page.wait_for_function(f"() => {gd}.layout.title.text.startsWith('Layer 0, head {head} ')")
+        assert page.evaluate("() => window.ta.switchDrew") == "cells"
+        assert page.evaluate(CELLS_REPAINTED_JS.replace("GD", gd)) is True
     over = "() => document.querySelector('#overview-plot .js-plotly-plot')?.layout?.title?.text"
     page.wait_for_function(f'() => ({over})()?.includes("own max")')
 
@@ -261,6 +268,21 @@ Z_JS = "%s._fullData.map((t) => Array.from(t.z, (row) => Array.from(row)))"
 NO_FILL = "() => { delete window.DecompressionStream; window.ta.fill = undefined; }"
 
 
+# The head map as a full Plotly redraw of the same data paints it: the cells' picture, the
+# colour bar's labels and title, and the title (after a head switch drew only what changed).
+CELLS_REPAINTED_JS = """async () => {
+  const gd = GD;
+  const seen = () => JSON.stringify({
+    cells: gd.querySelector('.hm image').getAttributeNS('http://www.w3.org/1999/xlink', 'href'),
+    bar: [...gd.querySelectorAll('.colorbar text')].map((t) => t.textContent),
+    title: gd.querySelector('.gtitle')?.textContent,
+  });
+  const fast = seen();
+  await window.Plotly.restyle(gd, {z: [gd.data[0].z]}, [0]);
+  return fast === seen() || [fast.slice(-300), seen().slice(-300)];
+}"""
+
+
 def set_slider(page, elem_id: str, value: int) -> None:
     page.fill(f"#{elem_id} input[type=number]", str(value))
     page.press(f"#{elem_id} input[type=number]", "Enter")
@@ -297,6 +319,12 @@ def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app
         shown = page.evaluate(f"() => ({{z: {Z_JS % gd}[0], zmax: {gd}.data[0].zmax}})")
         assert hover_numbers(shown["z"]) == hover_numbers(server.data[0].z)
         assert shown["zmax"] == server.data[0].zmax
+        # Only the cells were drawn again (ui/js/head_switch.js): the hover reads the new head,
+        # and the picture is the one Plotly's own full redraw of that head paints.
+        hover = page.evaluate(f"() => Array.from({gd}.calcdata[0][0].z, r => Array.from(r))")
+        assert hover_numbers(hover) == hover_numbers(server.data[0].z)
+        assert page.evaluate("() => window.ta.switchDrew") == "cells"
+        assert page.evaluate(CELLS_REPAINTED_JS.replace("GD", gd)) is True
     assert len(joins) == 2, "a head switch on the Attention tab asked the server"
     link = page.get_attribute("#status a[href^='?']", "href")
     assert "layer=4&head=0" in link  # the link to this view follows the switch

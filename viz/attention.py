@@ -406,7 +406,14 @@ def head_figure(
         zmax=zmax,
     )
     bar = head_bar(scale, zmax)
-    cells.update(hoverongaps=False, colorbar={"title": {"text": bar, "side": "right"}})
+    # The colour bar sits at the plot's right edge, inside a right margin that already holds it:
+    # its width varies with a head's range (87-114 px), and a bar that pushes the margin out
+    # makes Plotly replot the whole figure, both axes' labels included (256 of them at 128
+    # tokens), where a head switch in the browser otherwise redraws only cells and bar.
+    cells.update(
+        hoverongaps=False,
+        colorbar={"title": {"text": bar, "side": "right"}, "x": 1.0, "xpad": 12},
+    )
     x_axis, y_axis = square_axis_props(len(x_lab), len(y_lab))
     layout = {  # one go.Figure(data, layout): validated once, not once per update
         "plot_bgcolor": HIDDEN_GREY,
@@ -427,9 +434,11 @@ def head_figure(
         head_title(stack, layer, head_label(trace.config, head), note, scale, zmax),
         height=min(860, max(380, 150 + 14 * n)),
     )
+    fig.layout.margin.r = HEAD_BAR_MARGIN
     return fig
 
 
+HEAD_BAR_MARGIN = 120  # px: the head view's colour bar, its labels and title (see head_figure)
 SWITCH_CHUNK = 16  # heads pooled and encoded at a time for the switch payload
 
 

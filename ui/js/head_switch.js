@@ -10,6 +10,51 @@
      the figure is from another run, or no DecompressionStream): the server draws it then. The
      status line's "Link to this view" (and with it the address bar) follows the switch. */
   ta.switches = ta.switches || {};
+
+  /* Another head of the same text changes the heatmap's cells, the title, and where the head's
+     colour range differs (scale "auto" or "this head's max") the colour bar: only those are
+     drawn again. A full Plotly.update also redraws both axes, and at 128 tokens their 256 tick
+     labels were most of a switch (bench/bench_switch.py). The figure's data is changed first,
+     and a relayout of the title brings Plotly's own defaults up to date; then Plotly's own
+     heatmap code computes and paints the cells (its calc, then its plot, as a full replot does),
+     and a colour bar whose range changed is redrawn by a restyle of its title. The figure stays
+     whole: hover, the PNG/SVG downloads and any later redraw show the new head. False (nothing
+     changed) when the figure is not one heatmap on one subplot: the caller updates it whole. */
+  const redrawHead = async (gd, z, zmax, bar, title) => {
+    const before = gd._fullData?.[0], module = before?._module;
+    if (gd._fullData.length !== 1 || gd.data.length !== 1 || before.type !== 'heatmap') return false;
+    if (typeof module?.calc !== 'function' || typeof module.plot !== 'function') return false;
+    const plotinfo = gd._fullLayout?._plots?.[before.xaxis + before.yaxis];
+    if (!plotinfo?.plot || !Array.isArray(gd.calcdata)) return false;
+    const recolour = before.zmax !== zmax
+      || (bar !== undefined && before.colorbar?.title?.text !== bar);
+    const data = gd.data[0];
+    data.z = z;
+    data.zmax = zmax;
+    if (bar !== undefined) {
+      data.colorbar = {...data.colorbar, title: {...data.colorbar?.title, text: bar}};
+    }
+    if (recolour) {
+      /* The colour bar is drawn from the trace of the figure's cell data (Plotly's calcdata),
+         which is the one before this switch until the cells are computed below: it is given
+         the new range and title first, so one update draws bar and title together. */
+      before.zmax = zmax;
+      if (bar !== undefined) before.colorbar.title.text = bar;
+      await window.Plotly.update(gd, {'colorbar.title.text': [data.colorbar.title.text]},
+        {'title.text': title}, [0]);
+    } else {
+      await window.Plotly.relayout(gd, {'title.text': title});  /* and the trace's defaults */
+    }
+    const trace = gd._fullData[0];
+    const cells = module.calc(gd, trace);  /* what Plots.doCalcdata does for one trace */
+    cells[0].t = cells[0].t || {};
+    cells[0].trace = trace;
+    gd.calcdata[0] = cells;
+    gd._hmpixcount = 0;  /* the heatmap's mean colour, counted afresh as a replot does */
+    gd._hmlumcount = 0;
+    module.plot(gd, plotinfo, [cells], plotinfo.plot.select('.heatmaplayer'));
+    return true;
+  };
   ta.switchHead = async (layer, head, data) => {
     try {
       const gd = document.querySelector('#head-plot .js-plotly-plot'), fill = ta.fill;
@@ -25,10 +70,15 @@
         const title = shown === gd.taWrapped ? gd.taTitle : shown;
         meta.head = [L, H];
         if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
-        const style = {z: [fill.z(d, [L, H], null)], zmax: [d.zmax[L][H]]};
-        if (d.bars) style['colorbar.title.text'] = [d.bars[L][H]];  /* "auto": per head */
-        await window.Plotly.update(gd, style,
-          {'title.text': was ? title.replace(was, d.titles[L][H]) : d.titles[L][H]}, [0]);
+        const z = fill.z(d, [L, H], null), zmax = d.zmax[L][H];
+        const bar = d.bars ? d.bars[L][H] : undefined;  /* "auto": per head */
+        const text = was ? title.replace(was, d.titles[L][H]) : d.titles[L][H];
+        ta.switchDrew = await redrawHead(gd, z, zmax, bar, text) ? 'cells' : 'figure';
+        if (ta.switchDrew === 'figure') {  /* (ta.switchDrew: for benches and tests) */
+          const style = {z: [z], zmax: [zmax]};
+          if (bar !== undefined) style['colorbar.title.text'] = [bar];
+          await window.Plotly.update(gd, style, {'title.text': text}, [0]);
+        }
         const save = gd._context && gd._context.toImageButtonOptions;  /* the download's name */
         if (save && save.filename) save.filename = save.filename.replace(/_L\d+H\d+$/, `_L${L}H${H}`);
       }
