@@ -123,22 +123,18 @@ def _item(trace, b: int):
 
 
 class _Pair:
-    """The clean and corrupt runs of one pair: their traces, metrics and what patching reads."""
+    """The clean and corrupt runs of one pair: their traces, metrics and what patching reads.
+    ``traces``: the two runs' traces (with logits) where the caller has them already."""
 
-    def __init__(self, net, clean, corrupt, metric, stack):
+    def __init__(self, net, clean, corrupt, metric, traces=None):
         self.net, self.metric = net, metric
         self.clean_in, self.corrupt_in = _inputs(net, clean, corrupt)
-        cfg = net.config
-        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
-        stacks = [
-            s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here
-        ]
-        self.stack = stack or ("encoder" if cfg.has_encoder else "decoder")
-        if self.stack not in stacks:
-            raise ValueError(f"This model's stacks are {stacks}, not {self.stack!r}.")
-        self.stream = "decoder" if self.stack == "cross" else self.stack
-        self.clean = net.trace(**self.clean_in, with_logits=True)
-        self.corrupt = net.trace(**self.corrupt_in, with_logits=True)
+        if traces is None:
+            traces = (
+                net.trace(**self.clean_in, with_logits=True),
+                net.trace(**self.corrupt_in, with_logits=True),
+            )
+        self.clean, self.corrupt = traces
         self.m_clean = float(_metric_values(metric, self.clean, 1)[0])
         self.m_corrupt = float(_metric_values(metric, self.corrupt, 1)[0])
         gap = self.m_clean - self.m_corrupt
@@ -150,6 +146,18 @@ class _Pair:
                     value=f"{self.m_clean:.4g}",
                 )
             )
+
+    def stack(self, stack: str | None) -> str:
+        """Whose heads: ``stack``, by default the model's first; a ValueError if it has none."""
+        cfg = self.net.config
+        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
+        stacks = [
+            s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here
+        ]
+        stack = stack or ("encoder" if cfg.has_encoder else "decoder")
+        if stack not in stacks:
+            raise ValueError(f"This model's stacks are {stacks}, not {stack!r}.")
+        return stack
 
     def run(self, n_items: int, make: Callable[[int, int], Patch]) -> torch.Tensor:
         """n_items patched runs of the corrupt text, batched in chunks: make(first, n) gives the
@@ -163,9 +171,10 @@ class _Pair:
             shares.append((_metric_values(self.metric, trace, n) - self.m_corrupt) / gap)
         return torch.cat(shares).float()
 
-    def resid(self, trace, layer: int) -> torch.Tensor:
+    @staticmethod
+    def resid(trace, stream: str, layer: int) -> torch.Tensor:
         """The stream entering a layer, [T, d_model]."""
-        return trace.hidden_states[self.stream][0, layer]
+        return trace.hidden_states[stream][0, layer]
 
 
 def _head_patch(stack, layer, z, start, first: int, n: int) -> Patch:
@@ -213,16 +222,21 @@ def patch_heads(
         ``hook_z``; per query head with grouped-query attention). Raises ValueError (a
         ``lang.Msg``) for texts of different lengths or a metric equal on both.
     """
-    pair = _Pair(net, clean, corrupt, metric, stack)
-    cfg = net.config
-    n_layers, n_heads = cfg.n_layers, cfg.n_heads
-    clean_tr, corrupt_tr, name = pair.clean, pair.corrupt, pair.stack
+    return _heads(_Pair(net, clean, corrupt, metric), stack)
+
+
+def _heads(pair: _Pair, stack: str | None) -> torch.Tensor:
+    """patch_heads on a pair whose runs are traced."""
+    name = pair.stack(stack)
+    stream = "decoder" if name == "cross" else name
+    cfg = pair.net.config
+    clean_tr, corrupt_tr = pair.clean, pair.corrupt
     z = (clean_tr.attentions[name] @ clean_tr.values[name])[0]  # (L, H, T_q, d_head)
     rows = []
-    for layer in range(n_layers):
-        start = pair.resid(corrupt_tr, layer)  # (T, d_model): the layers before are not run
+    for layer in range(cfg.n_layers):
+        start = pair.resid(corrupt_tr, stream, layer)  # (T, d_model): layers before: not run
         make = partial(_head_patch, name, layer, z[layer], start)
-        rows.append(pair.run(n_heads, make))
+        rows.append(pair.run(cfg.n_heads, make))
     return torch.stack(rows)  # (L, H)
 
 
@@ -235,13 +249,17 @@ def patch_residual(
     Args as patch_heads; stack: whose stream ("encoder" by default when there is one, or
     "decoder"). Returns [L, T] float.
     """
-    pair = _Pair(net, clean, corrupt, metric, "decoder" if stack == "cross" else stack)
-    n_layers = net.config.n_layers
-    t = pair.resid(pair.clean, 0).shape[0]
+    return _residual(_Pair(net, clean, corrupt, metric), stack)
+
+
+def _residual(pair: _Pair, stack: str | None) -> torch.Tensor:
+    """patch_residual on a pair whose runs are traced."""
+    stream = pair.stack("decoder" if stack == "cross" else stack)
+    t = pair.resid(pair.clean, stream, 0).shape[0]
     rows = []
-    for layer in range(n_layers):
-        good, bad = pair.resid(pair.clean, layer), pair.resid(pair.corrupt, layer)  # (T, d)
-        rows.append(pair.run(t, partial(_resid_patch, pair.stream, layer, good, bad)))
+    for layer in range(pair.net.config.n_layers):
+        good, bad = pair.resid(pair.clean, stream, layer), pair.resid(pair.corrupt, stream, layer)
+        rows.append(pair.run(t, partial(_resid_patch, stream, layer, good, bad)))
     return torch.stack(rows)  # (L, T)
 
 
@@ -366,10 +384,9 @@ def patch_pair(
         position = _in_range(position, length)
         top_clean, top_corrupt, answer, wrong = [], [], None, None
         metric, name = cosine_to(clean_tr, position), "cosine"
-    heads = patch_heads(net, clean_in, corrupt_in, metric, stack=stack)
-    positions = patch_residual(net, clean_in, corrupt_in, metric, stack=stream)
-    m_clean = float(_metric_values(metric, clean_tr, 1)[0])
-    m_corrupt = float(_metric_values(metric, corrupt_tr, 1)[0])
+    pair = _Pair(net, clean_in, corrupt_in, metric, traces=(clean_tr, corrupt_tr))
+    heads, positions = _heads(pair, stack), _residual(pair, stream)  # no run traced again
+    m_clean, m_corrupt = pair.m_clean, pair.m_corrupt
     attribution = None
     if name == "logit_diff" and cfg.arch == "decoder" and cfg.norm == "pre":
         from analysis.attribution import direct_logit_attribution

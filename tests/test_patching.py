@@ -221,6 +221,29 @@ def test_the_copy_is_restored_through_the_previous_token_and_induction_heads(ind
     assert heads.max() > 0.3
 
 
+def test_a_pair_is_traced_once_per_text_and_its_grids_equal_the_separate_ones(
+    induction, monkeypatch
+):
+    """patch_pair's grids come from its own two traces (the heads' and the positions' patches
+    read them, not runs traced again), and equal patch_heads' and patch_residual's."""
+    net, clean, corrupt = induction
+    traced = []
+    trace = type(net).trace
+
+    def counted(self, *args, **kwargs):
+        traced.append(1)
+        return trace(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(net), "trace", counted)
+    found = analysis.patch_pair(net, clean, corrupt)
+    assert len(traced) == 2
+    metric = analysis.logit_diff(found.answer, found.wrong, found.position)
+    torch.testing.assert_close(found.heads, analysis.patch_heads(net, clean, corrupt, metric))
+    torch.testing.assert_close(
+        found.positions, analysis.patch_residual(net, clean, corrupt, metric)
+    )
+
+
 # ---- the contract ------------------------------------------------------------------------------
 def test_pairs_of_different_lengths_are_refused_with_a_sentence(induction):
     net, clean, _ = induction

@@ -277,3 +277,24 @@ def test_coming_back_to_the_tab_keeps_its_patched_pair(demo):
     assert "patch_heads_plot" not in back and "patch_said" not in back  # left as they were
     again = views.run(ask, "qzxwv qzxv", "induction", "", "", "", "final", True)
     assert again["patch_heads_plot"] is None  # another run: its grids are gone
+
+
+def test_the_head_on_both_texts_traces_only_the_corrupt_text(demo, monkeypatch):
+    """The pair's figure of the chosen head reads the page's own run for the clean text (the
+    same ids): one forward pass of the corrupt text, kept for the next draw."""
+    text = "The animal didn't cross the street because it was too tired."
+    found = demo.views.engine.analyse(text, BUNDLED)  # the page's run, cached
+    loaded = found.model
+    traced = []
+    trace = type(loaded.net).trace
+
+    def counted(self, *args, **kwargs):
+        traced.append(kwargs["input_ids"][0].tolist())
+        return trace(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(loaded.net), "trace", counted)
+    patching.RUNS.clear()
+    sel = Selection(pair=text.replace("tired", "wide"))
+    clean, corrupt = patching.pair_runs(loaded, found, sel)
+    assert clean is found.trace and len(traced) == 1
+    assert patching.pair_runs(loaded, found, sel)[1] is corrupt and len(traced) == 1

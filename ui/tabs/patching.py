@@ -571,27 +571,34 @@ def makers(view: View) -> dict:
     }
 
 
-RUNS: LockedLRU = LockedLRU(16)  # (model, clean ids, corrupt ids) -> the two traces
+RUNS: LockedLRU = LockedLRU(16)  # (model, [clean ids], corrupt ids) -> (clean or None, corrupt)
 
 
 def pair_runs(loaded, found, sel):
-    """The clean and corrupt runs of the pair (traces), for the chosen head on both texts: from
-    a patched pair when there is one, else two forward passes (cached)."""
+    """The clean and corrupt runs of the pair (traces), for the chosen head on both texts: the
+    page's own trace where it is the clean text's exactly (no padding, no continuation), and
+    one forward pass of the corrupt text (cached); else two passes (cached)."""
     import torch
 
     clean = clean_inputs(found)
     corrupt = corrupt_inputs(loaded, clean, sel.pair)
-    key = (
-        loaded.model_id,
-        tuple(clean["input_ids"].flatten().tolist()),
-        tuple(corrupt["input_ids"].flatten().tolist()),
+    own = found.trace
+    same = own.input_ids.shape[0] == 1 and all(
+        getattr(own, name) is not None and torch.equal(getattr(own, name).cpu(), value)
+        for name, value in clean.items()
     )
+    ids = (tuple(v.flatten().tolist()) for v in corrupt.values())
+    key = (loaded.model_id, *ids) if same else (loaded.model_id, clean_key(clean), *ids)
     runs = RUNS.get(key)
     if runs is None:
         with torch.no_grad():
-            runs = (loaded.net.trace(**clean), loaded.net.trace(**corrupt))
+            runs = (None if same else loaded.net.trace(**clean), loaded.net.trace(**corrupt))
         runs = RUNS.put(key, runs)
-    return runs
+    return (own if same else runs[0]), runs[1]
+
+
+def clean_key(clean: dict) -> tuple:
+    return tuple(tuple(v.flatten().tolist()) for v in clean.values())
 
 
 TAB = Tab(
