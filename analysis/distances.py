@@ -10,6 +10,8 @@ scikit-learn's metric MDS on these divergences; mds_2d is classical (Torgerson) 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -60,13 +62,17 @@ def head_distances(
     flat = alpha.reshape(n_heads, -1, alpha.shape[-1])  # (L·H, n_q, n_k)
     p = SMOOTHING / flat.shape[-1] + (1 - SMOOTHING) * flat  # (L·H, n_q, n_k) smoothed rows
     # JS(p, q) = ½ Σ p ln p + ½ Σ q ln q - Σ m ln m: only the last term needs both heads, and
-    # it is symmetric, so head a is paired with heads a.. only.
-    own = torch.xlogy(p, p).sum(-1)  # (L·H, n_q)
+    # it is symmetric, so head a is paired with heads a.. only. With s = p + q = 2m,
+    # Σ m ln m = ½ Σ s ln s - ½ ln 2 · Σ s: one sum, one log and one product per element, in
+    # place (the cost is these (L·H)²/2 · rows · keys elements: 0.6 × the time of xlogy(m, m)).
+    own = (p * p.log()).sum(-1)  # (L·H, n_q); smoothed rows have no zero
+    mass = p.sum(-1)  # (L·H, n_q): 1 up to rounding, kept exact
     out = torch.zeros(n_heads, n_heads, dtype=torch.float64)
     for a in range(n_heads - 1):
-        m = (p[a] + p[a + 1 :]) / 2  # (L·H - a - 1, n_q, n_k)
-        js = 0.5 * (own[a] + own[a + 1 :]) - torch.xlogy(m, m).sum(-1)  # (L·H - a - 1, n_q)
-        out[a, a + 1 :] = js.mean(-1)
+        s = p[a + 1 :] + p[a]  # (L·H - a - 1, n_q, n_k)
+        s_ln_s = s.log().mul_(s).sum(-1)  # (L·H - a - 1, n_q)
+        m_ln_m = 0.5 * s_ln_s - 0.5 * math.log(2) * (mass[a] + mass[a + 1 :])
+        out[a, a + 1 :] = (0.5 * (own[a] + own[a + 1 :]) - m_ln_m).mean(-1)
     return out + out.T  # the diagonal stays exactly 0
 
 

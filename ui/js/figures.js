@@ -11,48 +11,121 @@
      unwrapped title stays on the figure (gd.taTitle) for the head switch, which replaces the
      head's part of it. The measuring waits for the frame after the draw: measured at once, it
      forced a layout of the whole page inside every draw. */
+  /* Each line of `parts` (a title split at its <br>) whose width (px) is over `room` broken
+     at its last space, "·" or Chinese punctuation that fits, inside <sup> too: the new title. */
+  const wrapParts = (parts, widths, room) => parts.map((part, i) => {
+    const width = widths[i];
+    if (width <= room) return part;
+    const units = part.match(/<[^>]+>|&#?\w+;|[\s\S]/g) || [];
+    const seen = units.filter((u) => !u.startsWith('<')).length;
+    const budget = Math.max(8, Math.floor(seen * room / width));
+    const pieces = []; let piece = [], count = 0, cut = -1, sup = false, supAtCut = false;
+    for (const u of units) {
+      piece.push(u);
+      if (u.toLowerCase() === '<sup>') sup = true;
+      if (u.toLowerCase() === '</sup>') sup = false;
+      if (u.startsWith('<')) continue;
+      count += 1;
+      if (/[\s·，；：、—]/.test(u)) { cut = piece.length; supAtCut = sup; }
+      if (count >= budget) {
+        const at = cut > piece.length / 3 ? cut : piece.length;
+        const inSup = at === cut ? supAtCut : sup;
+        pieces.push(piece.slice(0, at).join('') + (inSup ? '</sup>' : ''));
+        piece = (inSup ? ['<sup>'] : []).concat(piece.slice(at));
+        count = piece.filter((v) => !v.startsWith('<')).length; cut = -1;
+      }
+    }
+    pieces.push(piece.join(''));
+    return pieces.join('<br>');
+  }).join('<br>');
+  const LINES = /<br\s*\/?>/i;
+  /* px the title's lines take: a line of the title's own 15 px type 20, a <sup> line 15 */
+  const linesHeight = (text) => text.split(LINES)
+    .reduce((sum, line) => sum + (/^\s*<sup>/i.test(line) ? 15 : 20), 0);
+  const roomOf = (gd) => gd.getBoundingClientRect().width * 0.98 - 12;
+
+  /* After the draw, measured on the drawn title: a title wrapped before the draw (ta.prewrap,
+     below) is checked once, and broken further only where its measured guess fell short. */
   const fits = (gd) => {
     const text = String(gd.layout?.title?.text ?? '');
-    if (!text || text === gd.taWrapped) return;
-    gd.taTitle = text;
-    gd.taBase = gd.taBase ?? gd.layout.margin?.t ?? 48;
+    if (!text || (text === gd.taWrapped && gd.taChecked)) return;
+    if (text !== gd.taWrapped) {
+      gd.taTitle = text;
+      gd.taBase = gd.taBase ?? gd.layout.margin?.t ?? 48;
+    }
+    gd.taChecked = true;
     /* Plotly writes a title of one line as the text itself, of several as tspan.line each. */
     let lines = [...gd.querySelectorAll('.gtitle tspan.line')];
     if (!lines.length && gd.querySelector('text.gtitle')) lines = [gd.querySelector('text.gtitle')];
-    const room = gd.getBoundingClientRect().width * 0.98 - 12;
-    const parts = text.split(/<br\s*\/?>/i);
+    const room = roomOf(gd);
+    const parts = text.split(LINES);
     if (!lines.length || lines.length !== parts.length || room < 100) return;
-    let added = 0;
-    const out = parts.map((part, i) => {
-      const width = lines[i].getComputedTextLength();
-      if (width <= room) return part;
-      const units = part.match(/<[^>]+>|&#?\w+;|[\s\S]/g) || [];
-      const seen = units.filter((u) => !u.startsWith('<')).length;
-      const budget = Math.max(8, Math.floor(seen * room / width));
-      const pieces = []; let piece = [], count = 0, cut = -1, sup = false, supAtCut = false;
-      for (const u of units) {
-        piece.push(u);
-        if (u.toLowerCase() === '<sup>') sup = true;
-        if (u.toLowerCase() === '</sup>') sup = false;
-        if (u.startsWith('<')) continue;
-        count += 1;
-        if (/[\s·，；：、—]/.test(u)) { cut = piece.length; supAtCut = sup; }
-        if (count >= budget) {
-          const at = cut > piece.length / 3 ? cut : piece.length;
-          const inSup = at === cut ? supAtCut : sup;
-          pieces.push(piece.slice(0, at).join('') + (inSup ? '</sup>' : ''));
-          piece = (inSup ? ['<sup>'] : []).concat(piece.slice(at));
-          count = piece.filter((v) => !v.startsWith('<')).length; cut = -1;
-        }
-      }
-      pieces.push(piece.join(''));
-      added += pieces.length - 1;
-      return pieces.join('<br>');
-    });
-    if (!added) return;
-    gd.taWrapped = out.join('<br>');
-    const top = gd.taBase + 15 * added;
+    const out = wrapParts(parts, lines.map((line) => line.getComputedTextLength()), room);
+    if (out === text) return;
+    gd.taWrapped = out;
+    const top = gd.taBase + linesHeight(out) - linesHeight(gd.taTitle);
     window.Plotly.relayout(gd, {'title.text': gd.taWrapped, 'margin.t': top});
+  };
+
+  /* Before the draw (fill.js's Plotly.react wrapper): the title's lines measured on a canvas in
+     the title's font (<sup> at Plotly's 70 %), wrapped the same way, and the top margin grown,
+     so a phone draws each figure once: wrapped after its draw, every figure with a long title
+     was laid out and drawn a second time (a third of an Attention tab switch on a phone).
+     Returns [data, layout] with the wrapped title, or null. */
+  const canvas = document.createElement('canvas').getContext('2d');
+  const plain = (text) => text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"')
+    .replace(/&#(x[0-9a-f]+|\d+);/gi, (_, n) => String.fromCodePoint(+`0${n}`.replace(/^0x/i, '0x')))
+    .replace(/&amp;/g, '&');
+  const lineWidth = (part, size, family) => {
+    let width = 0, sup = false;
+    for (const piece of part.split(/(<[^>]+>)/)) {
+      if (piece.startsWith('<')) {
+        if (/^<sup>$/i.test(piece)) sup = true;
+        if (/^<\/sup>$/i.test(piece)) sup = false;
+        continue;
+      }
+      canvas.font = `${sup ? 0.7 * size : size}px ${family}`;
+      width += canvas.measureText(plain(piece)).width;
+    }
+    return width;
+  };
+  /* The title's size as the page's style sets it (app.css: 12 px on a narrow screen), read
+     from a probe title inside the figure's element (once per window width); else the
+     layout's. */
+  let probed = {width: -1, size: null};
+  const styledSize = (el) => {
+    if (probed.width !== window.innerWidth) {
+      const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+      const text = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+      text.setAttribute('class', 'gtitle');
+      text.style.fontSize = '1px';  /* a size the page's style does not replace stays this */
+      const box = document.createElement('div');  /* a figure before its first draw has */
+      box.className = 'js-plotly-plot';  /* not this class yet: the style asks for it */
+      svg.append(text);
+      box.append(svg);
+      el.append(box);
+      const size = parseFloat(getComputedStyle(text).fontSize);
+      box.remove();
+      probed = {width: window.innerWidth, size: size > 1 ? size : null};
+    }
+    return probed.size;
+  };
+  ta.prewrap = (gd, data, layout) => {
+    const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
+    const text = String(layout?.title?.text ?? '');
+    if (!el || !text || text === el.taWrapped || !el.closest('#tabs')) return null;
+    const room = roomOf(el);  /* a canvas's measure: the drawn title is checked after */
+    if (room < 100) return null;
+    const font = {...layout.font, ...layout.title.font};
+    const size = styledSize(el) || font.size || 1.4 * (layout.font?.size || 12);
+    const family = font.family || '"Open Sans", verdana, arial, sans-serif';
+    const parts = text.split(LINES);
+    const out = wrapParts(parts, parts.map((part) => lineWidth(part, size, family)), room);
+    if (out === text) return null;
+    const base = layout.margin?.t ?? 48;
+    Object.assign(el, {taTitle: text, taBase: base, taWrapped: out, taChecked: false});
+    const margin = {...layout.margin, t: base + linesHeight(out) - linesHeight(text)};
+    return [data, {...layout, title: {...layout.title, text: out}, margin}];
   };
   ta.drawHooks.push((gd) => {
     if (gd.taWrap || !gd.on || !gd.closest('#tabs')) return;
@@ -94,9 +167,9 @@
         const y = 'yaxis' + String(axis.anchor || 'y').slice(1);
         if (full[y]) update[`${y}.ticklabelstandoff`] = 6;
       }
-      if (gap < LINE && !placed) {
+      if (gap < LINE && !placed) {  /* (thinned more before the draw: kept) */
         const every = Math.ceil(LINE / gap);
-        if (user.dtick !== every) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
+        if (!(user.dtick >= every)) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
       }
     }
     if (Object.keys(update).length) window.Plotly.relayout(gd, update);
@@ -105,6 +178,58 @@
     if (!gd.closest('#tabs')) return;
     requestAnimationFrame(() => spaced(gd));
   });
+
+  /* The same, before the draw (fill.js's Plotly.react wrapper), from the figure's width and
+     height less its margins: a crowded axis (a head view of 128 tokens on any screen) was laid
+     out and drawn a second time when `spaced` turned its labels after the draw. The guess takes
+     each axis a tenth shorter (and less 60 px for a colour bar) than it can be drawn: it turns and
+     thins at least as much as `spaced` would, which then finds nothing to change. Axes whose
+     cells are square (scaleanchor) share the smaller step. Returns [data, layout] or null. */
+  ta.prespace = (gd, data, layout) => {
+    const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
+    if (!el || !layout || !Array.isArray(data) || !el.closest('#tabs')) return null;
+    if (el.closest('[data-ta-shown]')) return null;
+    const width = el.getBoundingClientRect().width, height = layout.height;
+    if (!width || !height) return null;
+    const m = {l: 80, r: 80, t: 100, b: 80, ...layout.margin};
+    /* a colour bar pushes a narrow right margin out (the head view's holds its bar already) */
+    const bar = m.r < 100 && data.some((t) => t && t.showscale !== false
+      && (t.type === 'heatmap' || t.colorbar));
+    const steps = {};
+    for (const key of Object.keys(layout)) {
+      const axis = layout[key];
+      if (!/^[xy]axis\d*$/.test(key) || axis?.type !== 'category') continue;
+      if (axis.showticklabels === false) continue;
+      const id = key[0] + key.slice(5), x = key[0] === 'x';
+      const placed = axis.tickmode === 'array';
+      const n = placed ? (axis.tickvals || []).length : Math.max(0, ...data
+        .filter((t) => (t?.[x ? 'xaxis' : 'yaxis'] || key[0]) === id)
+        .map((t) => (Array.isArray(t[key[0]]) ? t[key[0]].length : 0)));
+      if (n < 2) continue;
+      const [d0, d1] = axis.domain || [0, 1];
+      const span = x ? width - m.l - m.r - (bar ? 60 : 0) : height - m.t - m.b;
+      if (span <= 0) continue;  /* no guess: `spaced` measures it after the draw */
+      steps[key] = {n, placed, x, step: 0.9 * Math.max(0, span) * (d1 - d0) / n};
+    }
+    for (const [key, s] of Object.entries(steps)) {  /* square cells: the smaller step */
+      const other = layout[key].scaleanchor;
+      const partner = other && steps[other[0] + 'axis' + other.slice(1)];
+      if (partner) s.step = partner.step = Math.min(s.step, partner.step);
+    }
+    const update = {};
+    for (const [key, s] of Object.entries(steps)) {
+      const user = layout[key];
+      if (s.x && s.step < 2 * LINE && user.tickangle !== -90) {
+        update[key] = {...user, tickangle: -90, automargin: true};
+        const y = 'yaxis' + String(user.anchor || 'y').slice(1);
+        if (layout[y]) update[y] = {...layout[y], ...update[y], ticklabelstandoff: 6};
+      }
+      if (s.step < LINE && !s.placed && s.step > 0) {
+        update[key] = {...user, ...update[key], dtick: Math.ceil(LINE / s.step), tick0: 0};
+      }
+    }
+    return Object.keys(update).length ? [data, {...layout, ...update}] : null;
+  };
 
   /* Where two number axes meet, the value axis's lowest label (centred on the plot's bottom
      edge) and the first label under the plot (centred on a tick near its left edge) can lie

@@ -178,7 +178,11 @@
         /* ... or, on a phone, panels side by side laid out in one column (figures.js). */
         try { adjusted = adjusted || (ta.stackNarrow ? ta.stackNarrow(gd, data, layout) : null); }
         catch (e) {}
-        const [d, l] = adjusted || [data, layout];
+        let [d, l] = adjusted || [data, layout];
+        /* ... and a long title wrapped for a narrow screen before it is drawn (figures.js). */
+        try { [d, l] = (ta.prewrap && ta.prewrap(gd, d, l)) || [d, l]; } catch (e) {}
+        /* ... and crowded category labels turned upright and thinned as `spaced` would. */
+        try { [d, l] = (ta.prespace && ta.prespace(gd, d, l)) || [d, l]; } catch (e) {}
         /* A redraw in the page (presentation, the head switch) passes no config: the server's
            is kept, so the toolbar stays as it sent it and the camera's file keeps its view's
            name (Plotly's default config would bring back its camera saving "newplot.png"). */
