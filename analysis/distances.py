@@ -68,9 +68,13 @@ def head_distances(
     own = (p * p.log()).sum(-1)  # (L·H, n_q); smoothed rows have no zero
     mass = p.sum(-1)  # (L·H, n_q): 1 up to rounding, kept exact
     out = torch.zeros(n_heads, n_heads, dtype=torch.float64)
+    # Two buffers for every pair row: a fresh tensor of megabytes per head is a new mapping of
+    # memory each time where the server hands freed memory back (serve/memory.py).
+    sums, logs = torch.empty_like(p[1:]), torch.empty_like(p[1:])
     for a in range(n_heads - 1):
-        s = p[a + 1 :] + p[a]  # (L·H - a - 1, n_q, n_k)
-        s_ln_s = s.log().mul_(s).sum(-1)  # (L·H - a - 1, n_q)
+        k = n_heads - a - 1
+        s = torch.add(p[a + 1 :], p[a], out=sums[:k])  # (L·H - a - 1, n_q, n_k)
+        s_ln_s = torch.log(s, out=logs[:k]).mul_(s).sum(-1)  # (L·H - a - 1, n_q)
         m_ln_m = 0.5 * s_ln_s - 0.5 * math.log(2) * (mass[a] + mass[a + 1 :])
         out[a, a + 1 :] = (0.5 * (own[a] + own[a + 1 :]) - m_ln_m).mean(-1)
     return out + out.T  # the diagonal stays exactly 0

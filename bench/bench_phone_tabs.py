@@ -116,7 +116,7 @@ def main() -> None:
                 f'#token-chips .ta-run[data-run="{run}"]', state="attached", timeout=60_000
             )
             said = page.inner_text("#status")
-            assert f"{args.tokens} tokens" in said, said
+            assert f"{args.tokens} tokens" in said or f"{args.tokens} 个词元" in said, said
             for tab, ids in TABS.items():
                 page.evaluate(ARM_JS, [ids, run])
                 tap(page, f"#tabs [role=tab][data-tab-id={tab}]", not args.desktop)
