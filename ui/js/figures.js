@@ -72,7 +72,7 @@
      so a phone draws each figure once: wrapped after its draw, every figure with a long title
      was laid out and drawn a second time (a third of an Attention tab switch on a phone).
      Returns [data, layout] with the wrapped title, or null. */
-  const canvas = document.createElement('canvas').getContext('2d');
+  const ruler = document.createElement('canvas').getContext('2d');  /* text measured */
   const plain = (text) => text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"')
     .replace(/&#(x[0-9a-f]+|\d+);/gi, (_, n) => String.fromCodePoint(+`0${n}`.replace(/^0x/i, '0x')))
     .replace(/&amp;/g, '&');
@@ -84,8 +84,8 @@
         if (/^<\/sup>$/i.test(piece)) sup = false;
         continue;
       }
-      canvas.font = `${sup ? 0.7 * size : size}px ${family}`;
-      width += canvas.measureText(plain(piece)).width;
+      ruler.font = `${sup ? 0.7 * size : size}px ${family}`;
+      width += ruler.measureText(plain(piece)).width;
     }
     return width;
   };
@@ -141,6 +141,20 @@
      own few labels (tickvals: the overview's heads and layers) keeps them: they are only stood
      upright where even those would touch (thinning them would show the categories instead). */
   const LINE = 13;  /* px a label needs across its direction */
+  /* What a category axis whose labels are `gap` px apart needs: turned upright (an x axis,
+     or one whose drawn labels touch) and/or shown every k-th; {} when nothing. An axis turned
+     or thinned more already (before the draw) is kept as it is. */
+  const crowded = (gap, x, placed, user, touch = false) => {
+    const change = {};
+    if (x && (gap < 2 * LINE || touch) && user.tickangle !== -90) {
+      Object.assign(change, {tickangle: -90, automargin: true});  /* pushes the title down */
+    }
+    const every = Math.ceil(LINE / gap);
+    if (gap > 0 && gap < LINE && !placed && !(user.dtick >= every)) {
+      Object.assign(change, {dtick: every, tick0: 0});
+    }
+    return change;
+  };
   const spaced = (gd) => {
     const full = gd._fullLayout;
     if (!full || !window.Plotly || gd.closest('[data-ta-shown]')) return;
@@ -160,17 +174,11 @@
         .map((t) => t.getBoundingClientRect()).filter((r) => r.width) : [];
       const touch = drawn.some((r, i) => i && r.left < drawn[i - 1].right + 2
         && r.top < drawn[i - 1].bottom && r.bottom > drawn[i - 1].top);
-      if (x && (gap < 2 * LINE || touch) && user.tickangle !== -90) {
-        update[`${key}.tickangle`] = -90;
-        update[`${key}.automargin`] = true;  /* upright labels push the axis title down */
-        /* the value axis's lowest label ("0") stands clear of the first upright label */
-        const y = 'yaxis' + String(axis.anchor || 'y').slice(1);
-        if (full[y]) update[`${y}.ticklabelstandoff`] = 6;
-      }
-      if (gap < LINE && !placed) {  /* (thinned more before the draw: kept) */
-        const every = Math.ceil(LINE / gap);
-        if (!(user.dtick >= every)) Object.assign(update, {[`${key}.dtick`]: every, [`${key}.tick0`]: 0});
-      }
+      const change = crowded(gap, x, placed, user, touch);
+      for (const [name, value] of Object.entries(change)) update[`${key}.${name}`] = value;
+      /* the value axis's lowest label ("0") stands clear of the first upright label */
+      const y = 'yaxis' + String(axis.anchor || 'y').slice(1);
+      if (change.tickangle && full[y]) update[`${y}.ticklabelstandoff`] = 6;
     }
     if (Object.keys(update).length) window.Plotly.relayout(gd, update);
   };
@@ -218,14 +226,12 @@
     }
     const update = {};
     for (const [key, s] of Object.entries(steps)) {
-      const user = layout[key];
-      if (s.x && s.step < 2 * LINE && user.tickangle !== -90) {
-        update[key] = {...user, tickangle: -90, automargin: true};
-        const y = 'yaxis' + String(user.anchor || 'y').slice(1);
-        if (layout[y]) update[y] = {...layout[y], ...update[y], ticklabelstandoff: 6};
-      }
-      if (s.step < LINE && !s.placed && s.step > 0) {
-        update[key] = {...user, ...update[key], dtick: Math.ceil(LINE / s.step), tick0: 0};
+      const user = layout[key], change = crowded(s.step, s.x, s.placed, user);
+      if (!Object.keys(change).length) continue;
+      update[key] = {...user, ...update[key], ...change};
+      const y = 'yaxis' + String(user.anchor || 'y').slice(1);
+      if (change.tickangle && layout[y]) {
+        update[y] = {...layout[y], ...update[y], ticklabelstandoff: 6};
       }
     }
     return Object.keys(update).length ? [data, {...layout, ...update}] : null;
@@ -453,7 +459,6 @@
     gd.taThinned = true;  /* the full labels stay on the server's figure, for a redraw */
     window.Plotly.restyle(gd, {text: traces.map((i) => texts[i])}, traces);
   };
-  const ruler = document.createElement('canvas').getContext('2d');
   const wrapNotes = (gd) => {
     const notes = gd.layout?.annotations;
     if (!Array.isArray(notes) || !window.Plotly) return;

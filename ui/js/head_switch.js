@@ -15,9 +15,9 @@
      colour range differs (scale "auto" or "this head's max") the colour bar: only those are
      drawn again. A full Plotly.update also redraws both axes, and at 128 tokens their 256 tick
      labels were most of a switch (bench/bench_switch.py). The figure's data is changed first,
-     and a relayout of the title brings Plotly's own defaults up to date; then Plotly's own
-     heatmap code computes and paints the cells (its calc, then its plot, as a full replot does),
-     and a colour bar whose range changed is redrawn by a restyle of its title. The figure stays
+     and an update of the title brings Plotly's own defaults up to date; then Plotly's own
+     heatmap code computes and paints the cells (its calc, then its plot, as a full replot does);
+     where the range changed, the same update redraws the colour bar with the title. The figure stays
      whole: hover, the PNG/SVG downloads and any later redraw show the new head. False (nothing
      changed) when the figure is not one heatmap on one subplot: the caller updates it whole. */
   const redrawHead = async (gd, z, zmax, bar, title) => {

@@ -571,13 +571,13 @@ def makers(view: View) -> dict:
     }
 
 
-RUNS: LockedLRU = LockedLRU(16)  # (model, [clean ids], corrupt ids) -> (clean or None, corrupt)
+RUNS: LockedLRU = LockedLRU(16)  # (model, ids of the inputs) -> their trace
 
 
 def pair_runs(loaded, found, sel):
     """The clean and corrupt runs of the pair (traces), for the chosen head on both texts: the
-    page's own trace where it is the clean text's exactly (no padding, no continuation), and
-    one forward pass of the corrupt text (cached); else two passes (cached)."""
+    page's own trace where it is the clean text's exactly (no padding, no continuation), else a
+    forward pass of it; a forward pass of the corrupt text. Passes are cached."""
     import torch
 
     clean = clean_inputs(found)
@@ -587,18 +587,19 @@ def pair_runs(loaded, found, sel):
         getattr(own, name) is not None and torch.equal(getattr(own, name).cpu(), value)
         for name, value in clean.items()
     )
-    ids = (tuple(v.flatten().tolist()) for v in corrupt.values())
-    key = (loaded.model_id, *ids) if same else (loaded.model_id, clean_key(clean), *ids)
-    runs = RUNS.get(key)
-    if runs is None:
+    return (own if same else traced(loaded, clean)), traced(loaded, corrupt)
+
+
+def traced(loaded, inputs: dict):
+    """The model's trace of ``inputs``, one pass per inputs (RUNS)."""
+    import torch
+
+    key = (loaded.model_id, *(tuple(v.flatten().tolist()) for v in inputs.values()))
+    found = RUNS.get(key)
+    if found is None:
         with torch.no_grad():
-            runs = (None if same else loaded.net.trace(**clean), loaded.net.trace(**corrupt))
-        runs = RUNS.put(key, runs)
-    return (own if same else runs[0]), runs[1]
-
-
-def clean_key(clean: dict) -> tuple:
-    return tuple(tuple(v.flatten().tolist()) for v in clean.values())
+            found = RUNS.put(key, loaded.net.trace(**inputs))
+    return found
 
 
 TAB = Tab(
