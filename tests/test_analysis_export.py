@@ -45,6 +45,39 @@ def test_stats_csv_meta_columns_read_back_and_no_text_cell_starts_like_a_formula
     assert analysis.stats_csv(df.rename(columns={"head": "@head"})).startswith("layer,'@head,")
 
 
+def test_stats_csv_writes_what_pandas_writes(bert):
+    """The CSV is written with the csv module; pandas' own writer of the same safe table (floats
+    "%.6g", no index) is the reference, on a real head table and on awkward cells."""
+
+    safe = analysis.export.spreadsheet_safe
+
+    def by_pandas(df: pd.DataFrame, meta: dict) -> str:
+        df = df.copy()
+        for name, value in meta.items():
+            df[name] = "" if value is None else str(value)
+        for name in df.columns:
+            if not pd.api.types.is_numeric_dtype(df[name]):
+                df[name] = df[name].map(lambda v: safe(v) if isinstance(v, str) else v)
+        df.columns = [safe(str(name)) for name in df.columns]
+        return df.to_csv(index=False, float_format="%.6g")
+
+    net, tok = bert
+    table = analysis.head_table(net.trace(tok(["the cat sat"], return_tensors="pt")["input_ids"]))
+    awkward = pd.DataFrame(
+        {
+            "-x": [1.0, np.nan, 1e-9, 123456789.0],
+            "label": ["a, b", 'a "quote"', "=SUM(A1)", None],
+            "flag": [True, False, True, False],
+            "count": pd.array([1, None, 3, 4], dtype="Int64"),
+            "mixed": [0.1, "line\nbreak", None, 2],
+        }
+    )
+    meta = {"model": "bert", "text": 'a, "b"\n c', "target": None, "custom": "=x"}
+    for df in (table, table.iloc[:0], awkward):
+        for extra in ({}, meta):
+            assert analysis.stats_csv(df, extra) == by_pandas(df, extra)
+
+
 def test_nan_cells_of_cross_stats_survive_the_csv():
     net = Transformer(PRESETS["seed000-tiny"])
     ids = net.tokenizer(["hi"])["input_ids"]

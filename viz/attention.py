@@ -20,14 +20,14 @@ from viz import wire
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
-    base_layout,
-    fixed_margins,
+    figure,
+    fixed_margins_json,
     head_label,
     heatmap,
+    layout_of,
     square_axis_props,
     stack_tokens,
     token_labels,
-    update_axes,
 )
 
 # One colour convention everywhere: white = weight 0, darkest blue = weight 1 (the "fixed" scale),
@@ -162,18 +162,10 @@ def pool_note(
 # ---------------------------------------------------------------- layout
 
 
-def token_axes(fig: go.Figure, n_x: int, n_y: int, **where) -> go.Figure:
-    """Category token axes, first token top-left, labels thinned to what fits in the pixels.
-
-    ``square_axes`` thins by token count; for panels narrower than a full-width plot we let
-    Plotly thin by pixel width instead (nticks=0 keeps ~15 px per category label).
-    """
-    update_axes(fig, *token_axis_props(n_x, n_y), **where)
-    return fig
-
-
 def token_axis_props(n_x: int, n_y: int) -> tuple[dict, dict]:
-    """(x axis, y axis) properties of ``token_axes``."""
+    """(x axis, y axis) properties of category token axes, first token top-left, labels thinned
+    to what fits in the pixels: ``square_axis_props`` thins by token count; panels narrower than
+    a full-width plot let Plotly thin by pixel width instead (nticks=0 keeps ~15 px a label)."""
     x, y = square_axis_props(n_x, n_y)
     small = {"nticks": 0, "tickfont": {"size": 10}, "showgrid": False}
     return {**x, **small}, {**y, **small}
@@ -190,17 +182,18 @@ def panel_height(labels: list[str], n: int) -> int:
 
 
 def three_panels(
-    panels: list[go.Heatmap],
+    panels: list[dict],
     titles: list[str],
     n_x: int,
     n_y: int,
     x_title: str,
     y_title: str,
     colorbars: tuple[dict, dict],
-) -> go.Figure:
-    """Three heatmaps in a row sharing one token y axis; panels 1–2 share a colour bar, panel 3
-    has its own, both horizontal under the panels (``colorbars_below`` makes room for them once
-    the figure's height is set). Three axes, not a subplot grid: fast to draw."""
+) -> tuple[list[dict], dict]:
+    """Three heatmaps in a row sharing one token y axis, as plain JSON (traces, layout); panels
+    1–2 share a colour bar, panel 3 has its own, both horizontal under the panels
+    (``colorbars_below`` makes room for them once the figure's height is set). Three axes, not a
+    subplot grid: fast to draw."""
     domains = [(0.0, 0.31), (0.345, 0.655), (0.69, 1.0)]
     x_props, y_props = token_axis_props(n_x, n_y)
     layout = {"annotations": [], "yaxis": {"title": {"text": y_title}, **y_props}}
@@ -248,19 +241,20 @@ def three_panels(
         span = right - left
         colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
         layout[name] = {**bar, "colorbar": colorbar}
-    # One go.Figure(data, layout): Plotly validates it all once, not once per update.
-    return go.Figure(panels, layout)
+    return panels, layout
 
 
-def colorbars_below(fig: go.Figure) -> go.Figure:
-    """Reserve a band under a three-panel figure's axes (its height grows by as much) and put
-    its horizontal colour bars there, below the tick labels and axis titles."""
-    fixed_margins(fig)  # the tick labels' room; ui.render keeps the larger margin it finds
-    fig.layout.margin.b += COLORBAR_BAND_PX
-    fig.layout.height += COLORBAR_BAND_PX
+def colorbars_below(data: list[dict], layout: dict) -> go.Figure:
+    """The figure of ``three_panels``' traces and finished layout, with a band reserved under
+    its axes (its height grows by as much) for its horizontal colour bars, below the tick labels
+    and axis titles."""
+    # the tick labels' room; ui.render keeps the larger margin it finds
+    fixed_margins_json({"data": data, "layout": layout})
+    layout["margin"]["b"] += COLORBAR_BAND_PX
+    layout["height"] += COLORBAR_BAND_PX
     for name in ("coloraxis", "coloraxis2"):
-        fig.layout[name].colorbar.y = 2 / fig.layout.height
-    return fig
+        layout[name]["colorbar"]["y"] = 2 / layout["height"]
+    return figure(data, layout)
 
 
 # ---------------------------------------------------------------- one head
@@ -415,27 +409,23 @@ def head_figure(
         colorbar={"title": {"text": bar, "side": "right"}, "x": 1.0, "xpad": 12},
     )
     x_axis, y_axis = square_axis_props(len(x_lab), len(y_lab))
-    layout = {  # one go.Figure(data, layout): validated once, not once per update
-        "plot_bgcolor": HIDDEN_GREY,
-        "meta": {"head": [layer, head]},
-        "xaxis": {**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
-        "yaxis": {
+    n = max(len(x_lab), len(y_lab))
+    title = head_title(stack, layer, head_label(trace.config, head), note, scale, zmax)
+    layout = layout_of(title, height=min(860, max(380, 150 + 14 * n)))
+    layout["margin"]["r"] = HEAD_BAR_MARGIN
+    layout.update(
+        plot_bgcolor=HIDDEN_GREY,
+        meta={"head": [layer, head]},
+        xaxis={**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
+        yaxis={
             **y_axis,
             "title": {"text": y_title},
             "showgrid": False,
             "scaleanchor": "x",
             "constrain": "domain",
         },
-    }
-    fig = go.Figure(cells, layout)
-    n = max(len(x_lab), len(y_lab))
-    base_layout(
-        fig,
-        head_title(stack, layer, head_label(trace.config, head), note, scale, zmax),
-        height=min(860, max(380, 150 + 14 * n)),
     )
-    fig.layout.margin.r = HEAD_BAR_MARGIN
-    return fig
+    return figure([cells], layout)
 
 
 HEAD_BAR_MARGIN = 120  # px: the head view's colour bar, its labels and title (see head_figure)
@@ -640,10 +630,10 @@ def overview_figure(
     }
     # On a narrow screen the page makes it only as tall as its square tiles (ui/js/figures.js).
     meta = {"fit_height": {"below": 560, "pad": 16}}
-    fig = go.Figure([cells], {**axes, "shapes": shapes, "meta": meta})  # validated once
-    base_layout(fig, title, height=int(min(900, max(260, plot_px + 90))))
-    fig.layout.margin.l, fig.layout.margin.t = 40, 78
-    return fig
+    layout = layout_of(title, height=int(min(900, max(260, plot_px + 90))))
+    layout["margin"].update(l=40, t=78)
+    layout.update(axes, shapes=shapes, meta=meta)
+    return figure([cells], layout)
 
 
 # ---------------------------------------------------------------- two heads compared
@@ -726,7 +716,7 @@ def compare_figure(
             "colorbar": {"title": {"text": "A − B", "side": "right"}, "thickness": 12},
         },
     )
-    fig = three_panels(
+    data, layout = three_panels(
         panels, [name_a, name_b, "A − B"], len(x_lab), len(y_lab), x_title, y_title, colorbars
     )
     span = tr("A − B from {low:+.3f} to {high:+.3f}", low=float(diff.min()), high=float(diff.max()))
@@ -737,11 +727,10 @@ def compare_figure(
         pooled=pooled,
         span=span,
     )
-    base_layout(fig, title, height=panel_height(x_lab, max(len(q_tok), len(k_tok))))
-    fig.update_layout(
-        margin={"l": 10, "r": 10, "t": 70, "b": 10}, meta={"heads": [list(a), list(b)]}
-    )
-    return colorbars_below(fig)
+    layout.update(layout_of(title, panel_height(x_lab, max(len(q_tok), len(k_tok)))))
+    layout["margin"]["t"] = 70
+    layout["meta"] = {"heads": [list(a), list(b)]}
+    return colorbars_below(data, layout)
 
 
 # ---------------------------------------------------------------- figures the browser fills

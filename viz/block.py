@@ -21,8 +21,10 @@ from viz.common import (
     ATTENTION_SCALE,
     axis_key,
     base_layout,
+    figure,
     grid,
     heatmap,
+    layout_of,
     stack_tokens,
     token_labels,
 )
@@ -123,10 +125,9 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
         stack=stack_title(stack),
         note=note,
     )
-    fig = go.Figure(data=traces, layout=layout)
-    base_layout(fig, title, height=int(rows * TILE_PX + 110))
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 96, "b": 10})
-    return fig
+    layout.update(layout_of(title, height=int(rows * TILE_PX + 110)))
+    layout["margin"]["t"] = 96
+    return figure(traces, layout)
 
 
 def ratio_figure(stack: str, ratio: np.ndarray, n_tokens: int) -> go.Figure:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import html
 
 import numpy as np
-import plotly.graph_objects as go
 
 import analysis
 from lang import tr
 from viz.attention import stack_title
 from viz.common import (
-    base_layout,
     display_token,
+    figure,
     heatmap,
-    square_axes,
+    layout_of,
+    square_axis_props,
     stack_tokens,
     token_labels,
 )
@@ -32,26 +32,24 @@ def rollout_figure(trace, stack: str, layer: int):
     flow = analysis.rollout(trace, stack)[0, layer]  # (T, T)
     q_tok, k_tok = stack_tokens(trace, stack)
     flow = flow[: len(q_tok), : len(k_tok)].numpy()
-    fig = go.Figure(
-        heatmap(
-            flow,
-            token_labels(k_tok),
-            token_labels(q_tok),
-            x_title=tr("input token"),
-            y_title=tr("token after the layer"),
-            value_name=tr("share"),
-            zmin=0.0,
-            zmax=float(flow.max()),
-        )
+    cells = heatmap(
+        flow,
+        token_labels(k_tok),
+        token_labels(q_tok),
+        x_title=tr("input token"),
+        y_title=tr("token after the layer"),
+        value_name=tr("share"),
+        zmin=0.0,
+        zmax=float(flow.max()),
     )
     title = tr(
         "Rollout after layer {layer} — {stack} (a linear-mixing estimate)",
         layer=layer,
         stack=stack_title(stack),
     )
-    base_layout(fig, title, height=min(860, max(380, 150 + 14 * len(q_tok))))
-    square_axes(fig, len(k_tok), len(q_tok))
-    return fig
+    layout = layout_of(title, height=min(860, max(380, 150 + 14 * len(q_tok))))
+    layout["xaxis"], layout["yaxis"] = square_axis_props(len(k_tok), len(q_tok))
+    return figure([cells], layout)
 
 
 def distance_figure(trace, stack: str):
@@ -95,29 +93,28 @@ def distance_map(distances, n_layers: int, n_heads: int, title: str):
     xy = analysis.mds_2d(distances).numpy()  # (L·H, 2)
     layers = np.repeat(np.arange(n_layers), n_heads)
     heads = np.tile(np.arange(n_heads), n_layers)
-    fig = go.Figure(
-        go.Scatter(
-            x=xy[:, 0],
-            y=xy[:, 1],
-            mode="markers+text",
-            text=[f"{la}.{h}" for la, h in zip(layers, heads, strict=True)],
-            textposition="top center",
-            textfont={"size": 9},
-            customdata=[[int(la), int(h)] for la, h in zip(layers, heads, strict=True)],
-            marker={
-                "size": 11,
-                "color": layers,
-                "colorscale": "Viridis",
-                "showscale": True,
-                "colorbar": {"title": {"text": tr("layer"), "side": "right"}},
-            },
-            hovertemplate=tr("layer %{customdata[0]}, head %{customdata[1]}") + "<extra></extra>",
-        )
-    )
-    base_layout(fig, title, height=520)
-    fig.update_xaxes(title_text=tr("MDS 1"), zeroline=False)
-    fig.update_yaxes(title_text=tr("MDS 2"), zeroline=False)
-    return fig
+    points = {
+        "type": "scatter",
+        "x": xy[:, 0],
+        "y": xy[:, 1],
+        "mode": "markers+text",
+        "text": [f"{la}.{h}" for la, h in zip(layers, heads, strict=True)],
+        "textposition": "top center",
+        "textfont": {"size": 9},
+        "customdata": [[int(la), int(h)] for la, h in zip(layers, heads, strict=True)],
+        "marker": {
+            "size": 11,
+            "color": layers,
+            "colorscale": "Viridis",
+            "showscale": True,
+            "colorbar": {"title": {"text": tr("layer"), "side": "right"}},
+        },
+        "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}") + "<extra></extra>",
+    }
+    layout = layout_of(title, height=520)
+    layout["xaxis"] = {"title": {"text": tr("MDS 1")}, "zeroline": False}
+    layout["yaxis"] = {"title": {"text": tr("MDS 2")}, "zeroline": False}
+    return figure([points], layout)
 
 
 def flow_figure(trace, stack: str, layer: int, query: int):
@@ -126,10 +123,10 @@ def flow_figure(trace, stack: str, layer: int, query: int):
     query = min(query, len(q_tok) - 1)
     rollout_row = analysis.rollout(trace, stack)[0, layer, query, : len(k_tok)].numpy()
     labels = token_labels(k_tok)
-    fig = go.Figure()
+    bars = []
     if len(k_tok) <= FLOW_TOKENS:
         row = analysis.attention_flow_row(trace, stack, 0, layer, query)[: len(k_tok)].numpy()
-        fig.add_bar(x=labels, y=row, name=tr("attention flow (max-flow)"))
+        bars.append({"type": "bar", "x": labels, "y": row, "name": tr("attention flow (max-flow)")})
         note = ""
     else:
         note = tr(
@@ -138,18 +135,18 @@ def flow_figure(trace, stack: str, layer: int, query: int):
             n=len(k_tok),
             limit=FLOW_TOKENS,
         )
-    fig.add_bar(x=labels, y=rollout_row, name=tr("rollout"))
+    bars.append({"type": "bar", "x": labels, "y": rollout_row, "name": tr("rollout")})
     title = tr(
         "Attention flow into {token} after layer {layer} — {stack}",
         token=html.escape(display_token(q_tok[query])),
         layer=layer,
         stack=stack_title(stack),
     )
-    base_layout(fig, title + note, height=420)
-    fig.update_layout(
+    layout = layout_of(title + note, height=420)
+    layout.update(
         barmode="group",
         legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        xaxis={"title": {"text": tr("input token")}, "type": "category"},
+        yaxis={"title": {"text": tr("share")}, "range": [0, 1]},
     )
-    fig.update_xaxes(title_text=tr("input token"), type="category")
-    fig.update_yaxes(title_text=tr("share"), range=[0, 1])
-    return fig
+    return figure(bars, layout)

@@ -27,18 +27,17 @@ from viz.attention import (
     pool_note,
     stack_title,
     three_panels,
-    token_axes,
     token_axis_props,
 )
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
     axis_key,
-    base_layout,
+    figure,
     grid,
     heatmap,
+    layout_of,
     token_labels,
-    update_axes,
 )
 
 CAPTIONS = {
@@ -67,11 +66,12 @@ def legend() -> str:
 
 def mask_heatmap(
     mask: np.ndarray, q_tokens: list[str], k_tokens: list[str], stack: str
-) -> tuple[go.Heatmap, str]:
+) -> tuple[dict, str]:
     """A bool mask (T_q, T_k) as blue (may attend) / grey (hidden) cells, one byte a cell.
 
     Longer than MAX_MASK_CELLS tokens, cells are mean-pooled and shaded by the share of their
-    pairs that may attend. Returns (heatmap, a title note that says so, or "").
+    pairs that may attend. Returns (the heatmap, as plain JSON, and a title note that says so,
+    or "").
     """
     k_q, k_k = math.ceil(len(q_tokens) / MAX_MASK_CELLS), math.ceil(len(k_tokens) / MAX_MASK_CELLS)
     x_lab = pool_labels(token_labels(k_tokens), k_k)
@@ -88,18 +88,19 @@ def mask_heatmap(
         value = tr("%{z} % may attend")
         note = pool_note(q_tokens, k_tokens, y_lab, x_lab, "mean") + tr(": shade = share allowed")
     gap = 1 if max(z.shape) <= 48 else 0  # a cell grid helps counting; costs pixels when long
-    cells = go.Heatmap(
-        z=z,
-        x=x_lab,
-        y=y_lab,
-        zmin=0,
-        zmax=zmax,
-        colorscale=scale,
-        showscale=False,
-        xgap=gap,
-        ygap=gap,
-        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value}<extra></extra>",
-    )
+    cells = {
+        "type": "heatmap",
+        "z": z,
+        "x": x_lab,
+        "y": y_lab,
+        "zmin": 0,
+        "zmax": zmax,
+        "colorscale": scale,
+        "showscale": False,
+        "xgap": gap,
+        "ygap": gap,
+        "hovertemplate": f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value}<extra></extra>",
+    }
     return cells, note
 
 
@@ -108,29 +109,21 @@ def mask_size_px(n: int) -> int:
     return int(min(420, max(160, 16 * n)))
 
 
-def _square(fig: go.Figure, n_x: int, n_y: int, row: int | None = None, col: int | None = None):
-    """Token axes with square cells (the plot area shrinks rather than stretching cells)."""
-    where = {} if row is None else {"row": row, "col": col}
-    token_axes(fig, n_x, n_y, **where)
-    x = {"constrain": "domain"}
-    update_axes(fig, x, {**x, "scaleanchor": "x"} if row is None else x, **where)
-
-
 def _one_mask_figure(
     mask: np.ndarray, q_tokens: list[str], k_tokens: list[str], title: str, stack: str
 ) -> go.Figure:
-    """One mask as a single square panel, with the colour legend in the title."""
+    """One mask as a single square panel (cells stay square: the plot area shrinks rather than
+    stretching them), with the colour legend in the title."""
     y_title, x_title = axis_titles(stack)
     cells, note = mask_heatmap(mask, q_tokens, k_tokens, stack)
-    x_lab, y_lab = list(cells.x), list(cells.y)
-    fig = go.Figure(cells)
+    x_lab, y_lab = cells["x"], cells["y"]
     height = mask_size_px(max(len(x_lab), len(y_lab))) + label_px(x_lab) + 110
-    base_layout(fig, f"{title}<br><sup>{legend()}{note}</sup>", height=height)
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
-    _square(fig, len(x_lab), len(y_lab))
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title)
-    return fig
+    layout = layout_of(f"{title}<br><sup>{legend()}{note}</sup>", height=height)
+    layout["margin"]["t"] = 70
+    x, y = token_axis_props(len(x_lab), len(y_lab))
+    layout["xaxis"] = {**x, "constrain": "domain", "title": {"text": x_title}}
+    layout["yaxis"] = {**y, "constrain": "domain", "scaleanchor": "x", "title": {"text": y_title}}
+    return figure([cells], layout)
 
 
 # ---------------------------------------------------------------- padding: variants (a) and (b)
@@ -166,8 +159,6 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
     panel = mask_size_px(min(max(mask_b.shape[1:]), MAX_MASK_CELLS))
     lab = label_px(token_labels(k_all[0]) + token_labels(k_all[1]))
     gap = lab + 30  # rotated key labels + the next row's panel titles
-    # One go.Figure(data, layout) from a plain grid: Plotly validates each panel once, not once
-    # per add_trace and axis update (a third of the Masks tab's server time went there).
     layout, cells = grid(
         2, 2, h_space=0.1, v_space=gap / (2 * panel + gap), titles=titles, title_size=12
     )
@@ -178,11 +169,10 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
             xaxis, yaxis = cells[2 * b + col]
             heat.update(xaxis=xaxis, yaxis=yaxis)
             panels.append(heat)
-            x, y = token_axis_props(len(heat.x), len(heat.y))
+            x, y = token_axis_props(len(heat["x"]), len(heat["y"]))
             layout[axis_key(xaxis)].update(x, constrain="domain")
             # square cells: each panel's y axis follows its own x axis
             layout[axis_key(yaxis)].update(y, constrain="domain", scaleanchor=xaxis)
-    fig = go.Figure(panels, layout)
     n_pad = int((q_mask[:2] == 0).sum() + (k_mask[:2] == 0).sum())
     note = "" if n_pad else tr(" · these two texts have the same length: nothing is padded")
     key = tr("{legend}   rows = queries, columns = keys{pooled}", legend=legend(), pooled=pooled)
@@ -192,9 +182,9 @@ def padding_masks_figure(batch_trace, stack: str = "encoder") -> go.Figure:
         note=note,
         key=key,
     )
-    base_layout(fig, title, height=80 + 2 * panel + gap + lab + 10)
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 80, "b": lab + 10})
-    return fig
+    layout.update(layout_of(title, height=80 + 2 * panel + gap + lab + 10))
+    layout["margin"].update(t=80, b=lab + 10)
+    return figure(panels, layout)
 
 
 # ---------------------------------------------------------------- causal and cross masks
@@ -286,7 +276,7 @@ def score_steps_figure(
         },
     )
     titles = ["1 · S = QKᵀ/√d_k", tr("2 · masked: hidden → −∞ (grey)"), "3 · softmax(S)"]
-    fig = three_panels(panels, titles, len(x_lab), len(y_lab), x_title, y_title, colorbars)
+    data, layout = three_panels(panels, titles, len(x_lab), len(y_lab), x_title, y_title, colorbars)
     if bool(allowed.all()):
         note = tr("<br><sup>this mask hides nothing here (no padding, no causal mask): 1 = 2</sup>")
     else:
@@ -301,6 +291,7 @@ def score_steps_figure(
         stack=stack_title(stack),
         note=pooled + note,
     )
-    base_layout(fig, title, height=panel_height(x_lab, max(len(x_lab), len(y_lab))) + 20)
-    fig.update_layout(plot_bgcolor=HIDDEN_GREY, margin={"l": 10, "r": 10, "t": 90, "b": 10})
-    return colorbars_below(fig)
+    layout.update(layout_of(title, panel_height(x_lab, max(len(x_lab), len(y_lab))) + 20))
+    layout["margin"]["t"] = 90
+    layout["plot_bgcolor"] = HIDDEN_GREY
+    return colorbars_below(data, layout)

@@ -64,12 +64,12 @@ def _grid(z, x, y, *, x_title, y_title, value_name, bar, zmin, zmax, zmid=None, 
         zmid=zmid,
         fmt=".3f",
     )
-    trace.colorbar = {"title": {"text": bar, "side": "right"}, "thickness": 14}
+    trace["colorbar"] = {"title": {"text": bar, "side": "right"}, "thickness": 14}
     if z.shape[1] <= CELL_TEXT_MAX:  # Plotly fits it to the cells; a phone drops it (figures.js)
-        trace.text = np.vectorize(lambda v: f"{v:.2f}")(z)
-        trace.texttemplate = "%{text}"
+        trace["text"] = np.vectorize(lambda v: f"{v:.2f}")(z)
+        trace["texttemplate"] = "%{text}"
     if custom is not None:
-        trace.customdata = custom
+        trace["customdata"] = custom
     return trace
 
 
@@ -218,7 +218,7 @@ def pair_head_figure(clean, corrupt, stack: str, layer: int, head: int) -> go.Fi
             showscale=col == 1,
         )
         if col == 1:
-            trace.colorbar = {"x": colorbar_x[0], "thickness": 10, "len": 0.8}
+            trace["colorbar"] = {"x": colorbar_x[0], "thickness": 10, "len": 0.8}
         fig.add_trace(trace, row=1, col=col)
     if same:
         diff = a - b
@@ -235,7 +235,7 @@ def pair_head_figure(clean, corrupt, stack: str, layer: int, head: int) -> go.Fi
             zmax=bound,
             zmid=0.0,
         )
-        trace.colorbar = {"x": colorbar_x[2], "thickness": 10, "len": 0.8}
+        trace["colorbar"] = {"x": colorbar_x[2], "thickness": 10, "len": 0.8}
         fig.add_trace(trace, row=1, col=3)
     n = max(len(q_a), len(q_b))
     title = tr("{head} on both texts of the pair — {stack}", head=name, stack=stack_title(stack))

@@ -1,0 +1,98 @@
+"""Figures built as plain Plotly JSON (``viz.common.figure``) skip Plotly's validation to keep a
+tab switch cheap; here Plotly validates each of them, on every stack of every architecture, and
+the validated figure must write exactly the same JSON (same keys, same values, named colour
+scales expanded as Plotly's validator expands them)."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from model import PRESETS, Transformer
+from viz.attention import compare_figure, head_figure, overview_figure
+from viz.block import block_figure
+from viz.common import figure
+from viz.heads import distance_figure, flow_figure, rollout_figure
+from viz.masks import (
+    causal_mask_figure,
+    cross_mask_figure,
+    padding_masks_figure,
+    score_steps_figure,
+)
+
+
+def as_json(fig) -> dict:
+    return json.loads(pio.to_json(fig, validate=False))
+
+
+def assert_valid(fig) -> None:
+    """Plotly's validating constructor accepts the figure's JSON and writes it back unchanged
+    (it raises on a property Plotly does not know or a value it does not take)."""
+    plain = as_json(fig)
+    assert as_json(go.Figure(fig.to_plotly_json())) == plain
+    for trace in plain["data"]:  # Plotly.js knows no "RdBu_r": the validator's stops are sent
+        for part in (trace, trace.get("marker", {})):
+            assert not isinstance(part.get("colorscale"), str), part["colorscale"]
+
+
+def views(trace, stack: str, net) -> list:
+    figs = [
+        head_figure(trace, stack, 0, 1, scale="auto"),
+        head_figure(trace, stack, 1, 0, scale="head"),
+        overview_figure(trace, stack),
+        overview_figure(trace, stack, scale="head"),
+        compare_figure(trace, stack, (0, 0), (1, 1)),
+        compare_figure(trace, stack, (0, 1), (1, 0), scale="head"),
+        score_steps_figure(trace, stack, 0, 0),
+    ]
+    if stack != "cross":  # rollout and the block add a token's own residual
+        figs += [
+            block_figure(trace, stack, net),
+            block_figure(trace, stack, net, scale="head"),
+            rollout_figure(trace, stack, 1),
+            distance_figure(trace, stack),
+            flow_figure(trace, stack, 1, 0),
+        ]
+    if trace.input_ids.shape[0] > 1:
+        figs.append(padding_masks_figure(trace, stack))
+    return figs
+
+
+TEXTS = [["The cat sat on the mat."], ["我喜欢你", "a longer second text"]]
+
+
+@pytest.mark.parametrize("texts", TEXTS)
+def test_the_bundled_berts_plain_figures_validate(bert, texts):
+    net, tok = bert
+    enc = tok(texts, padding=True, return_tensors="pt")
+    trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    for fig in views(trace, "encoder", net):
+        assert_valid(fig)
+    assert_valid(causal_mask_figure(trace.tokens[0], "encoder"))
+
+
+@pytest.mark.parametrize("preset", ["seed001-prenorm", "seed001-decoder", "seed004-encoder"])
+def test_every_stack_of_every_architecture_validates(preset):
+    net = Transformer(PRESETS[preset]).eval()
+    enc = net.tokenizer(["abc de", "x"], padding=True)
+    extra = {}
+    if net.config.arch == "encoder-decoder":
+        dec = net.tokenizer(["xyz", "pq"], padding=True)
+        extra = {"tgt_ids": dec["input_ids"], "tgt_attention_mask": dec["attention_mask"]}
+    trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"], **extra)
+    for stack in trace.stacks:
+        for fig in views(trace, stack, net):
+            assert_valid(fig)
+    if "cross" in trace.stacks:
+        assert_valid(cross_mask_figure(trace))
+    assert_valid(causal_mask_figure(["a", "b", "c"]))
+
+
+def test_a_property_plotly_does_not_know_is_caught():
+    """The check above can fail: a misspelt property passes ``figure`` but not the validator."""
+    fig = figure([{"type": "heatmap", "z": [[1]], "colorscal": "Blues"}], {"height": 300})
+    with pytest.raises(ValueError):
+        assert_valid(fig)
