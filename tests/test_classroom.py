@@ -183,7 +183,13 @@ def test_scale_switch_recolours_the_head_view_and_names_its_max(slow_app, page):
         set_slider(page, "head", head)
         page.wait_for_function(f"() => {gd}.layout.title.text.startsWith('Layer 0, head {head} ')")
         assert page.evaluate("() => window.ta.switchDrew") == "cells"
+        # each head its own range: the bar's five labels and the title written in place
+        assert page.evaluate("() => window.ta.switchTexts") == "in place"
         assert page.evaluate(CELLS_REPAINTED_JS.replace("GD", gd)) is True
+        # what the PNG / SVG buttons and the presented figure draw from has this head's bar
+        kept = page.evaluate(f"() => [{gd}.taServer.colorbars[0], {gd}.data[0].colorbar]")
+        assert kept[0]["ticktext"] == kept[1]["ticktext"], kept
+        assert kept[0]["title"]["text"] == kept[1]["title"]["text"], kept
     over = "() => document.querySelector('#overview-plot .js-plotly-plot')?.layout?.title?.text"
     page.wait_for_function(f'() => ({over})()?.includes("own max")')
 
@@ -268,14 +274,17 @@ Z_JS = "%s._fullData.map((t) => Array.from(t.z, (row) => Array.from(row)))"
 NO_FILL = "() => { delete window.DecompressionStream; window.ta.fill = undefined; }"
 
 
-# The head map as a full Plotly redraw of the same data paints it: the cells' picture, the
-# colour bar's labels and title, and the title (after a head switch drew only what changed).
+# What a head switch drew, against what Plotly's own full redraw of the same data draws: the
+# cells' picture, the colour bar's texts where they stand (to a hundredth of a pixel), and the
+# title's SVG (its lines and <sup> parts), whether the switch wrote the texts in place or not.
 CELLS_REPAINTED_JS = """async () => {
   const gd = GD;
+  const at = (t) => [t.getAttribute('x'), t.getAttribute('y'), t.getAttribute('transform')]
+    .map((v) => String(v).replace(/-?\\d+\\.\\d+/g, (n) => (+n).toFixed(2)));
   const seen = () => JSON.stringify({
     cells: gd.querySelector('.hm image').getAttributeNS('http://www.w3.org/1999/xlink', 'href'),
-    bar: [...gd.querySelectorAll('.colorbar text')].map((t) => t.textContent),
-    title: gd.querySelector('.gtitle')?.textContent,
+    bar: [...gd.querySelectorAll('.colorbar text')].map((t) => [t.textContent, ...at(t)]),
+    title: gd.querySelector('.gtitle')?.outerHTML,
   });
   const fast = seen();
   await window.Plotly.restyle(gd, {z: [gd.data[0].z]}, [0]);
@@ -308,6 +317,7 @@ def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app
     time.sleep(0.5)
     assert len(joins) == 2  # the Run and the tab, no request for the layer
     gd = "document.querySelector('#head-plot .js-plotly-plot')"
+    texts = []
     for layer, head in ((2, 5), (4, 5), (4, 0)):
         set_slider(page, "layer", layer)
         set_slider(page, "head", head)
@@ -324,7 +334,11 @@ def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app
         hover = page.evaluate(f"() => Array.from({gd}.calcdata[0][0].z, r => Array.from(r))")
         assert hover_numbers(hover) == hover_numbers(server.data[0].z)
         assert page.evaluate("() => window.ta.switchDrew") == "cells"
+        texts.append(page.evaluate("() => window.ta.switchTexts"))
+        ticks = page.evaluate(f"() => {gd}.data[0].colorbar.ticktext")
+        assert ticks == list(server.data[0].colorbar.ticktext)  # the server's labels
         assert page.evaluate(CELLS_REPAINTED_JS.replace("GD", gd)) is True
+    assert "in place" in texts, texts  # the title and bar written in place, at least once
     assert len(joins) == 2, "a head switch on the Attention tab asked the server"
     link = page.get_attribute("#status a[href^='?']", "href")
     assert "layer=4&head=0" in link  # the link to this view follows the switch

@@ -49,10 +49,10 @@ def test_the_encoder_writes_the_vectors_bytes_from_its_numbers():
     layers, n_heads, rows, cols = heads.shape
     codes = wire.SwitchCodes(layers * n_heads, rows, cols)
     assert codes.put(0, heads.reshape(-1, rows, cols))
-    zmax, titles, bars = (
-        [x for row in payload[k] for x in row] for k in ("zmax", "titles", "bars")
+    zmax, titles, bars, ticks = (
+        [x for row in payload[k] for x in row] for k in ("zmax", "titles", "bars", "ticks")
     )
-    mine = wire.switch_payload(layers, n_heads, codes, zmax, titles, bars)
+    mine = wire.switch_payload(layers, n_heads, codes, zmax, titles, bars, ticks)
     theirs = {k: x for k, x in payload.items() if k not in ("id", "run")}  # the tab adds those
     assert {**mine, "data": None} == {**theirs, "data": None}
     np.testing.assert_array_equal(inflated(mine["data"]), inflated(payload["data"]))

@@ -343,6 +343,17 @@ def head_bar(scale: str, zmax: float) -> str:
     return tr("weight (0–head max)")
 
 
+BAR_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the head view's colour bar ticks, of its range
+
+
+def head_ticks(zmax: float) -> tuple[list[float], list[str]]:
+    """The head view's colour-bar ticks: (values, labels) at 0, ¼, ½, ¾ and all of its range, so
+    the top label is the range's top (a faint head's largest weight), and two heads' bars differ
+    only in their labels (the browser's head switch rewrites just those)."""
+    values = [f * zmax for f in BAR_FRACTIONS]
+    return values, [f"{v:.3g}" for v in values]
+
+
 def head_title(stack: str, layer: int, head: int | str, note: str, scale: str, zmax: float) -> str:
     """The head view's title: which head, what hides and pools cells, the colour range."""
     title = tr(
@@ -400,13 +411,22 @@ def head_figure(
         zmax=zmax,
     )
     bar = head_bar(scale, zmax)
-    # The colour bar sits at the plot's right edge, inside a right margin that already holds it:
-    # its width varies with a head's range (87-114 px), and a bar that pushes the margin out
-    # makes Plotly replot the whole figure, both axes' labels included (256 of them at 128
-    # tokens), where a head switch in the browser otherwise redraws only cells and bar.
+    # The colour bar sits at the plot's right edge, inside a right margin that holds it for any
+    # head: a bar that pushes the margin out makes Plotly replot the whole figure, both axes'
+    # labels included (256 of them at 128 tokens), where a head switch in the browser otherwise
+    # redraws only cells and texts. Its labels (head_ticks) are up to 8 characters wide.
+    tickvals, ticktext = head_ticks(zmax)
     cells.update(
         hoverongaps=False,
-        colorbar={"title": {"text": bar, "side": "right"}, "x": 1.0, "xpad": 12},
+        colorbar={
+            "title": {"text": bar, "side": "right"},
+            "x": 1.0,
+            "xpad": 12,
+            "thickness": 16,
+            "tickmode": "array",
+            "tickvals": tickvals,
+            "ticktext": ticktext,
+        },
     )
     x_axis, y_axis = square_axis_props(len(x_lab), len(y_lab))
     n = max(len(x_lab), len(y_lab))
@@ -428,7 +448,9 @@ def head_figure(
     return figure([cells], layout)
 
 
-HEAD_BAR_MARGIN = 120  # px: the head view's colour bar, its labels and title (see head_figure)
+# px: the head view's colour bar, its labels and title (see head_figure); measured in Chromium,
+# the bar of the narrowest range a head can have (1/512: labels like 0.000488) needs 129
+HEAD_BAR_MARGIN = 130
 SWITCH_CHUNK = 16  # heads pooled and encoded at a time for the switch payload
 
 
@@ -468,7 +490,8 @@ def head_switch_data(
         for i, (lay, h) in enumerate(heads)
     ]
     bars = [head_bar(scale, z) for z in zmax]
-    return wire.switch_payload(n_layers, n_heads, codes, zmax, titles, bars)
+    ticks = [head_ticks(z)[1] for z in zmax]
+    return wire.switch_payload(n_layers, n_heads, codes, zmax, titles, bars, ticks)
 
 
 # ---------------------------------------------------------------- every layer × head at once

@@ -85,13 +85,15 @@ def switch_payload(
     zmax: list[float],
     titles: list[str],
     bars: list[str],
+    ticks: list[list[str]],
 ) -> dict:
-    """The head switch payload: {"layers", "heads", "rows", "cols", "zmax", "titles", "bars":
-    [layer][head], "data": the codes deflated}; per head (N = layers · heads, layer order) its
-    colour range, the head-specific part of its title and its colour bar's title. The Attention
-    tab adds "id" and "run" (ui/tabs/attention.py)."""
+    """The head switch payload: {"layers", "heads", "rows", "cols", "zmax", "titles", "bars",
+    "ticks": [layer][head], "data": the codes deflated}; per head (N = layers · heads, layer
+    order) its colour range, the head-specific part of its title, its colour bar's title and its
+    colour bar's tick labels (at 0, ¼, ½, ¾ and all of the range). The Attention tab adds "id"
+    and "run" (ui/tabs/attention.py)."""
     _, n, cols, rows = codes.planes.shape
-    assert n == layers * heads == len(zmax) == len(titles) == len(bars)
+    assert n == layers * heads == len(zmax) == len(titles) == len(bars) == len(ticks)
 
     def per_layer(values: list) -> list[list]:
         return [values[i : i + heads] for i in range(0, n, heads)]
@@ -104,6 +106,7 @@ def switch_payload(
         "zmax": per_layer(zmax),
         "titles": per_layer(titles),
         "bars": per_layer(bars),
+        "ticks": per_layer(ticks),
         "data": codes.data(),
     }
 

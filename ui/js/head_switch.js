@@ -11,38 +11,95 @@
      status line's "Link to this view" (and with it the address bar) follows the switch. */
   ta.switches = ta.switches || {};
 
+  /* A head's title and colour-bar labels differ from the last head's in their words and numbers
+     only, most of the time: the same lines and <sup> parts, the same five labels at the same
+     places (the bar's ticks sit at 0, ¼, ½, ¾ and all of its range: viz.attention.head_ticks).
+     Then the text nodes Plotly drew are given the new words, which is what Plotly's own drawing
+     of the new text makes of those elements (tests/test_classroom.py compares the two); a text
+     of another shape is left to Plotly (false, nothing changed). `from` and `to` are Plotly's
+     label HTML: tags, and text with entities. */
+  const decoder = document.createElement('textarea');
+  const decode = (text) => { decoder.innerHTML = text; return decoder.value; };
+  const textNodes = (el) => {
+    const out = [], walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (n.nodeValue && n.nodeValue !== '\u200b') out.push(n);  /* Plotly's spacers: no text */
+    }
+    return out;
+  };
+  const rewrite = (el, from, to) => {
+    const a = String(from ?? '').split(/(<[^>]*>)/), b = String(to ?? '').split(/(<[^>]*>)/);
+    if (!el || a.length !== b.length) return null;
+    if (a.some((part, i) => (i % 2 ? part !== b[i] : !part !== !b[i]))) return null;
+    const nodes = textNodes(el), words = (parts) => parts.filter((p, i) => !(i % 2) && p);
+    const was = words(a).map(decode);
+    if (nodes.length !== was.length || nodes.some((n, i) => n.nodeValue !== was[i])) return null;
+    const now = words(b).map(decode);
+    return () => {
+      nodes.forEach((n, i) => { n.nodeValue = now[i]; });
+      el.setAttribute('data-unformatted', to);
+    };
+  };
+  /* The title, the colour bar's labels and its title in place: all of them, or none (false). */
+  const textsInPlace = (gd, before, title, cb) => {
+    const was = before.colorbar || {};
+    if (gd.taWrapped !== undefined && gd.layout.title.text === gd.taWrapped) return false;
+    const writes = [rewrite(gd.querySelector('.gtitle'), gd._fullLayout.title?.text, title)];
+    if (cb.ticktext !== was.ticktext || cb.title?.text !== was.title?.text) {
+      const labels = [...gd.querySelectorAll('.colorbar .cbaxis text')];
+      const old = was.tickmode === 'array' ? was.ticktext || [] : [];
+      if (labels.length !== old.length || old.length !== (cb.ticktext || []).length) return false;
+      labels.forEach((el, i) => writes.push(rewrite(el, old[i], cb.ticktext[i])));
+      writes.push(rewrite(gd.querySelector('.colorbar .cbtitle text'), was.title?.text,
+        cb.title?.text));
+    }
+    if (writes.some((write) => !write)) return false;
+    writes.forEach((write) => write());
+    return true;
+  };
+
   /* Another head of the same text changes the heatmap's cells, the title, and where the head's
-     colour range differs (scale "auto" or "this head's max") the colour bar: only those are
-     drawn again. A full Plotly.update also redraws both axes, and at 128 tokens their 256 tick
-     labels were most of a switch (bench/bench_switch.py). The figure's data is changed first,
-     and an update of the title brings Plotly's own defaults up to date; then Plotly's own
-     heatmap code computes and paints the cells (its calc, then its plot, as a full replot does);
-     where the range changed, the same update redraws the colour bar with the title. The figure stays
-     whole: hover, the PNG/SVG downloads and any later redraw show the new head. False (nothing
-     changed) when the figure is not one heatmap on one subplot: the caller updates it whole. */
-  const redrawHead = async (gd, z, zmax, bar, title) => {
+     colour range differs (scale "auto" or "this head's max") the colour bar's labels and title:
+     only those are drawn again. A full Plotly.update also redraws both axes, and at 128 tokens
+     their 256 tick labels were most of a switch (bench/bench_switch.py). The figure's data is
+     changed first; the texts are written in place (textsInPlace) or, where they change shape,
+     drawn by one Plotly update (which also brings Plotly's own copy of the trace up to date);
+     then Plotly's own heatmap code computes and paints the cells (its calc, then its plot, as a
+     full replot does). The figure stays whole: hover, the PNG/SVG downloads and any later redraw
+     show the new head. False (nothing changed) when the figure is not one heatmap on one
+     subplot: the caller updates it whole. ta.switchTexts says how the texts were drawn. */
+  const redrawHead = async (gd, z, zmax, bar, ticks, title) => {
     const before = gd._fullData?.[0], module = before?._module;
     if (gd._fullData.length !== 1 || gd.data.length !== 1 || before.type !== 'heatmap') return false;
     if (typeof module?.calc !== 'function' || typeof module.plot !== 'function') return false;
     const plotinfo = gd._fullLayout?._plots?.[before.xaxis + before.yaxis];
     if (!plotinfo?.plot || !Array.isArray(gd.calcdata)) return false;
-    const recolour = before.zmax !== zmax
-      || (bar !== undefined && before.colorbar?.title?.text !== bar);
-    const data = gd.data[0];
+    const data = gd.data[0], cb = barOf(data.colorbar, zmax, bar, ticks);
+    const recolour = before.zmax !== zmax || cb.title?.text !== before.colorbar?.title?.text
+      || cb.ticktext !== before.colorbar?.ticktext;
     data.z = z;
     data.zmax = zmax;
-    if (bar !== undefined) {
-      data.colorbar = {...data.colorbar, title: {...data.colorbar?.title, text: bar}};
-    }
-    if (recolour) {
+    data.colorbar = cb;
+    const server = gd.taServer?.colorbars;  /* what exports and the presented figure draw from */
+    if (server?.[0]) server[0] = barOf(server[0], zmax, bar, ticks);
+    if (textsInPlace(gd, before, title, cb)) {
+      ta.switchTexts = 'in place';
+      gd.layout.title.text = gd._fullLayout.title.text = title;
+      Object.assign(before, {z, zmax});  /* Plotly's copy of the trace, as an update makes it */
+      Object.assign(before.colorbar, {tickvals: cb.tickvals, ticktext: cb.ticktext});
+      before.colorbar.title = {...before.colorbar.title, text: cb.title?.text};
+    } else if (recolour) {
       /* The colour bar is drawn from the trace of the figure's cell data (Plotly's calcdata),
          which is the one before this switch until the cells are computed below: it is given
-         the new range and title first, so one update draws bar and title together. */
-      before.zmax = zmax;
-      if (bar !== undefined) before.colorbar.title.text = bar;
-      await window.Plotly.update(gd, {'colorbar.title.text': [data.colorbar.title.text]},
-        {'title.text': title}, [0]);
+         the new range, ticks and title first, so one update draws bar and title together. */
+      ta.switchTexts = 'plotly';
+      Object.assign(before, {zmax});
+      Object.assign(before.colorbar, {tickvals: cb.tickvals, ticktext: cb.ticktext});
+      before.colorbar.title = {...before.colorbar.title, text: cb.title?.text};
+      await window.Plotly.update(gd, {'colorbar.title.text': [cb.title?.text]},
+        {'title.text': title}, [0]);  /* (an update of the ticks' arrays would compute it all) */
     } else {
+      ta.switchTexts = 'plotly';
       await window.Plotly.relayout(gd, {'title.text': title});  /* and the trace's defaults */
     }
     const trace = gd._fullData[0];
@@ -54,6 +111,15 @@
     gd._hmlumcount = 0;
     module.plot(gd, plotinfo, [cells], plotinfo.plot.select('.heatmaplayer'));
     return true;
+  };
+  /* A head's colour bar: its title ("auto": per head) and its ticks at fractions of its range. */
+  const FRACTIONS = [0, 0.25, 0.5, 0.75, 1];
+  const barOf = (cb, zmax, bar, ticks) => {
+    const out = {...cb, title: {...cb?.title}};
+    if (bar !== undefined) out.title.text = bar;
+    if (ticks) Object.assign(out, {tickmode: 'array', ticktext: ticks,
+      tickvals: FRACTIONS.map((f) => f * zmax)});
+    return out;
   };
   ta.switchHead = async (layer, head, data) => {
     try {
@@ -72,12 +138,13 @@
         if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
         const z = fill.z(d, [L, H], null), zmax = d.zmax[L][H];
         const bar = d.bars ? d.bars[L][H] : undefined;  /* "auto": per head */
+        const ticks = d.ticks?.[L]?.[H];
         const text = was ? title.replace(was, d.titles[L][H]) : d.titles[L][H];
-        ta.switchDrew = await redrawHead(gd, z, zmax, bar, text) ? 'cells' : 'figure';
+        ta.switchDrew = await redrawHead(gd, z, zmax, bar, ticks, text) ? 'cells' : 'figure';
         if (ta.switchDrew === 'figure') {  /* (ta.switchDrew: for benches and tests) */
-          const style = {z: [z], zmax: [zmax]};
-          if (bar !== undefined) style['colorbar.title.text'] = [bar];
-          await window.Plotly.update(gd, style, {'title.text': text}, [0]);
+          const cb = barOf(gd.data[0]?.colorbar, zmax, bar, ticks);
+          await window.Plotly.update(gd, {z: [z], zmax: [zmax], colorbar: [cb]},
+            {'title.text': text}, [0]);
         }
         const save = gd._context && gd._context.toImageButtonOptions;  /* the download's name */
         if (save && save.filename) save.filename = save.filename.replace(/_L\d+H\d+$/, `_L${L}H${H}`);
