@@ -18,6 +18,7 @@ import pytest
 
 from engine import Engine
 from tests.apphost import CHROMIUM
+from tests.conftest import LONG_TEXT
 from tests.inprocess import serve_demo
 from tests.test_e2e_browser import run_of, shot, wait_status, wait_tab
 
@@ -295,6 +296,35 @@ CELLS_REPAINTED_JS = """async () => {
 def set_slider(page, elem_id: str, value: int) -> None:
     page.fill(f"#{elem_id} input[type=number]", str(value))
     page.press(f"#{elem_id} input[type=number]", "Enter")
+
+
+def test_every_head_switch_draws_what_plotlys_full_redraw_draws(slow_app, page):
+    """At a long text on "auto", faint heads (their own range, and a title line more) and strong
+    ones alternate: every switch by the keyboard writes the title and the colour bar in place,
+    lines added and removed included, and leaves what Plotly's own full redraw of the same data
+    draws."""
+    url, _ = slow_app
+    text = LONG_TEXT[:600]
+    page.goto(url)
+    page.wait_for_selector("#token-chips .ta-chip")
+    page.fill("#text textarea", text)
+    page.click("#run")
+    wait_status(page, "tokens")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention", run=run_of(text))
+    gd = "document.querySelector('#head-plot .js-plotly-plot')"
+    page.wait_for_function("() => window.ta.fill?.held")  # the run's switch data, decoded
+    page.focus("#head input[type=range]")
+    lines, texts = set(), []
+    for head in range(1, 12):
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => {gd}.layout.title.text.startsWith('Layer 0, head {head} ')")
+        assert page.evaluate("() => window.ta.switchDrew") == "cells"
+        texts.append(page.evaluate("() => window.ta.switchTexts"))
+        lines.add(page.evaluate(f"() => {gd}.querySelectorAll('.gtitle > tspan.line').length"))
+        assert page.evaluate(CELLS_REPAINTED_JS.replace("GD", gd)) is True, head
+    assert lines == {2, 3}, lines  # faint heads and strong ones, the title's lines changing
+    assert set(texts) == {"in place"}, texts
 
 
 def test_a_head_switch_is_drawn_in_the_browser_with_the_servers_numbers(slow_app, page):

@@ -27,7 +27,7 @@
     }
     return out;
   };
-  const rewrite = (el, from, to) => {
+  const rewrite = (el, from, to, mark = true) => {
     const a = String(from ?? '').split(/(<[^>]*>)/), b = String(to ?? '').split(/(<[^>]*>)/);
     if (!el || a.length !== b.length) return null;
     if (a.some((part, i) => (i % 2 ? part !== b[i] : !part !== !b[i]))) return null;
@@ -37,6 +37,31 @@
     const now = words(b).map(decode);
     return () => {
       nodes.forEach((n, i) => { n.nodeValue = now[i]; });
+      if (mark) el.setAttribute('data-unformatted', to);
+    };
+  };
+  /* A title with another number of lines (a faint head's has a line a strong head's has not):
+     each new line is a copy of an old line of the same shape with its words rewritten, the
+     lines stacked as Plotly stacks them (line i at i × 1.3 em below the first). null where a
+     new line has no old line of its shape. */
+  const LINE_EM = 1.3;
+  const relines = (el, from, to) => {
+    const was = String(from ?? '').split('<br>'), now = String(to ?? '').split('<br>');
+    const lines = el ? [...el.children] : [];
+    if (!lines.length || lines.length !== was.length) return null;
+    if (lines.some((line) => !line.classList.contains('line'))) return null;
+    const shape = (text) => text.split(/(<[^>]*>)/).map((p, i) => (i % 2 ? p : !!p)).join('|');
+    const made = [];
+    for (const line of now) {
+      const k = was.findIndex((old) => shape(old) === shape(line));
+      const copy = k < 0 ? null : lines[k].cloneNode(true);
+      const write = copy && rewrite(copy, was[k], line, false);
+      if (!write) return null;
+      made.push([copy, write]);
+    }
+    return () => {
+      made.forEach(([copy, write], i) => { write(); copy.setAttribute('dy', `${i * LINE_EM}em`); });
+      el.replaceChildren(...made.map(([copy]) => copy));
       el.setAttribute('data-unformatted', to);
     };
   };
@@ -44,7 +69,8 @@
   const textsInPlace = (gd, before, title, cb) => {
     const was = before.colorbar || {};
     if (gd.taWrapped !== undefined && gd.layout.title.text === gd.taWrapped) return false;
-    const writes = [rewrite(gd.querySelector('.gtitle'), gd._fullLayout.title?.text, title)];
+    const el = gd.querySelector('.gtitle'), drawn = gd._fullLayout.title?.text;
+    const writes = [rewrite(el, drawn, title) || relines(el, drawn, title)];
     if (cb.ticktext !== was.ticktext || cb.title?.text !== was.title?.text) {
       const labels = [...gd.querySelectorAll('.colorbar .cbaxis text')];
       const old = was.tickmode === 'array' ? was.ticktext || [] : [];
