@@ -20,7 +20,7 @@ from engine import Engine
 from tests.apphost import CHROMIUM
 from tests.conftest import LONG_TEXT
 from tests.inprocess import serve_demo
-from tests.test_e2e_browser import run_of, shot, wait_status, wait_tab
+from tests.test_e2e_browser import open_tab, run_of, run_text, shot, wait_status, wait_tab
 
 pytestmark = [
     pytest.mark.browser,
@@ -307,11 +307,9 @@ def test_every_head_switch_draws_what_plotlys_full_redraw_draws(slow_app, page):
     text = LONG_TEXT[:600]
     page.goto(url)
     page.wait_for_selector("#token-chips .ta-chip")
-    page.fill("#text textarea", text)
-    page.click("#run")
+    run_text(page, text)
     wait_status(page, "tokens")
-    page.click("#tab-attention-button")
-    wait_tab(page, "attention", run=run_of(text))
+    open_tab(page, "attention", run=run_of(text))
     gd = "document.querySelector('#head-plot .js-plotly-plot')"
     page.wait_for_function("() => window.ta.fill?.held")  # the run's switch data, decoded
     page.focus("#head input[type=range]")

@@ -111,17 +111,13 @@
     if (textsInPlace(gd, before, title, cb)) {
       ta.switchTexts = 'in place';
       gd.layout.title.text = gd._fullLayout.title.text = title;
-      Object.assign(before, {z, zmax});  /* Plotly's copy of the trace, as an update makes it */
-      Object.assign(before.colorbar, {tickvals: cb.tickvals, ticktext: cb.ticktext});
-      before.colorbar.title = {...before.colorbar.title, text: cb.title?.text};
+      keep(before, {z, zmax}, cb);  /* Plotly's copy of the trace, as an update makes it */
     } else if (recolour) {
       /* The colour bar is drawn from the trace of the figure's cell data (Plotly's calcdata),
          which is the one before this switch until the cells are computed below: it is given
          the new range, ticks and title first, so one update draws bar and title together. */
       ta.switchTexts = 'plotly';
-      Object.assign(before, {zmax});
-      Object.assign(before.colorbar, {tickvals: cb.tickvals, ticktext: cb.ticktext});
-      before.colorbar.title = {...before.colorbar.title, text: cb.title?.text};
+      keep(before, {zmax}, cb);
       await window.Plotly.update(gd, {'colorbar.title.text': [cb.title?.text]},
         {'title.text': title}, [0]);  /* (an update of the ticks' arrays would compute it all) */
     } else {
@@ -137,6 +133,12 @@
     gd._hmlumcount = 0;
     module.plot(gd, plotinfo, [cells], plotinfo.plot.select('.heatmaplayer'));
     return true;
+  };
+  /* Plotly's copy of the trace given the new values and colour bar (its ticks and title). */
+  const keep = (trace, values, cb) => {
+    Object.assign(trace, values);
+    Object.assign(trace.colorbar, {tickvals: cb.tickvals, ticktext: cb.ticktext});
+    trace.colorbar.title = {...trace.colorbar.title, text: cb.title?.text};
   };
   /* A head's colour bar: its title ("auto": per head) and its ticks at fractions of its range. */
   const FRACTIONS = [0, 0.25, 0.5, 0.75, 1];
