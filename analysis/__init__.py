@@ -8,8 +8,10 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 
 from analysis.ablation import ablation_effects
 from analysis.attribution import direct_logit_attribution
+from analysis.attribution_patching import attribute_heads, attribute_residual
 from analysis.block import attention_block, mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
+from analysis.circuits import circuit, composition_scores, edge_attribution
 from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.flow import attention_flow, attention_flow_row
@@ -34,10 +36,15 @@ __all__ = [
     "attention_block",
     "attention_shift",
     "attention_sink",
+    "attribute_heads",
+    "attribute_residual",
     "attention_flow",
     "attention_flow_row",
+    "circuit",
+    "composition_scores",
     "cosine_to",
     "direct_logit_attribution",
+    "edge_attribution",
     "head_distances",
     "head_patterns",
     "head_stats",

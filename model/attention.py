@@ -18,6 +18,7 @@ from torch import nn
 
 from model.config import TransformerConfig
 from model.rotary import Rotation
+from model.sites import SiteView, site
 
 ABLATIONS = ("zero", "mean")
 
@@ -145,18 +146,24 @@ class MultiHeadAttention(nn.Module):
         turn: bool = True,
         record: dict[str, torch.Tensor] | None = None,
         repeat: bool = True,
+        sites: SiteView | None = None,
     ) -> torch.Tensor:
         """ "q", "k" or "v" of x per query head, [B, H, T, d_head]: q and k turned by rotary
         (unless turn=False: the projection before RoPE), a shared key/value head repeated for
         each query head of its group (HF's repeat_kv; repeat=False: [B, H_kv, T, d_head], as a
         key/value cache keeps them). ``record`` gets each stage: "q_linear" [B, T, heads ·
         d_head], "q_heads" [B, H or H_kv, T, d_head], "q_rot" (turned), "k_rep" (repeated),
-        with the kind's letter."""
+        with the kind's letter. x may be [B, heads, T, d_model], each head's own input (the
+        split inputs of model/sites.py); ``sites``: the call's "hook_q" / "hook_k" / "hook_v"."""
         linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
-        flat = linear(x)  # (B, T, H or H_kv · d_head)
-        heads = self.split(flat)  # (B, H or H_kv, T, d_head)
-        if record is not None:
-            record[f"{kind}_linear"], record[f"{kind}_heads"] = flat, heads
+        if x.dim() == 4:
+            heads = self.per_head(linear, x)  # (B, H or H_kv, T, d_head)
+        else:
+            flat = linear(x)  # (B, T, H or H_kv · d_head)
+            heads = self.split(flat)  # (B, H or H_kv, T, d_head)
+            if record is not None:
+                record[f"{kind}_linear"], record[f"{kind}_heads"] = flat, heads
+        heads = site(sites, f"hook_{kind}", heads)
         if rotary is not None and turn and kind != "v":
             heads = rotary(heads)  # turned before repeating: H_kv heads, not H
             if record is not None:
@@ -165,6 +172,16 @@ class MultiHeadAttention(nn.Module):
             heads = self.repeat(heads)  # (B, H, T, d_head)
             if record is not None:
                 record[f"{kind}_rep"] = heads
+        return heads
+
+    def per_head(self, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """Each head's slice of a projection applied to that head's own input:
+        [B, heads, T, d_model] -> [B, heads, T, d_head]."""
+        n = x.shape[1]
+        weight = linear.weight.view(n, self.d_head, -1)  # (heads, d_head, d_model)
+        heads = torch.einsum("bhtd,hed->bhte", x, weight)  # (B, heads, T, d_head)
+        if linear.bias is not None:
+            heads = heads + linear.bias.view(n, 1, self.d_head)
         return heads
 
     def repeat(self, heads: torch.Tensor) -> torch.Tensor:
@@ -206,10 +223,12 @@ class MultiHeadAttention(nn.Module):
         """
         record = out.get("record") if out else None
         cache = out.get("cache") if out else None
-        q = self.project("q", x_q, rotary, record=record)  # (B, H, T_q, d_head)
-        if cache is None:
-            k = self.project("k", x_kv, rotary, record=record)  # (B, H, T_k, d_head)
-            v = self.project("v", x_kv, record=record)  # (B, H, T_k, d_head)
+        sites = out.get("sites") if out else None
+        inputs = (out.get("inputs") if out else None) or {}  # each head's own stream (sites)
+        q = self.project("q", inputs.get("q", x_q), rotary, record=record, sites=sites)
+        if cache is None:  # q: (B, H, T_q, d_head); k, v: (B, H, T_k, d_head)
+            k = self.project("k", inputs.get("k", x_kv), rotary, record=record, sites=sites)
+            v = self.project("v", inputs.get("v", x_kv), record=record, sites=sites)
         else:  # the earlier tokens' keys and values, then the new ones': (B, H_kv, T_k, d_head)
             k_new = self.project("k", x_kv, rotary, record=record, repeat=False)
             v_new = self.project("v", x_kv, record=record, repeat=False)
@@ -219,6 +238,9 @@ class MultiHeadAttention(nn.Module):
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
         # z: (B, H, T_q, d_head), the heads' contexts before concat
         z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, out)
+        if sites is not None and sites.wants("hook_pattern"):
+            pattern = sites("hook_pattern", pattern)
+            z = pattern @ v  # (B, H, T_q, d_head): from the pattern the call gave
         found = {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}
         if record is not None:
             record["z"] = z
@@ -228,11 +250,24 @@ class MultiHeadAttention(nn.Module):
         patch = out.get("patch") if out else None
         if patch is not None:  # activation patching (model/patch.py): contexts from another run
             z = patch(z)
+        if sites is not None:
+            z = sites("hook_z", z)
+            if sites.wants("hook_result"):
+                return self.results(z, sites), found
         concat = self.concat(z)  # (B, T_q, d_model)
         out = self.w_o(concat)  # (B, T_q, d_model)
         if record is not None:
             found = {**record, **found, "concat": concat, "out": out}
         return out, found
+
+    def results(self, z: torch.Tensor, sites: SiteView) -> torch.Tensor:
+        """W_O applied head by head (the site "hook_result", [B, H, T_q, d_model]), then summed
+        with W_O's bias: the sublayer's output [B, T_q, d_model]."""
+        d_model = self.w_o.weight.shape[0]
+        w_o = self.w_o.weight.view(d_model, self.n_heads, self.d_head)  # (d_model, H, d_head)
+        result = sites("hook_result", torch.einsum("bhtk,dhk->bhtd", z, w_o))
+        out = result.sum(dim=1)  # (B, T_q, d_model)
+        return out if self.w_o.bias is None else out + self.w_o.bias
 
 
 def head_masks(

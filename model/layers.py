@@ -12,6 +12,7 @@ from model.config import TransformerConfig
 from model.gated_mlp import GatedFeedForward
 from model.norms import make_norm
 from model.rotary import Rotation
+from model.sites import SiteView, site
 
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
@@ -72,14 +73,20 @@ class AddNorm(nn.Module):
         return self.norm(x) if self.pre else x
 
     def forward(
-        self, x: torch.Tensor, sublayer: SubLayer, record: dict | None = None
+        self,
+        x: torch.Tensor,
+        sublayer: SubLayer,
+        record: dict | None = None,
+        read: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """Returns (new residual stream, the sublayer's own output, the sublayer's record).
 
         record: optional {} that gets "input" (what the sublayer read: LayerNorm(x) when
         pre-norm), "residual" (x + the sublayer's output) and "output" (the new stream).
+        read: what the sublayer reads in place of x (a site, model/sites.py); the residual
+        connection still adds x.
         """
-        h = self.sublayer_input(x)  # (B, T, d_model)
+        h = self.sublayer_input(x if read is None else read(x))  # (B, T, d_model)
         out, found = sublayer(h)
         residual = x + self.dropout(out)  # (B, T, d_model)
         new = residual if self.pre else self.norm(residual)
@@ -98,6 +105,50 @@ def _ffn(ffn: nn.Module, record: bool) -> SubLayer:
         return ffn(h, found), found
 
     return run
+
+
+def _sited(sublayer: SubLayer, sites: SiteView | None, name: str) -> SubLayer:
+    """The sublayer with its output through the call's site ``name`` (model/sites.py)."""
+    if sites is None or not sites.wants(name):
+        return sublayer
+
+    def run(h: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        out, found = sublayer(h)
+        return sites(name, out), found
+
+    return run
+
+
+def _attn_slot(
+    slot: dict | None,
+    sites: SiteView | None,
+    attn: MultiHeadAttention,
+    add_norm: AddNorm,
+    x: torch.Tensor,
+) -> dict | None:
+    """A self-attention's slot with the call's sites under "attn." and, where the call names
+    hook_q_input / hook_k_input / hook_v_input, each head's own copy of the stream x it reads,
+    through the layer's norm (TransformerLens's split qkv input)."""
+    if sites is None:
+        return slot
+    inputs = {}
+    batch, seq_len, d_model = x.shape
+    for kind in ("q", "k", "v"):
+        name = f"hook_{kind}_input"
+        if sites.wants(name):
+            heads = attn.n_heads if kind == "q" else attn.n_heads // attn.n_rep
+            copies = x.unsqueeze(1).expand(batch, heads, seq_len, d_model)  # (B, heads, T, d)
+            inputs[kind] = add_norm.sublayer_input(sites(name, copies))
+    return {**(slot or {}), "sites": sites.at("attn."), "inputs": inputs}
+
+
+def _mlp(
+    ffn: nn.Module, add_norm: AddNorm, x: torch.Tensor, sites: SiteView | None, seen: dict | None
+) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """The FFN's Add & Norm, with the call's hook_mlp_in and hook_mlp_out sites."""
+    read = None if sites is None else (lambda x: sites("hook_mlp_in", x))
+    sublayer = _sited(_ffn(ffn, seen is not None), sites, "hook_mlp_out")
+    return add_norm(x, sublayer, _norm_record(seen, "mlp_norm"), read)
 
 
 def _recording(slots: dict | None) -> tuple[dict, dict | None]:
@@ -135,19 +186,21 @@ class EncoderLayer(nn.Module):
         """slots: optional {"self": {"pattern": tensor}} trace slots for this layer, and
         "record": True for every intermediate (the Add & Norms' "self_norm" and "mlp_norm", the
         FFN's "mlp"); rotary: the text's RoPE angles when the model turns queries and keys."""
+        sites = (slots or {}).get("sites")
         slots, seen = _recording(slots)
+        x = site(sites, "hook_resid_pre", x)
+        attn_slot = _attn_slot(slots.get("self"), sites, self.self_attn, self.add_norm1, x)
         x, attn_out, self_rec = self.add_norm1(
             x,
-            lambda h: self.self_attn(h, h, mask, slots.get("self"), rotary),
+            _sited(lambda h: self.self_attn(h, h, mask, attn_slot, rotary), sites, "hook_attn_out"),
             _norm_record(seen, "self_norm"),
         )
-        x, mlp_out, mlp_rec = self.add_norm2(
-            x, _ffn(self.ffn, seen is not None), _norm_record(seen, "mlp_norm")
-        )
+        x = site(sites, "hook_resid_mid", x)
+        x, mlp_out, mlp_rec = _mlp(self.ffn, self.add_norm2, x, sites, seen)
         record = {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
         if seen is not None:
             record.update(seen, mlp=mlp_rec)
-        return x, record
+        return site(sites, "hook_resid_post", x), record
 
 
 class DecoderLayer(nn.Module):
@@ -178,26 +231,39 @@ class DecoderLayer(nn.Module):
         """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer,
         and "record": True for every intermediate (as EncoderLayer, with "cross_norm"); rotary:
         the text's RoPE angles, for self-attention (cross-attention is never turned)."""
+        sites = (slots or {}).get("sites")
         slots, seen = _recording(slots)
+        x = site(sites, "hook_resid_pre", x)
+        attn_slot = _attn_slot(slots.get("self"), sites, self.self_attn, self.add_norm1, x)
         x, attn_out, self_rec = self.add_norm1(
             x,
-            lambda h: self.self_attn(h, h, self_mask, slots.get("self"), rotary),
+            _sited(
+                lambda h: self.self_attn(h, h, self_mask, attn_slot, rotary),
+                sites,
+                "hook_attn_out",
+            ),
             _norm_record(seen, "self_norm"),
         )
+        x = site(sites, "hook_resid_mid", x)
         record = {"self": self_rec, "attn_out": attn_out}
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
+            cross_slot = slots.get("cross")
+            if sites is not None:
+                cross_slot = {**(cross_slot or {}), "sites": sites.at("cross_attn.")}
             x, cross_out, cross_rec = self.add_norm2(
                 x,
-                lambda h: self.cross_attn(h, memory, cross_mask, slots.get("cross")),
+                _sited(
+                    lambda h: self.cross_attn(h, memory, cross_mask, cross_slot),
+                    sites,
+                    "hook_cross_attn_out",
+                ),
                 _norm_record(seen, "cross_norm"),
             )
             record.update(cross=cross_rec, cross_out=cross_out)
-        x, mlp_out, mlp_rec = self.add_norm3(
-            x, _ffn(self.ffn, seen is not None), _norm_record(seen, "mlp_norm")
-        )
+        x, mlp_out, mlp_rec = _mlp(self.ffn, self.add_norm3, x, sites, seen)
         record["mlp_out"] = mlp_out
         if seen is not None:
             record.update(seen, mlp=mlp_rec)
-        return x, record
+        return site(sites, "hook_resid_post", x), record

@@ -12,6 +12,7 @@ Each batch item carries its own patch, so a whole grid of patched runs is one ba
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -83,14 +84,18 @@ class Logits:
     ``.shape``) computes all of them once: ``full()``.
     """
 
-    def __init__(self, hidden: torch.Tensor, head: torch.nn.Module) -> None:
+    def __init__(self, hidden: torch.Tensor, head: torch.nn.Module, grad: bool = False) -> None:
         self.hidden, self.head = hidden, head  # (B, T, d_model), the model's lm_head
+        self.grad = grad  # keep gradients (model/sites.py); a patched run's have none
         self._full: torch.Tensor | None = None
+
+    def _computing(self):
+        return contextlib.nullcontext() if self.grad else torch.no_grad()
 
     def full(self) -> torch.Tensor:
         """Every logit, [B, T, vocab]."""
         if self._full is None:
-            with torch.no_grad():
+            with self._computing():
                 self._full = self.head(self.hidden)
         return self._full
 
@@ -99,19 +104,19 @@ class Logits:
         if any(k is Ellipsis or k is None for k in key):
             return self.full()[key]
         rows, rest = key[:2], key[2:]
-        with torch.no_grad():
+        with self._computing():
             picked = self.head(self.hidden[rows])  # (..., vocab): the chosen items and positions
         return picked[(Ellipsis, *rest)]
 
     def rows(self, items: slice) -> Logits:
         """The same, for some batch items only (nothing computed)."""
-        return Logits(self.hidden[items], self.head)
+        return Logits(self.hidden[items], self.head, self.grad)
 
     def __len__(self) -> int:
         return self.hidden.shape[0]
 
     def __getattr__(self, name: str):
-        if name.startswith("_") or name in ("hidden", "head"):  # copy, pickle: no tensor's
+        if name.startswith("_") or name in ("hidden", "head", "grad"):  # copy, pickle: no tensor's
             raise AttributeError(name)
         return getattr(self.full(), name)
 

@@ -19,6 +19,7 @@ from model.masks import (
 from model.norms import NORMS
 from model.patch import Logits, Patch
 from model.replay import Replay
+from model.sites import Sites, prefix
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
 from model.trace import Trace
@@ -141,13 +142,14 @@ class Transformer(nn.Module):
         head_mask: HeadMask = None,
         ablation: str = "zero",
         patch: Patch | None = None,
+        sites: Sites | None = None,
     ) -> dict:
         """One forward pass; returns every intermediate, keyed by stack.
 
         With trace=True, every layer writes its attention pattern straight into one
         [L, B, H, T_q, T_k] tensor per stack (run["slots"]), so nothing is copied afterwards.
         A patch (model/patch.py) replaces activations; without a trace the layers before its
-        start are not run.
+        start are not run. Sites (model/sites.py) read, replace or differentiate named ones.
         """
         if padding not in ("keys", "query_and_key"):
             raise ValueError("padding must be 'keys' (variant b) or 'query_and_key' (variant a).")
@@ -160,7 +162,7 @@ class Transformer(nn.Module):
         run["head_mask"] = head_masks(self.config, head_mask)
         if patch is not None and patch.stack not in self._stacks():
             raise ValueError(f"Patch names {patch.stack!r}; this model's are {self._stacks()}.")
-        run["patch"] = patch
+        run["patch"], run["sites"] = patch, sites
         for key in ("embeddings", "masks", "resid", "outputs"):
             run[key] = {}
         if self.config.arch == "decoder":  # the decoder reads the (only) text
@@ -223,6 +225,18 @@ class Transformer(nn.Module):
             slot["resid_pre"] = patch.resid_at(stream, i)
         return layer_slots
 
+    def _site_slots(self, run: dict, stream: str, layer_slots: list | None) -> list | None:
+        """Layer slots with the call's sites, each layer's named from its prefix: "blocks.{l}."
+        for a model of one stack, "encoder.{l}." / "decoder.{l}." for an encoder-decoder."""
+        sites = run["sites"]
+        if sites is None:
+            return layer_slots
+        name = prefix(self.config, stream)
+        layer_slots = layer_slots or [{} for _ in range(self.config.n_layers)]
+        for i, slot in enumerate(layer_slots):
+            slot["sites"] = sites.at(f"{name}.{i}.")
+        return layer_slots
+
     @staticmethod
     def _start(run: dict, stream: str) -> int:
         """The first layer of a stream to run: a patch's start, when no trace wants the rest."""
@@ -245,6 +259,7 @@ class Transformer(nn.Module):
         slots = self._slots(run, "encoder", ids.shape[1], x, src_mask)
         layer_slots = [{"self": s} for s in slots] if slots else None
         layer_slots = self._resid_slots(run, "encoder", layer_slots)
+        layer_slots = self._site_slots(run, "encoder", layer_slots)
         rotary = self.embedding.rotation(ids.shape[1], run["positions"])
         start = self._start(run, "encoder")
         memory, resid = self.encoder(x, mask, layer_slots, rotary, start)
@@ -284,6 +299,7 @@ class Transformer(nn.Module):
                 for i in range(self.config.n_layers)
             ]
         layer_slots = self._resid_slots(run, "decoder", layer_slots)
+        layer_slots = self._site_slots(run, "decoder", layer_slots)
         rotary = self.embedding.rotation(t_tgt, run["positions"])
         start = self._start(run, "decoder")
         y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots, rotary, start)
@@ -303,9 +319,11 @@ class Transformer(nn.Module):
         head_mask: HeadMask = None,
         ablation: str = "zero",
         patch: Patch | None = None,
+        sites: Sites | None = None,
     ) -> torch.Tensor:
         """Logits [B, T, vocab] with an LM head, per-token label logits [B, T, n_labels] with a
-        token classifier, else the last hidden state [B, T, d_model]. Options as in trace()."""
+        token classifier, else the last hidden state [B, T, d_model]. Options as in trace();
+        ``sites`` reads, replaces or differentiates named activations (model/sites.py)."""
         run = self._run(
             input_ids,
             attention_mask,
@@ -317,6 +335,7 @@ class Transformer(nn.Module):
             head_mask=head_mask,
             ablation=ablation,
             patch=patch,
+            sites=sites,
         )
         last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
         if self.lm_head is not None:
@@ -502,14 +521,35 @@ class Transformer(nn.Module):
         not run, which is what makes a grid of patched runs cheap."""
         if self.training:
             raise RuntimeError("patched() shows the model as it predicts: call model.eval() first.")
+        inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
         with torch.no_grad():
-            inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
-            run = self._run(*inputs, "keys", patch=patch)
-            trace = self._new_trace(run, attention_mask, outputs=dict(run["outputs"]))
-            self._read_out(trace, run, with_logits=False)
-            if self.lm_head is not None:  # unembedded where the metric reads (model/patch.py)
-                trace.logits = Logits(
-                    run["outputs"]["decoder" if self.config.has_decoder else "encoder"],
-                    self.lm_head,
-                )
+            return self._outputs_only(inputs, patch, None)
+
+    def run_with_sites(
+        self,
+        input_ids: torch.Tensor,
+        sites: Sites,
+        attention_mask: torch.Tensor | None = None,
+        tgt_ids: torch.Tensor | None = None,
+        tgt_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        patch: Patch | None = None,
+    ) -> Trace:
+        """A run that reads, replaces or differentiates named activations (model/sites.py),
+        returning what patched() returns. Gradients are kept when ``sites.grad`` names a site
+        (the logits' too: index them, then ``sites.gradients(metric)``); else none are."""
+        if self.training:
+            raise RuntimeError("run_with_sites() shows the model as it predicts: call eval().")
+        inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
+        with torch.set_grad_enabled(bool(sites.grad)):
+            return self._outputs_only(inputs, patch, sites)
+
+    def _outputs_only(self, inputs: tuple, patch: Patch | None, sites: Sites | None) -> Trace:
+        """One run's outputs-only Trace (patched(), run_with_sites())."""
+        run = self._run(*inputs, "keys", patch=patch, sites=sites)
+        trace = self._new_trace(run, inputs[1], outputs=dict(run["outputs"]))
+        self._read_out(trace, run, with_logits=False)
+        if self.lm_head is not None:  # unembedded where the metric reads (model/patch.py)
+            last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
+            trace.logits = Logits(last, self.lm_head, grad=sites is not None and bool(sites.grad))
         return trace

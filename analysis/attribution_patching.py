@@ -1,0 +1,169 @@
+"""Attribution patching: activation patching estimated to first order from gradients.
+
+Patching one activation a from the clean run into the corrupt one changes the metric by about
+(a_clean − a_corrupt) · ∂m/∂a: one backward pass estimates every head's and position's share at
+once (Nanda 2023, "Attribution Patching"; Syed et al. 2023, "Attribution Patching Outperforms
+Automated Circuit Discovery", EAP). The gradient is taken on the clean run (steps=1), or
+averaged over runs whose embeddings go from the corrupt text's to the clean text's,
+e_corrupt + (k/steps)(e_clean − e_corrupt), k = 1 … steps (integrated gradients, Sundararajan
+et al. 2017; EAP-IG, Hanna et al. 2024, "Have Faith in Faithfulness"), which sees what one step
+at the clean point misses where the metric saturates.
+
+Every share is divided by (m_clean − m_corrupt), as analysis.patch_heads' are; the runs are
+one batched call through named sites (model/sites.py), never hooks on the shared model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from analysis.patching import Metric, _inputs, _item, _Pair
+from model.sites import Sites, prefix
+
+GRAD_TOKENS = 4096  # batch items × T per backward pass: the steps are cut into runs of this size
+
+
+@dataclass
+class Gradients:
+    """What the integrated runs of one pair measured at the sites asked for (batch dim dropped):
+    each site's value on the clean and on the corrupt text, the metric's gradient there averaged
+    over the steps, and the metric on both texts."""
+
+    clean: dict[str, torch.Tensor]
+    corrupt: dict[str, torch.Tensor]
+    grads: dict[str, torch.Tensor]
+    m_clean: float
+    m_corrupt: float
+
+    @property
+    def gap(self) -> float:
+        return self.m_clean - self.m_corrupt
+
+    def effect(self, name: str) -> torch.Tensor:
+        """(a_clean − a_corrupt) ⊙ mean ∂m/∂a at a site, elementwise, over the gap."""
+        return (self.clean[name] - self.corrupt[name]) * self.grads[name] / self.gap
+
+
+def stack_of(net: nn.Module, stack: str | None) -> str:
+    """Whose heads: analysis.patch_heads' own choice (the model's first stack by default)."""
+    return _Pair.stack(SimpleNamespace(net=net), stack)
+
+
+def streams(net: nn.Module) -> list[str]:
+    """The residual streams a model has ("encoder", "decoder"): whose embeddings are blended."""
+    cfg = net.config
+    return [s for s, here in (("encoder", cfg.has_encoder), ("decoder", cfg.has_decoder)) if here]
+
+
+def _metric_tensor(metric: Metric, trace, n: int) -> torch.Tensor:
+    """The metric over n batched runs as [n], its gradient kept; a metric that gives one number
+    is asked item by item."""
+    value = torch.as_tensor(metric(trace))
+    if value.numel() == 1 and n > 1:
+        value = torch.stack(
+            [torch.as_tensor(metric(_item(trace, b))).reshape(()) for b in range(n)]
+        )
+    if value.numel() != n:
+        raise ValueError(f"The metric gave {value.numel()} numbers for {n} runs.")
+    return value.reshape(n)
+
+
+def _blend(alphas: torch.Tensor):
+    """x [n + 1, T, d_model] (n clean embeddings, then the corrupt one) -> item k blended as
+    e_corrupt·(1 − α_k) + e_clean·α_k (exactly e_clean at α = 1), the corrupt item kept."""
+
+    def blend(x: torch.Tensor) -> torch.Tensor:
+        n = alphas.shape[0]
+        a = alphas.to(x)[:, None, None]  # (n, 1, 1)
+        return torch.cat([x[n:] * (1 - a) + x[:n] * a, x[n:]])  # (n + 1, T, d_model)
+
+    return blend
+
+
+def integrated(
+    net: nn.Module,
+    clean: Mapping,
+    corrupt: Mapping,
+    metric: Metric,
+    steps: int,
+    read: Collection[str],
+    grad: Collection[str],
+) -> Gradients:
+    """The sites ``read`` on both texts and the metric's gradient at the sites ``grad``, averaged
+    over ``steps`` runs from the corrupt embeddings to the clean ones (steps=1: the clean run)."""
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps is a whole number of runs, at least 1, not {steps!r}.")
+    clean_in, corrupt_in = _inputs(net, clean, corrupt)
+    if set(clean_in) != set(corrupt_in):
+        raise ValueError("The clean and corrupt encodings must hold the same inputs.")
+    embeds = [f"{prefix(net.config, s)}.0.hook_resid_pre" for s in streams(net)]
+    per_run = max(1, GRAD_TOKENS // clean_in["input_ids"].shape[1] - 1)
+    ks = list(range(int(steps), 0, -1))  # the clean run (k = steps) first: it is read
+    found, sums = None, {}
+    for first in range(0, len(ks), per_run):
+        alphas = torch.tensor(ks[first : first + per_run], dtype=torch.float64) / steps
+        n = alphas.shape[0]
+        batch = {
+            k: torch.cat([v.expand(n, *v.shape[1:]), corrupt_in[k]]) for k, v in clean_in.items()
+        }
+        blend = {name: _blend(alphas) for name in embeds}
+        sites = Sites(read=read if found is None else (), replace=blend, grad=grad)
+        trace = net.run_with_sites(sites=sites, **batch)
+        values = _metric_tensor(metric, trace, n + 1)
+        if found is None:  # refuses a pair whose metric is the same on both texts
+            pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 0), _item(trace, n)))
+            clean_at = {k: v[0].detach() for k, v in sites.values.items()}
+            corrupt_at = {k: v[n].detach() for k, v in sites.values.items()}
+            found = (clean_at, corrupt_at, pair.m_clean, pair.m_corrupt)
+        for name, g in sites.gradients(values[:n]).items():
+            sums[name] = sums.get(name, 0) + g[:n].sum(0)
+    grads = {name: g / steps for name, g in sums.items()}
+    return Gradients(found[0], found[1], grads, found[2], found[3])
+
+
+def _z_site(net: nn.Module, stack: str, layer: int) -> str:
+    stream = "decoder" if stack == "cross" else stack
+    attn = "cross_attn" if stack == "cross" else "attn"
+    return f"{prefix(net.config, stream)}.{layer}.{attn}.hook_z"
+
+
+def attribute_heads(
+    net: nn.Module,
+    clean: Mapping,
+    corrupt: Mapping,
+    metric: Metric,
+    steps: int = 1,
+    stack: str | None = None,
+) -> torch.Tensor:
+    """Attribution patching of each head's context z (a first-order patch_heads).
+
+    Args as analysis.patch_heads; steps: runs the gradient is averaged over (1: the clean run,
+    EAP; more: EAP-IG). Returns [L, H]: Σ over positions and d_head of (z_clean − z_corrupt) ·
+    mean ∂m/∂z, over (m_clean − m_corrupt); z = softmax(QKᵀ/√d_k)·V of the head before W_O.
+    """
+    name = stack_of(net, stack)
+    names = [_z_site(net, name, layer) for layer in range(net.config.n_layers)]
+    found = integrated(net, clean, corrupt, metric, steps, names, names)
+    return torch.stack([found.effect(n).sum((-2, -1)) for n in names]).float()  # (L, H)
+
+
+def attribute_residual(
+    net: nn.Module,
+    clean: Mapping,
+    corrupt: Mapping,
+    metric: Metric,
+    steps: int = 1,
+    stack: str | None = None,
+) -> torch.Tensor:
+    """Attribution patching of the stream entering each layer at each position (a first-order
+    patch_residual). Args as attribute_heads; returns [L, T]."""
+    stream = stack_of(net, "decoder" if stack == "cross" else stack)
+    head = prefix(net.config, stream)
+    names = [f"{head}.{layer}.hook_resid_pre" for layer in range(net.config.n_layers)]
+    found = integrated(net, clean, corrupt, metric, steps, names, names)
+    return torch.stack([found.effect(n).sum(-1) for n in names]).float()  # (L, T)
