@@ -197,7 +197,9 @@ class Views:
         if values is None:
             with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
                 values = render(state.tab, analysis, state.sel, batch, only, client)
-            values = DRAWN.put(key, self.finished(values, state, state.sel.clamp(analysis)))
+            values = DRAWN.put(
+                key, self.finished(values, state, state.sel.clamp(analysis), client.screen)
+            )
             if positions >= BIG_DRAW:  # its temporaries go back to the OS now, not at the next
                 release_freed_memory()  # trace (bench/unread_links.py: 115 MiB held otherwise)
                 release_when_settled()  # and what its results free later
@@ -218,10 +220,11 @@ class Views:
         return analysis, own_copy(values), seen
 
     @staticmethod
-    def finished(values: dict, state: ViewState, sel: Selection) -> dict:
-        """Figures leave slide-ready (model and text in the title, 3× PNG), and say on the figure
-        itself what is not the model's default: a snapshot before the end of training, or the
-        positional encoding switched off."""
+    def finished(values: dict, state: ViewState, sel: Selection, screen=None) -> dict:
+        """Figures leave slide-ready (model and text in the title, 3× PNG), laid out for the
+        asking page's ``screen`` (viz.screen), and say on the figure itself what is not the
+        model's default: a snapshot before the end of training, or the positional encoding
+        switched off."""
         model = state.model.removeprefix(CUSTOM_PREFIX).rstrip("/").rsplit("/", 1)[-1]
         name, _, step = model.partition("@")
         notes = [tr("training step {step}", step=step)] if step else []
@@ -236,7 +239,7 @@ class Views:
             "compare_plot": f"L{sel.layer_a}H{sel.head_a}-L{sel.layer_b}H{sel.head_b}",
         }
         return {
-            out: slide_ready(value, out, model, state.text, label, heads.get(out))
+            out: slide_ready(value, out, model, state.text, label, heads.get(out), screen)
             if hasattr(value, "layout")
             else value
             for out, value in values.items()

@@ -13,6 +13,7 @@ from serve.unread import size_of
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
 from viz.common import compact, compact_json, fixed_margins_json, safe
+from viz.screen import Screen, lay_out
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
 # the tab, the language, what the asking page fills itself): the same view asked by another page
@@ -90,11 +91,18 @@ def title_above_panels(layout: dict) -> None:
 
 
 def slide_ready(
-    fig, name: str, model: str, text: str, label: str | None = None, what: str | None = None
+    fig,
+    name: str,
+    model: str,
+    text: str,
+    label: str | None = None,
+    what: str | None = None,
+    screen: Screen | None = None,
 ):
     """A figure a lecturer can put on a slide: its title names the model (``label``: the model
     and any non-default switch) and the text, and the camera button saves a 3× PNG named after
-    the view (the SVG button beside it saves the same).
+    the view (the SVG button beside it saves the same). A figure that declares its kind is laid
+    out for the asking page's ``screen`` (viz.screen).
 
     The changes are made on the figure's plain JSON, which is then written once: Plotly's
     validated setters cost more than the figure's serialisation."""
@@ -110,6 +118,7 @@ def slide_ready(
     margin = layout.setdefault("margin", {})
     margin["t"] = (margin.get("t") or 48) + 26
     title_above_panels(layout)
+    lay_out(figure, screen)  # last: the title has all its lines
     stem = f"{name.removesuffix('_plot')}_{model}" + (f"_{what}" if what else "")
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)[:80]
     config = {  # the PNG and SVG buttons save it cropped for a slide (ui/js/exports.js)

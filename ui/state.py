@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode
 from analysis.layer_steps import step_count
 from lang import tr
 from shelf import LIVE_PREFIX
+from viz.screen import Screen
 
 STACKS = ("encoder", "decoder", "cross")
 BERTVIZ_VIEWS = ("head", "model")
@@ -26,7 +27,9 @@ CONVENTIONS = ("ours", "clark")  # head statistics: ours, or Clark et al.'s note
 UNITS = ("tokens", "words")  # attention views over tokens, or words (Clark et al.'s convention)
 CORPORA = ("en", "zh")  # the shipped sample corpora a link may name (assets/corpus/<id>.txt)
 DEFAULT_DIMS = "0, 1, 2, 3"
-PAIR_CHARS = 1_000  # a minimal pair's other text (patching reads at most 64 tokens of it)
+# A minimal pair's other text is kept as long as the page's own (engine.MAX_CHARS), so the
+# patching tab can say how long a text it will not read was (ui/patching_inputs.py).
+PAIR_CHARS = 20_000
 LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
 
 
@@ -61,6 +64,9 @@ class Selection:
     answer: str = ""
     wrong: str = ""
     read_at: str = ""
+    # How the heads connect (ui/tabs/circuits.py): the edges its circuit keeps (0: the smallest
+    # circuit measured that restores 80 % of the answer).
+    keep: int = 0
 
     def clamp(self, analysis) -> Selection:
         """The same selection made valid for this model (layer, head and stack in range)."""
@@ -96,6 +102,7 @@ class Selection:
             answer=str(self.answer or "")[:80],
             wrong=str(self.wrong or "")[:80],
             read_at=str(self.read_at or "")[:8],
+            keep=min(max(as_int(self.keep), 0), MAX_KEEP),
         )
 
 
@@ -107,6 +114,7 @@ def text_length(trace, stack: str) -> int:
     return max(int(mask[0].sum()), 1)
 
 
+MAX_KEEP = 10_000  # the most edges a circuit keeps on the page (GPT-2 small has ~32,000)
 SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
 INT_FIELDS = (
     "layer",
@@ -192,7 +200,7 @@ def share_link(state: ViewState) -> str:
     for name in SELECTION_FIELDS:
         value = getattr(state.sel, name)
         if name == "stack" or name in INT_FIELDS or value != getattr(defaults, name):
-            query[name] = value
+            query[name] = value[:LINK_TEXT_CHARS] if name == "pair" else value
     return "?" + urlencode(query)
 
 
@@ -253,6 +261,17 @@ def link_selection(params: dict[str, str], invalid: list[str]) -> dict:
         sel["heads_set"] = params["heads_set"][:400]
     if "pattern" in params:
         sel["pattern"] = params["pattern"][:80]
+    if "keep" in params:
+        if re.fullmatch(r"\d{1,5}", params["keep"].strip()):
+            sel["keep"] = min(int(params["keep"]), MAX_KEEP)
+        else:
+            invalid.append(
+                tr(
+                    "{name}={value} is not a whole number",
+                    name="keep",
+                    value=repr(params["keep"][:20]),
+                )
+            )
     for name, limit in (("pair", PAIR_CHARS), ("answer", 80), ("wrong", 80), ("read_at", 8)):
         if name in params:
             sel[name] = params[name][:limit]
@@ -338,17 +357,25 @@ def run_id(key: tuple) -> str:
 @dataclass(frozen=True)
 class Client:
     """What the asking page said about itself: whether it fills figures from the head switch data
-    (ui/js/fill.js), and the id of the data it holds. API clients: neither."""
+    (ui/js/fill.js), the id of the data it holds, and its screen (viz.screen: the figures are laid
+    out for it). API clients: none of them."""
 
     fills: bool = False
     holds: str = ""
+    screen: Screen | None = None
 
     @classmethod
     def of(cls, page: str | None) -> Client:
-        if not isinstance(page, str) or "|fill:" not in page:
+        """From the page's stamp: "<id>[|fill:<data id>][|screen:<w>x<W>x<H>]" (ta.stamp)."""
+        if not isinstance(page, str):
             return cls()
-        held = page.partition("|fill:")[2]
-        return cls(fills=True, holds=held if held.isalnum() and len(held) <= 32 else "")
+        said = dict(part.partition(":")[::2] for part in page.split("|")[1:])
+        held = said.get("fill")
+        return cls(
+            fills=held is not None,
+            holds=held if held and held.isalnum() and len(held) <= 32 else "",
+            screen=Screen.parse(said.get("screen")),
+        )
 
 
 API = Client()  # an API client, or a page that cannot fill figures: every figure complete

@@ -435,7 +435,8 @@ def head_figure(
     layout["margin"]["r"] = HEAD_BAR_MARGIN
     layout.update(
         plot_bgcolor=HIDDEN_GREY,
-        meta={"head": [layer, head]},
+        # "square": laid out for the asking page's screen (viz.screen.lay_out)
+        meta={"head": [layer, head], "fit": "square"},
         xaxis={**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
         yaxis={
             **y_axis,

@@ -18,9 +18,19 @@
      the browser says which tab is visible and which page asks. */
   ta.stamp = (...args) => {
     const fill = ta.fill && ta.fill.ok() ? '|fill:' + ta.fill.held : '';
-    args[args.length - 1] = ta.pageId() + fill;
+    args[args.length - 1] = ta.pageId() + fill + '|screen:' + ta.screen();
     args[args.length - 3] = ta.tab;
     return args;
+  };
+  /* The screen the server lays figures out for (viz/screen.py): the width the tabs give a
+     figure (a drawn figure's own, else the tabs', which a figure's block fills) and the window's
+     size, where a figure is presented. */
+  ta.screen = () => {
+    const drawn = [...document.querySelectorAll('#tabs .js-plotly-plot')]
+      .find((gd) => gd.offsetParent !== null && !gd.closest('[data-ta-shown]'));
+    const tabs = document.getElementById('tabs');
+    const width = drawn ? drawn.clientWidth : tabs ? tabs.clientWidth : window.innerWidth;
+    return `${Math.round(width)}x${window.innerWidth}x${window.innerHeight}`;
   };
   /* ... with the language the page settled on (the switch may not show it yet). */
   ta.stampLang = (...args) => {

@@ -128,7 +128,7 @@
     return [data, {...layout, title: {...layout.title, text: out}, margin}];
   };
   ta.drawHooks.push((gd) => {
-    if (gd.taWrap || !gd.on || !gd.closest('#tabs')) return;
+    if (gd.taWrap || !gd.on || !gd.closest('#tabs') || ta.laidOut(gd)) return;
     gd.taWrap = true;
     gd.on('plotly_afterplot', () => requestAnimationFrame(() => setTimeout(() => fits(gd))));
     fits(gd);
@@ -183,7 +183,7 @@
     if (Object.keys(update).length) window.Plotly.relayout(gd, update);
   };
   ta.drawHooks.push((gd) => {
-    if (!gd.closest('#tabs')) return;
+    if (!gd.closest('#tabs') || ta.laidOut(gd)) return;
     requestAnimationFrame(() => spaced(gd));
   });
 

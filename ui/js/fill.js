@@ -24,6 +24,9 @@
 (() => {
   const ta = (window.ta = window.ta || {});
   ta.drawHooks = ta.drawHooks || [];  /* the scripts loaded after this one push their hooks */
+  /* Whether the server laid this layout out for the page's screen (viz/screen.py): the page
+     draws it as it came, and measures nothing after (a Plotly element or a layout). */
+  ta.laidOut = (x) => !!(x && (x.layout || x).meta && (x.layout || x).meta.laid_out);
   ta.onDraw = (gd) => { for (const hook of ta.drawHooks) { try { hook(gd); } catch (e) {} } };
   /* After Plotly.react's promise: the figure is on screen. */
   const drawn = (gd, result) => {
@@ -175,14 +178,15 @@
       const draw = () => {
         let adjusted = null;
         try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; } catch (e) {}
-        /* ... or, on a phone, panels side by side laid out in one column (figures.js). */
-        try { adjusted = adjusted || (ta.stackNarrow ? ta.stackNarrow(gd, data, layout) : null); }
-        catch (e) {}
         let [d, l] = adjusted || [data, layout];
-        /* ... and a long title wrapped for a narrow screen before it is drawn (figures.js). */
-        try { [d, l] = (ta.prewrap && ta.prewrap(gd, d, l)) || [d, l]; } catch (e) {}
-        /* ... and crowded category labels turned upright and thinned as `spaced` would. */
-        try { [d, l] = (ta.prespace && ta.prespace(gd, d, l)) || [d, l]; } catch (e) {}
+        /* A figure the server laid out for this screen (viz/screen.py) is drawn as it came;
+           the others are, on a phone, panels side by side laid out in one column, a long title
+           wrapped and crowded labels turned upright and thinned (figures.js). */
+        if (!ta.laidOut(layout)) {
+          try { [d, l] = (ta.stackNarrow && ta.stackNarrow(gd, d, l)) || [d, l]; } catch (e) {}
+          try { [d, l] = (ta.prewrap && ta.prewrap(gd, d, l)) || [d, l]; } catch (e) {}
+          try { [d, l] = (ta.prespace && ta.prespace(gd, d, l)) || [d, l]; } catch (e) {}
+        }
         /* A redraw in the page (presentation, the head switch) passes no config: the server's
            is kept, so the toolbar stays as it sent it and the camera's file keeps its view's
            name (Plotly's default config would bring back its camera saving "newplot.png"). */

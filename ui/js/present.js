@@ -75,9 +75,32 @@
     const card = ta.tab === 'layer' ? document.querySelector('#layer-cards .ta-step-chosen') : null;
     const height = window.innerHeight - BAR - 10 - (card ? card.offsetHeight + 8 : 0);
     const width = P.block.clientWidth - 16;
+    const laid = layout.meta && layout.meta.present;
+    if (laid && !card && Math.abs(laid.layout.width - width) <= 24
+        && Math.abs(laid.layout.height - height) <= 24) {
+      return presented(data, layout, laid);
+    }
     const font = Math.max(18, Math.round(window.innerHeight / 54));
     const [traces, big] = ta.bigLayout(data, layout, width, height, font);
     big.taBig = true;
+    return [traces, big];
+  };
+
+  /* A figure the server laid out for this window as well (viz/screen.py: layout.meta.present)
+     is drawn with that layout; the title and the colour bar's words stay the ones drawn now
+     (the head switch changes them in the browser). */
+  const presented = (data, layout, laid) => {
+    const big = JSON.parse(JSON.stringify(laid.layout));
+    big.title = {...big.title, text: layout.title?.text ?? big.title?.text};
+    big.meta = layout.meta;
+    big.taBig = true;
+    const traces = data.map((trace, i) => {
+      if (i || !trace) return trace;
+      const now = trace.colorbar || {};
+      return {...trace, colorbar: {...laid.colorbar, tickvals: now.tickvals ?? laid.colorbar.tickvals,
+        ticktext: now.ticktext ?? laid.colorbar.ticktext,
+        title: {...laid.colorbar.title, text: now.title?.text ?? laid.colorbar.title?.text}}};
+    });
     return [traces, big];
   };
 
@@ -133,12 +156,17 @@
     if (v === +range.value) return;
     step('step', v - +range.value);
   };
-  const typing = (t) => t instanceof Element
-    && (t.closest('input, textarea, select, [contenteditable=true]') !== null);
+  /* Keys typed into a text box are the box's. A chosen radio button (the language switch) or
+     checkbox keeps the focus after a click: Esc still shows or leaves the page, while the
+     arrows stay the control's own. */
+  const TEXT = 'textarea, select, [contenteditable=true], '
+    + 'input:not([type=radio]):not([type=checkbox]):not([type=button]):not([type=range])';
+  const typing = (t) => t instanceof Element && t.closest(TEXT) !== null;
+  const inControl = (t) => t instanceof Element && t.closest('input') !== null;
   document.addEventListener('keydown', (e) => {
     if (!P.on || e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
     if (e.key === 'Escape') { ta.pausePresent(); e.preventDefault(); return; }
-    if (P.paused) return;
+    if (P.paused || inControl(e.target)) return;
     const keys = {ArrowLeft: ['head', -1], ArrowRight: ['head', 1],
       ArrowUp: ['layer', 1], ArrowDown: ['layer', -1]};
     if (keys[e.key]) { e.preventDefault(); step(...keys[e.key]); return; }
@@ -180,7 +208,9 @@
     bar();
   };
   ta.drawHooks.push((gd) => {
-    if (P.on && !P.paused && P.block && P.block.contains(gd)) ta.colorbarBeside(gd);
+    if (P.on && !P.paused && P.block && P.block.contains(gd) && !ta.laidOut(gd)) {
+      ta.colorbarBeside(gd);
+    }
   });
   /* A new figure, tab or head: the presented figure follows the visible tab. */
   ta.drawHooks.push(() => { if (P.on) P.choose(); });

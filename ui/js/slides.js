@@ -50,8 +50,10 @@
     const lines = String(title.text || '').split(/<br\s*\/?>/i).length;
     const size = Math.round(font * 1.2);
     /* Plotly sets a multi-line title's first baseline (not its top) at y: one line lower. */
+    /* The server's padding above the title (the page's toolbar band) is not the room's: kept,
+       it pushed a three-line title's last line onto the panels under it. */
     out.title = {...title, font: {...(title.font || {}), size},
-      yref: 'container', y: 1 - (8 + size) / height, yanchor: 'top'};
+      yref: 'container', y: 1 - (8 + size) / height, yanchor: 'top', pad: {t: 0}};
     let top = Math.round(font * 1.45 * lines + 14);
     for (const key of Object.keys(out)) {
       if (!/^[xy]axis\d*$/.test(key) || !out[key]) continue;
@@ -59,7 +61,11 @@
       axis.tickfont = {...(axis.tickfont || {}), size: font};
       axis.automargin = true;
       if (key.startsWith('x')) axis.tickangle = 'auto';  /* horizontal where the labels fit */
-      if (key.startsWith('x') && axis.side === 'top') top = Math.max(top, Math.round(font * 1.45 * lines + 14 + font * 2));
+      if (key.startsWith('x') && axis.side === 'top') {
+        /* labels over the plot ("H0<br>kv0" under grouped-query attention: two lines each) */
+        const rows = Math.max(1, ...(axis.ticktext || []).map((t) => String(t).split(/<br\s*\/?>/i).length));
+        top = Math.max(top, Math.round(font * 1.45 * lines + 14 + font * (0.6 + 1.4 * rows)));
+      }
       if (axis.title && typeof axis.title === 'object') {
         axis.title.font = {...(axis.title.font || {}), size: font};
       }

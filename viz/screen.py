@@ -1,0 +1,324 @@
+"""Where a figure's layout is decided: for the screen the asking page reports.
+
+A figure that declares what it is (``layout.meta.fit``) is laid out here, once, for the page that
+asked: its margins, which tick labels show and at what angle, its title's lines, where its colour
+bar stands, and the layout it takes when presented on a projector (``layout.meta.present``, which
+the page swaps in without asking again). The page draws what it is sent: nothing in the browser
+measures such a figure or lays it out again (``layout.meta.laid_out``).
+
+Kinds of screen, from the page's report (ui/js/core.js ``ta.screen``): a phone (a figure narrower
+than ``PHONE_BELOW`` px), a wider page, and for either the window it would be presented in.
+
+Declared kinds of figure:
+- ``"square"``: one heatmap of tokens against tokens with square cells and a colour bar (the head
+  view): every token named on hover, its tick labels thinned to what fits at the screen's size.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+
+PHONE_BELOW = 560  # px: a figure narrower than this is laid out for a phone
+PRESENT_BAR = 58  # px the presentation's bar (48) and its gaps take from the window's height
+PRESENT_PAD = 16  # px the presented block's padding takes from the window's width
+PRESENT_SHARE = 0.68  # of the window's height a presented map's plot takes at least
+LINE = 1.25  # a tick label's line box, in its font size: labels closer than this touch
+TAG = re.compile(r"<[^>]+>")
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What the asking page reported: the width its tab gives a figure, and its window's size.
+    Sizes are rounded down to 20 px (a phone's figure width excepted: a few px decide how large
+    its cells can be) so that pages on alike screens share what the server drew."""
+
+    width: int
+    window_width: int
+    window_height: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> Screen | None:
+        """``"326x390x844"`` (figure width x window width x window height), or None."""
+        parts = str(text or "").split("x")
+        if len(parts) != 3 or not all(p.isdigit() and 0 < len(p) <= 5 for p in parts):
+            return None
+        width, window_width, window_height = (max(200, min(int(p), 8000)) for p in parts)
+        if width >= PHONE_BELOW:  # a wide page's figures do not change with its width past this
+            width = 20 * (min(width, 1400) // 20)
+        return cls(width, 20 * (window_width // 20), 20 * (window_height // 20))
+
+    @property
+    def phone(self) -> bool:
+        return self.width < PHONE_BELOW
+
+    def text(self) -> str:
+        return f"{self.width}x{self.window_width}x{self.window_height}"
+
+
+@functools.lru_cache(maxsize=8192)
+def _em(ch: str) -> float:
+    """One character's width in ems (see ``text_px``)."""
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return 1.0
+    if ch.isupper() or ch.isdigit():
+        return 0.7
+    return 0.4 if ch in " ·.,:;|il'" else 0.62
+
+
+def text_px(text: str, size: float) -> float:
+    """An upper estimate of a line's width in px at ``size`` px (DejaVu / Noto widths): wide
+    (CJK) characters a full em, capitals and digits 0.7, narrow marks 0.4, other characters
+    0.62; HTML tags are not drawn, a <sup> part is 0.7 of the size."""
+    width, sup = 0.0, False
+    for piece in re.split(r"(<[^>]+>)", text):
+        if piece.startswith("<"):
+            sup = {"<sup>": True, "</sup>": False}.get(piece.lower(), sup)
+            continue
+        width += sum(map(_em, html.unescape(piece))) * size * (0.7 if sup else 1.0)
+    return width
+
+
+def shorten(label: str, chars: int) -> str:
+    """An (escaped) label cut to ``chars`` characters with an ellipsis."""
+    plain = html.unescape(label)
+    if len(plain) <= chars:
+        return label
+    return html.escape(plain[: max(1, chars - 1)] + "…", quote=True).replace("&quot;", "&#34;")
+
+
+def wrap(text: str, room: float, size: float) -> str:
+    """A title's lines (split at <br>) each broken at its last space, "·" or Chinese
+    punctuation that fits in ``room`` px; a <sup> line stays a <sup> line."""
+    out = []
+    for line in re.split(r"<br\s*/?>", text, flags=re.I):
+        sup = line.lower().startswith("<sup>") and line.lower().endswith("</sup>")
+        body = line[5:-6] if sup else line
+        scale = 0.7 if sup else 1.0
+        words = re.findall(r"[^\s·，；：、—]*[\s·，；：、—]?", body)
+        pieces, current = [], ""
+        for word in filter(None, words):
+            if current and text_px(current + word, size * scale) > room:
+                pieces.append(current.rstrip())
+                current = word
+            else:
+                current += word
+        pieces.append(current.rstrip())
+        out += [f"<sup>{p}</sup>" if sup else p for p in pieces if p]
+    return "<br>".join(out)
+
+
+def title_px(text: str, size: float) -> float:
+    """The height a title's lines take: a main line 1.45 of its size, a <sup> line 1.1."""
+    lines = re.split(r"<br\s*/?>", text, flags=re.I) if text else []
+    return sum(1.1 * size if line.lower().startswith("<sup>") else 1.45 * size for line in lines)
+
+
+@dataclass(frozen=True)
+class Ticks:
+    """One category axis's shown labels: every ``step``-th, at ``angle``."""
+
+    step: int
+    angle: int
+
+    def props(self, labels: list[str], chars: int, size: float) -> dict:
+        keep = range(0, len(labels), self.step)
+        return {
+            "type": "category",
+            # the axis knows its categories without the cells (a figure whose numbers the page
+            # could not fill is drawn without z: shown labels must still name categories)
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "tickmode": "array",
+            "tickvals": [labels[i] for i in keep],
+            "ticktext": [shorten(labels[i], chars) for i in keep],
+            "tickangle": self.angle,
+            "tickfont": {"size": size},
+            "automargin": False,
+        }
+
+
+def step_for(cell: float, size: float) -> int:
+    """Every how many cells a label may stand so that neighbours do not touch."""
+    return max(1, math.ceil(LINE * size / max(cell, 1e-6)))
+
+
+def _longest(labels: list[str], chars: int, size: float) -> float:
+    """The widest of an axis's labels, cut to ``chars``, in px at ``size``."""
+    return _widest(tuple(labels), chars) * size
+
+
+@functools.lru_cache(maxsize=64)
+def _widest(labels: tuple[str, ...], chars: int) -> float:
+    # one text's labels are measured once for every box and font it is laid out for
+    return max((text_px(shorten(label, chars), 1.0) for label in labels), default=0.0)
+
+
+@dataclass(frozen=True)
+class Box:
+    """The room a figure is drawn in, and the sizes of its text there."""
+
+    width: float
+    height: float | None  # None: the figure is as tall as its plot needs
+    font: float  # tick labels
+    title: float  # the title's main line
+    y_chars: int  # how many characters of a query label show
+    x_chars: int
+    phone: bool = False
+    centre: bool = False  # the figure fills the box, its plot in the middle (presented)
+    top: int = 0  # px the page's title margin already has (kept as the least top margin)
+
+
+def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
+    """A square map's (layout changes, its colour bar) for ``box``: the cells as large as the
+    room allows, the labels thinned to what fits at the box's font, the margins what they hold."""
+    trace = data[0]
+    xs, ys = list(trace["x"]), list(trace["y"])
+    f = box.font
+    x_title = layout["xaxis"].get("title", {}).get("text", "")
+    y_title = layout["yaxis"].get("title", {}).get("text", "")
+    both = f"{y_title} ↓ · {x_title} →"  # one line names both axes: beside the plot, or under it
+    title = layout.get("title", {}).get("text", "")
+    if box.phone:
+        title = wrap(title, 0.98 * box.width - 12, box.title)
+    top = round(title_px(title, box.title) + 14)
+    if box.height is not None and not box.phone and box.top:
+        top = max(top, box.top)
+    y_px = _longest(ys, box.y_chars, f)
+    x_px = _longest(xs, box.x_chars, f)
+    bar_chars = max(8, *(len(t) for t in trace["colorbar"].get("ticktext", [""])))
+    if box.phone:  # the colour bar lies under the plot, the axes' names above it
+        left, right = y_px + 8, 6
+        under = 1.6 * f + 14 + 2.8 * f
+    else:  # the colour bar stands at the right, the axes' names upright at the left
+        left, right = y_px + 8 + 1.6 * f, 16 + 12 + bar_chars * 0.7 * f + 1.6 * f + 8
+        under = 0
+    width = box.width - left - right
+
+    def fit(labels_h: float) -> tuple[float, float]:
+        """(cell px, bottom margin) with x labels ``labels_h`` px tall."""
+        bottom = labels_h + under
+        if box.height is None:
+            return width / len(xs), bottom
+        return min(width / len(xs), (box.height - top - bottom) / len(ys)), bottom
+
+    # The x labels stand clear of the lowest query label, which reaches below the plot.
+    standoff = math.ceil(0.7 * f) + 2
+    cell, bottom = fit(x_px + standoff + 4)  # upright x labels: their length under the plot
+    flat = x_px + 6 <= cell * step_for(cell, f)
+    if flat:  # flat ones fit: the room upright ones would take goes to the cells
+        cell, bottom = fit(1.6 * f + standoff)
+        flat = x_px + 6 <= cell * step_for(cell, f)
+    step = step_for(cell, f)
+    height = box.height if box.height is not None else top + cell * len(ys) + bottom
+    # The plot area as wide as its cells, so that the colour bar stands beside them (a wider
+    # area would leave it at the figure's far edge): presented, the square stands in the
+    # middle of the screen; on the page, the figure is only as wide as it needs.
+    spare = max(0.0, width - cell * len(xs))
+    if box.centre:
+        left, right = left + spare / 2, right + spare / 2
+    figure_width = box.width if box.centre else box.width - spare
+    changes = {
+        "height": round(height),
+        "width": round(figure_width),
+        "margin": {"t": top, "l": round(left), "r": round(right), "b": round(bottom), "pad": 0},
+        "title": {
+            **layout.get("title", {}),
+            "text": title,
+            "yref": "container",
+            "y": 1 - (6 + box.title) / height,  # Plotly stands the first line's baseline on y
+            "yanchor": "top",
+        },
+        # Ranges of their own: the axes are laid out without the cells (a figure drawn before
+        # the page has filled its numbers), the first query at the top.
+        "xaxis": {
+            **layout["xaxis"],
+            "range": [-0.5, len(xs) - 0.5],
+            "autorange": False,
+            **Ticks(step, 0 if flat else -90).props(xs, box.x_chars, f),
+            "ticklabelstandoff": standoff,
+            "title": {"text": both if box.phone else ""},
+        },
+        "yaxis": {
+            **layout["yaxis"],
+            "range": [len(ys) - 0.5, -0.5],
+            "autorange": False,
+            **Ticks(step, 0).props(ys, box.y_chars, f),
+            "title": {"text": "" if box.phone else both},
+        },
+    }
+    bar = {**trace["colorbar"], "tickfont": {"size": f}}
+    bar["title"] = {**bar.get("title", {}), "font": {"size": f}}
+    if box.phone:  # under the plot, across it: the cells keep the figure's width
+        bar.update(
+            orientation="h",
+            x=0.5,
+            xanchor="center",
+            y=0,
+            yanchor="bottom",
+            yref="container",
+            len=0.92,  # its end labels stay inside the figure
+            lenmode="fraction",
+            thickness=10,
+            xpad=0,
+            ypad=4,
+        )
+        bar["title"]["side"] = "top"
+    return changes, bar
+
+
+def boxes(screen: Screen) -> tuple[Box, list[Box]]:
+    """(the page's box, the presented ones from the largest text to the smallest) for a
+    screen; a phone is not presented."""
+    if screen.phone:
+        font = 10
+        chars = max(4, int((0.16 * screen.width - 8) / (0.62 * font)))
+        return Box(screen.width, None, font, 12, chars, chars, phone=True), []
+    page = Box(screen.width, None, 12, 15, 14, 14)
+    width = screen.window_width - PRESENT_PAD
+    height = screen.window_height - PRESENT_BAR
+    # the back row reads 1/60 of the screen's height (13 px at 720p, 18 at 1080p) and better
+    least, most = max(13, round(screen.window_height / 60)), round(screen.window_height / 40)
+    fonts = range(most, least - 1, -1)
+    return page, [Box(width, height, f, round(1.2 * f), 14, 10, centre=True) for f in fonts]
+
+
+def presented(data: list[dict], layout: dict, candidates: list[Box]) -> tuple[dict, dict, Box]:
+    """The presented layout with the largest text whose map still takes PRESENT_SHARE of the
+    window (a long text's labels take room: its text is smaller), else with the smallest."""
+    for box in candidates:
+        big, bar = square(data, layout, box)
+        m, n_x, n_y = big["margin"], len(data[0]["x"]), len(data[0]["y"])
+        cell = min((big["width"] - m["l"] - m["r"]) / n_x, (big["height"] - m["t"] - m["b"]) / n_y)
+        plot = cell * n_y
+        if plot >= PRESENT_SHARE * (box.height + PRESENT_BAR) or box is candidates[-1]:
+            return big, bar, box
+    raise ValueError("no box to present in")
+
+
+def lay_out(figure: dict, screen: Screen | None) -> dict:
+    """A declared figure ({"data", "layout"}, plain JSON) laid out for ``screen``, in place:
+    its own layout for the page, and ``meta.present`` for the projector. Others are left as
+    they are, as is everything for a page that reported no screen (an API client)."""
+    layout, data = figure["layout"], figure["data"]
+    meta = layout.get("meta") or {}
+    if screen is None or meta.get("fit") != "square" or not data:
+        return figure
+    page, present = boxes(screen)
+    if not page.phone:  # the page keeps the height the figure chose; the width is the page's
+        top = int(layout.get("margin", {}).get("t") or 0)
+        page = Box(page.width, layout["height"], page.font, page.title, 14, 14, top=top)
+    changes, bar = square(data, layout, page)
+    meta = {**meta, "laid_out": True}
+    if present:
+        big, big_bar, box = presented(data, layout, present)
+        big["title"]["font"] = {**big["title"].get("font", {}), "size": box.title}
+        big.update(autosize=False, font={"size": box.font})
+        meta["present"] = {"layout": big, "colorbar": big_bar}
+    figure["layout"] = {**layout, **changes, "meta": meta}
+    data[0]["colorbar"] = bar
+    return figure
