@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lang import Msg
+from lang import Msg, Note
 from model import PRESETS, TRAINED, Trace, Transformer, pick_device
+from model.tokenizers import CharTokenizer
 from serve.cpu import CpuShare, one_blas_thread, trace_bytes  # noqa: F401  (re-exported: engine.CpuShare)
 from serve.lru import LockedLRU
 from serve.memory import release_freed_memory, return_big_blocks
@@ -46,6 +47,7 @@ MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at m
 # (GPT-2 small on one core: ~0.5 s a step at 116 tokens, its LM head included).
 LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 2, 768
 LM_MAX_TOKENS = 512  # a language model's text is cut here, as BERT's (its attention: L·H·T²)
+CACHE_BYTES = 384 * 1024**2  # the trace cache's bound, and so the longest language-model text
 
 
 def tokens_that_fit(config, budget: int) -> int:
@@ -139,18 +141,104 @@ def is_device_failure(exc: BaseException) -> bool:
     )
 
 
-def text_ids(loaded: LoadedModel, text: str, decoder: bool) -> list[int]:
+def reads_as(net: Transformer, tokenizer=None) -> str:
+    """How a model reads text: "chars" (our character tokenizers, the presets' and the trained
+    models'), "lm" (a language model's tokenizer: a decoder's) or "bert" (WordPiece)."""
+    tok = net.tokenizer if tokenizer is None else tokenizer
+    if isinstance(tok, CharTokenizer):
+        return "chars"
+    return "lm" if net.config.arch == "decoder" else "bert"
+
+
+def token_ids(tok, kind: str, text: str, decoder: bool) -> list[int]:
     """A text's token ids as the model reads them, uncut: BERT's [CLS] … [SEP], a language
     model's own specials with one start token in front, our models' characters (a decoder's
     after "<s>", as seed 002's "<start> I am fine")."""
-    tok = loaded.tokenizer
-    if loaded.is_bert or loaded.is_lm:
+    if kind != "chars":
         ids = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
-        if loaded.is_lm and tok.bos_token_id is not None and ids[:1] != [tok.bos_token_id]:
+        if kind == "lm" and tok.bos_token_id is not None and ids[:1] != [tok.bos_token_id]:
             ids = [tok.bos_token_id, *ids]  # GPT-2's <|endoftext|>, as it was trained
         return list(ids)
     ids = tok.encode(text)
     return [tok.bos_token_id, *ids] if decoder else ids
+
+
+def kind_of(loaded: LoadedModel) -> str:
+    return "lm" if loaded.is_lm else "bert" if loaded.is_bert else "chars"
+
+
+def text_ids(loaded: LoadedModel, text: str, decoder: bool) -> list[int]:
+    """``token_ids`` for a model the shelf keeps."""
+    return token_ids(loaded.tokenizer, kind_of(loaded), text, decoder)
+
+
+def unknown_parts(tok, kind: str, text: str) -> tuple[list[str], int]:
+    """The parts of ``text`` the model reads as its unknown token ([UNK]), in order, and how
+    many tokens the text is: our tokenizers' characters outside their vocabulary (the induction
+    model reads letters, digits and space), WordPiece's words it cannot spell. A language
+    model's byte-level tokenizer reads every text: nothing."""
+    unk = getattr(tok, "unk_token_id", None)
+    if kind == "lm" or unk is None:
+        return [], 0
+    if kind == "chars":
+        ids = tok.encode(text)
+        return [c for c, i in zip(text, ids, strict=True) if i == unk], len(ids)
+    found = tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
+    ids, spans = found["input_ids"], found["offset_mapping"]
+    return [text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == unk], len(ids)
+
+
+def named(parts: list[str], most: int = 6) -> str:
+    """A few parts of a text for a sentence: “小”, “明” … (+4 more); each named once."""
+    seen = list(dict.fromkeys(parts))
+    shown = ", ".join(f"“{part}”" for part in seen[:most])
+    return shown + (f" … (+{len(seen) - most})" if len(seen) > most else "")
+
+
+def token_limit(config, kind: str, cache_bytes: int = CACHE_BYTES) -> int:
+    """The most tokens of one text the page reads: the model's own maximum; a language model's
+    at most LM_MAX_TOKENS, and only as many as a trace the cache can hold."""
+    if kind == "lm":  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512,
+        # and a bigger model's trace must still fit the trace cache (Qwen2.5-0.5B: 509 tokens)
+        return min(config.max_len, LM_MAX_TOKENS, tokens_that_fit(config, cache_bytes))
+    return config.max_len
+
+
+def cut_ids(ids: list[int], limit: int, kind: str) -> list[int]:
+    """A text's ids cut to ``limit``, BERT's closing [SEP] kept."""
+    if len(ids) <= limit:
+        return ids
+    return ids[: limit - 1] + [ids[-1]] if kind == "bert" else ids[:limit]
+
+
+def encode(net: Transformer, *texts: str, tokenizer=None, target: str | None = None):
+    """Model inputs for text exactly as the page makes them, for scripts: one text gives
+    ``{"input_ids": [1, T], "attention_mask": [1, T]}``; two or more (a patching pair) give
+    one such dict each, in order. A decoder's text starts with its start token (our "<s>", a
+    language model's own), BERT's is [CLS] … [SEP]; a text is cut where the page cuts it (the
+    page's notice says so). An encoder-decoder's decoder reads ``target`` (default: the text),
+    one target shared by every text.
+
+    ``net`` is a ``Transformer`` with its tokenizer (``net.tokenizer``, or ``tokenizer=``)."""
+    if not texts:
+        raise TypeError("encode() needs at least one text.")
+    tok = net.tokenizer if tokenizer is None else tokenizer
+    cfg = net.config
+    kind = reads_as(net, tok)
+    limit = token_limit(cfg, kind)
+
+    def one(text: str, decoder: bool) -> torch.Tensor:
+        return torch.tensor([cut_ids(token_ids(tok, kind, text, decoder), limit, kind)])
+
+    found = []
+    for text in texts:
+        ids = one(text, cfg.arch == "decoder")
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if cfg.arch == "encoder-decoder":
+            tgt = one(texts[0] if target is None else target, True)
+            inputs.update(tgt_ids=tgt, tgt_attention_mask=torch.ones_like(tgt))
+        found.append(inputs)
+    return found[0] if len(found) == 1 else tuple(found)
 
 
 @dataclass
@@ -165,6 +253,7 @@ class Analysis:
     # Decoder positions the user supplied (<s> and the typed text); the rest the model wrote
     # itself (a trained model's greedy continuation or translation). None: the user wrote all.
     typed: int | None = None
+    text: str = ""  # the first text as the user typed it (cut as read), without a continuation
 
 
 # A language model's greedy continuations, by model and ids (strings only, small).
@@ -209,7 +298,7 @@ class TraceCache:
     in the same step under the same lock as the insert.
     """
 
-    def __init__(self, max_entries: int = 32, max_bytes: int = 384 * 1024**2) -> None:
+    def __init__(self, max_entries: int = 32, max_bytes: int = CACHE_BYTES) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self._items: OrderedDict[tuple, Analysis] = OrderedDict()
         self._lock = threading.Lock()
@@ -301,10 +390,8 @@ class Engine:
         """Tokenize (cutting to the model's maximum), returning model inputs and notices."""
         cfg = loaded.net.config
         notices: list[str] = []
-        limit = cfg.max_len
-        if loaded.is_lm:  # GPT-2 reads 1,024 tokens, Qwen2 32,768: the views are made for 512,
-            # and a bigger model's trace must still fit the trace cache (Qwen2.5-0.5B: 509 tokens)
-            limit = min(limit, LM_MAX_TOKENS, tokens_that_fit(cfg, self.cache.max_bytes))
+        kind = kind_of(loaded)
+        limit = token_limit(cfg, kind, self.cache.max_bytes)
 
         def ids_of(text: str, decoder: bool) -> list[int]:
             ids = text_ids(loaded, text, decoder)
@@ -328,9 +415,7 @@ class Engine:
                         limit=limit,
                     )
                 )
-            if len(ids) > limit:
-                ids = ids[: limit - 1] + [ids[-1]] if loaded.is_bert else ids[:limit]
-            return ids
+            return cut_ids(ids, limit, kind)
 
         def batch(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
             width = max(len(s) for s in seqs)
@@ -370,6 +455,25 @@ class Engine:
             )
             text = text[:MAX_CHARS]
         return text, notices
+
+    @staticmethod
+    def vocabulary_notice(loaded: LoadedModel, text: str) -> list[str]:
+        """A sentence when most of the text is outside the model's vocabulary ([UNK]): the
+        figures then show one unknown token over and over, which no one should read as the
+        model reading the text."""
+        parts, total = unknown_parts(loaded.tokenizer, kind_of(loaded), text)
+        if not total or 2 * len(parts) <= total:
+            return []
+        return [
+            Msg(
+                "Most of this text is outside this model's vocabulary: {n} of its {total} "
+                "tokens are [UNK] ({parts}), one and the same token to the model; pick a model "
+                "that reads this text.",
+                n=len(parts),
+                total=total,
+                parts=named(parts),
+            )
+        ]
 
     # ---- decoding ---------------------------------------------------------------------------
     def continuation(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:
@@ -412,13 +516,13 @@ class Engine:
         )
         words = "".join(tok.convert_ids_to_tokens(new))
         if net.config.arch == "encoder-decoder":
-            note = Msg(
+            note = Note(
                 "The model's greedy output is “{words}”: it is the decoder's input below, so "
                 "row t of the decoder and cross attention is the step that wrote token t + 1.",
                 words=words,
             )
         else:
-            note = Msg(
+            note = Note(
                 "The model continued the text greedily with “{words}” (shown after it); row t "
                 "of the attention is the step that wrote token t + 1.",
                 words=words,
@@ -443,6 +547,7 @@ class Engine:
         """
         loaded = self.model(model_id)
         text, notices = self.clean(text)
+        notices += self.vocabulary_notice(loaded, text)
         texts = [text]
         if second is not None:
             second, more = self.clean(second, "The second sentence")
@@ -468,7 +573,7 @@ class Engine:
                 notices += more
             else:
                 target = None
-                notices.append(Msg("No target text: the decoder reads the source text."))
+                notices.append(Note("No target text: the decoder reads the source text."))
             targets = [target or text] + ([second] if second is not None else [])
         key = (model_id, tuple(texts), tuple(targets) if targets else None)
         if typed is not None:  # "ab" + "cab…" and "abc" + "ab…" are one stream, typed apart
@@ -476,7 +581,7 @@ class Engine:
         if not positions:
             key += ("no positional encoding",)
             notices.append(
-                Msg("Positional encoding is off: the model sees the tokens without order.")
+                Note("Positional encoding is off: the model sees the tokens without order.")
             )
         cached = self.cache.get(key)
         if cached is not None:
@@ -505,7 +610,8 @@ class Engine:
                     kind=type(exc).__name__,
                 )
             )
-        analysis = Analysis(key, loaded, trace, notices + cut, time.perf_counter() - start, typed)
+        seconds = time.perf_counter() - start
+        analysis = Analysis(key, loaded, trace, notices + cut, seconds, typed, text)
         self.cache.put(analysis)
         release_freed_memory()  # what the forward pass and any evicted trace freed
         return analysis

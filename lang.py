@@ -69,6 +69,11 @@ class Msg(str):
         return text
 
 
+class Note(Msg):
+    """A Msg that informs (what the model did, a switch the user chose): the status line shows
+    it without the warning sign it gives what went wrong or was cut."""
+
+
 def tr(text: str, /, **fields) -> str:
     """``text`` in the current language, its ``{fields}`` filled in (a Msg keeps its own)."""
     if isinstance(text, Msg):

@@ -53,6 +53,23 @@ def run_example(example: str, name: str) -> dict:
     return namespace
 
 
+def run_elsewhere(code: str, folder):
+    """``code`` as a script run in ``folder``, with no PYTHONPATH: as a reader's own script."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_python_api_example_runs_as_written():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     namespace = run_example(python_examples(readme)[0], "README.md")
@@ -92,10 +109,10 @@ def test_the_readme_stays_short():
 def test_api_doc_examples_run_as_written():
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     examples = [e for e in python_examples(api) if "gradio_client" not in e]
-    first = run_example(examples[0], "docs/api.md")
+    first = run_example(next(e for e in examples if "PRESETS" in e), "docs/api.md")
     assert first["head"].shape[0] == first["head"].shape[1]
     assert first["tr"].attentions["cross"].dim() == 5
-    trained = run_example(next(e for e in examples if "load_trained" in e), "docs/api.md")
+    trained = run_example(next(e for e in examples if '"dates"' in e), "docs/api.md")
     assert trained["net"].tokenizer.decode(trained["ids"][0]).endswith("2026-11-22")
     assert trained["tr"].attentions["encoder"].shape[1:3] == (6, 12)
 
@@ -142,21 +159,10 @@ def test_readme_screenshots_exist():
 def test_python_api_example_runs_from_outside_the_repository(tmp_path):
     """Issue 27: saved as a script anywhere, the README's example finds `analysis` and `model`
     (the Develop command installs the project editable: requirements-dev.txt's `-e .`)."""
-    import os
-    import subprocess
-    import sys
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     example = python_examples(readme)[0] + "\nprint(len(stats), tuple(flow.shape[:2]))\n"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, "-c", example],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_elsewhere(example, tmp_path)
     assert done.returncode == 0, (
         "the README's example fails outside the repository; `pip install -e .` (the Develop "
         "command's requirements-dev.txt does it) makes the project importable:\n" + done.stderr

@@ -124,4 +124,4 @@ def test_every_family_and_stack():
 
 def test_captions_explain_the_pre_norm_stream():
     assert set(CAPTIONS) == {"norms", "norms_lines"}
-    assert all("before the final LayerNorm" in c for c in CAPTIONS.values())
+    assert all("before the final norm" in c for c in CAPTIONS.values())  # LayerNorm or RMSNorm

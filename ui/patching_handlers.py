@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine import CUSTOM_PREFIX, Engine, InputError, text_ids
+from engine import CUSTOM_PREFIX, Engine, InputError
 from lang import Msg
 from ui.handlers import CUSTOM, Ask, Views, model_boxes
+from ui.patching_inputs import read_position
 from ui.state import ViewState
 from ui.tabs.patching import PAIRS_BY_ID, pairs_for
 
@@ -30,14 +31,10 @@ class Patching:
         loaded = self.engine.model(model_id)
         if pair not in pairs_for(loaded):
             raise InputError(Msg("This pair is for another model: open that model first."))
-        read = ""
-        if pair.read:  # the word an encoder's output is read at: its first position
-            ids = text_ids(loaded, pair.clean, loaded.net.config.arch == "decoder")
-            tokens = [t.lstrip("Ġ▁#").lower() for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
-            if pair.read.lower() in tokens:
-                read = str(tokens.index(pair.read.lower()))
+        position = read_position(loaded, pair.clean, pair.read)  # an encoder's word: "it"
+        read = "" if position is None else str(position)
         sel = replace(ask.sel, pair=pair.corrupt, answer=pair.answer, wrong=pair.wrong)
-        sel = replace(sel, read_at=read)
+        sel = replace(sel, read_at=read, stack=pair.stack or sel.stack)
         state = ViewState(pair.clean, model_id, "", latest.second, "patching", sel, positions=True)
         result = self.views.run_state(replace(ask, tab="patching", sel=sel), state)
         name = CUSTOM if model_id.startswith(CUSTOM_PREFIX) else model_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from engine import Analysis, InputError
-from lang import Msg, message_of, tr
+from lang import Msg, Note, message_of, tr
 from viz.common import md_literal
 
 log = logging.getLogger("transformer_anatomy")
@@ -14,7 +14,10 @@ log = logging.getLogger("transformer_anatomy")
 def status_markdown(analysis: Analysis | None, notices: list, link: str | None) -> str:
     """The status line in the request's language (notices made earlier are said again, lang.Msg)."""
     # A Msg is said now, in the reader's language; other notices were said when made (sentence).
-    parts = [f"⚠️ {md_literal(tr(n) if isinstance(n, Msg) else n)}" for n in notices]
+    parts = [
+        ("" if isinstance(n, Note) else "⚠️ ") + md_literal(tr(n) if isinstance(n, Msg) else n)
+        for n in notices
+    ]
     if analysis is not None:
         t = analysis.trace
         where = "CUDA" if t.device.startswith("cuda") else "CPU"

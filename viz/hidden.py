@@ -2,7 +2,8 @@
 
 The rows are the residual stream the trace records, hidden_states[stack] [B, L+1, T, d_model]:
 the embedding output, then each layer's output. For pre-norm models that is the stream before the
-stack's final LayerNorm (seed 001); for post-norm models every layer ends in a LayerNorm already.
+stack's final norm (LayerNorm, seed 001; RMSNorm in a LLaMA-family model); for post-norm models
+every layer ends in a LayerNorm already.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ BINS = 8  # position blocks of a long text
 CAPTIONS = {
     "norms": (
         "**‖h‖₂ of every token after every layer** — row 0 is the embedding output. Pre-norm "
-        "models: the residual stream before the final LayerNorm; post-norm models: each layer's "
-        "output, already LayerNorm-ed."
+        "models: the residual stream before the final norm (LayerNorm; RMSNorm in a LLaMA-family "
+        "model); post-norm models: each layer's output, already LayerNorm-ed."
     ),
     "norms_lines": (
         "**One line per token across layers**, coloured by position; the thick line is the mean "
-        "over tokens. Pre-norm models show the residual stream before the final LayerNorm."
+        "over tokens. Pre-norm models show the residual stream before the final norm."
     ),
 }
 
@@ -61,11 +62,13 @@ def hidden_norms(trace, stack: str | None = None, batch: int = 0) -> tuple[np.nd
 
 
 def _norm_note(config) -> str:
+    """What the rows are, named with the model's own norm (RMSNorm for a LLaMA-family model)."""
+    norm = "RMSNorm" if getattr(config, "norm_kind", "layer") == "rms" else "LayerNorm"
     if config.norm == "pre":
         if getattr(config, "final_norm", True):
-            return tr("pre-norm: the residual stream before the final LayerNorm")
-        return tr("pre-norm: the raw residual stream (this stack has no final LayerNorm)")
-    return tr("post-norm: each layer's output is already LayerNorm-ed")
+            return tr("pre-norm: the residual stream before the final {norm}", norm=norm)
+        return tr("pre-norm: the raw residual stream (this stack has no final {norm})", norm=norm)
+    return tr("post-norm: each layer's output is already {norm}-ed", norm=norm)
 
 
 def norms_heatmap(trace, stack: str | None = None, batch: int = 0) -> go.Figure:

@@ -35,6 +35,7 @@ from viz.common import (
     axis_key,
     figure,
     grid,
+    head_label,
     heatmap,
     layout_of,
     token_labels,
@@ -287,7 +288,7 @@ def score_steps_figure(
     title = tr(
         "Layer {layer}, head {head} — {stack}{note}",
         layer=layer,
-        head=head,
+        head=head_label(trace.config, head),  # "5 (kv 1)" under grouped-query attention
         stack=stack_title(stack),
         note=pooled + note,
     )

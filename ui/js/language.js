@@ -14,13 +14,20 @@
      tests/test_language_and_screens.py pins this against the installed Gradio. */
   ta.setLocale = async (lang) => {
     if (lang !== 'en' && lang !== 'zh-CN') return;
+    /* Said first, in the address too (it names the language of a view the page followed):
+       what Gradio redraws while the switch loads asks ta.lang() (sayNotes below). */
+    try { localStorage.setItem('ta-lang', lang); } catch (e) {}
+    const query = new URLSearchParams(location.search);
+    if (query.has('lang') && query.get('lang') !== lang) {
+      query.set('lang', lang);
+      history.replaceState(history.state, '', `${location.pathname}?${query}${location.hash}`);
+    }
     const core = performance.getEntriesByType('resource').map((r) => r.name)
       .find((u) => /\/assets\/core-[\w-]+\.js$/.test(u));
     if (!core) return;
     const mod = await import(core);
     if (typeof mod.changeLocale !== 'function') return;
     mod.changeLocale(lang);
-    try { localStorage.setItem('ta-lang', lang); } catch (e) {}
     /* Gradio relabels a tab's button only once that tab has been opened: name the others here,
        from the same dictionaries (a tab that opens later gets the same words from Gradio). */
     await new Promise((done) => setTimeout(done, 50));
@@ -29,6 +36,27 @@
     watchTabs();
     ta.deckRender?.();  /* the page's own parts (deck panel, presentation bar) say it too */
     ta.presentBar?.();
+    sayNotes();
+  };
+
+  /* A note shown before a switch (the figures show the previous run) kept the other language:
+     Gradio draws it again after a switch with the words it had. It is written from the one
+     table of words (its **bold** as the server's table writes it, <b>) whenever its words are
+     not the page's; writing the words it already has changes nothing, so the observer settles. */
+  const sayNotes = () => {
+    const stale = document.querySelector('#stale');
+    const line = stale?.querySelector('.md p') || stale?.querySelector('.md');
+    if (!line) return;
+    if (!stale.taWatched) {
+      stale.taWatched = true;
+      new MutationObserver(sayNotes).observe(stale, {
+        subtree: true, childList: true, characterData: true,
+      });
+    }
+    const said = ta.t('⚠️ The figures below show the previous run: press **Run** to update them.')
+      .replace(/\*\*(.+?)\*\*/g, '<b>$1</b>');
+    const plain = said.replace(/<\/?b>/g, '');
+    if (line.textContent.trim() !== plain) line.innerHTML = said;
   };
 
   /* Every tab button in the page's language. Gradio redraws the strip (a resize, a tab

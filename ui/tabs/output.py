@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 import analysis
-from engine import LM_MIN_NEW_TOKENS, LM_POSITIONS, is_live, lm_continuation
+from engine import LM_MIN_NEW_TOKENS, LM_POSITIONS, is_live, lm_continuation, lm_steps
 from lang import tr
 from model import TRAINED, predict_roles
 from ui import i18n
@@ -19,16 +19,19 @@ from viz.output_facts import LESSON, copy_note, opening_step, step_marks, traine
 CAPTION = (
     "**What the model outputs.** A model with an LM head predicts the next token from each "
     "position: p(next) = softmax(h_t W_vocab). Greedy decoding (seed 000's inference loop) feeds "
-    "the most likely token back in until `</s>`. Under the causal mask, row t of the attention is "
-    "exactly the step that chose token t + 1, so the map below shows where each step looked. A "
+    "the most likely token back in until it writes `</s>` or has written 24 tokens (a language "
+    "model's continuation: 12 tokens, fewer for a long text). Under the causal mask, row t of "
+    "the attention is exactly the step that chose token t + 1, so the map below shows where each "
+    "step looked. A "
     "token tagger (the roles model) labels every token instead."
 )
 
 
 LENS_CAPTION = (
     "**Logit lens** (nostalgebraist 2020): what the residual stream would predict after each "
-    "layer, read through the model's own final LayerNorm and LM head — p = softmax(LN(h_l) "
-    "W_vocab) for every layer l; the last row is the model's own output. Each cell shows the top "
+    "layer, read through the model's own final norm (LayerNorm; RMSNorm in a LLaMA-family "
+    "model) and LM head — p = softmax(norm(h_l) W_vocab) for every layer l; the last row is the "
+    "model's own output. Each cell shows the top "
     "prediction and its probability; the hover gives the rank of the text's real next token. "
     "For the induction model the right letter appears only after the induction heads' layer."
 )
@@ -270,7 +273,10 @@ def lm_makers(view: View) -> dict:
             )
         else:
             said += " " + tr(
-                "Greedy continuation of the text: “{words}”", words=md_literal(visible_text(words))
+                "Greedy continuation of the text (at most {n} tokens, or until its end token): "
+                "“{words}”",
+                n=min(lm_steps(len(answers)), cfg.max_len - len(answers)),  # lm_continuation's
+                words=md_literal(visible_text(words)),
             )
         return (
             said

@@ -21,13 +21,23 @@ import gradio as gr
 
 import analysis
 import analysis.export
-from engine import BUNDLED, InputError, text_ids
+from engine import BUNDLED, InputError
 from lang import Msg, message_of, tr
 from serve import exports
 from serve.lru import LockedLRU
 from ui.i18n import t
+from ui.patching_inputs import (
+    PATCH_TOKENS,
+    check_lengths,
+    check_readable,
+    corrupt_inputs,
+    position_of,
+    read_position,
+    token_of,
+    unknown_note,
+)
 from ui.tabs.base import Built, Dropdown, Tab, View, plot, tile_picker
-from viz.common import display_token, md_literal
+from viz.common import display_token, head_label, md_literal
 from viz.patching import (
     attention_shift_figure,
     attribution_figure,
@@ -36,7 +46,6 @@ from viz.patching import (
     restored_positions_figure,
 )
 
-PATCH_TOKENS = 64  # the longest text patched: (L·H + L·T) patched runs of T tokens each
 CAPTION = (
     "**Which heads matter** (activation patching: Meng et al. 2022, Wang et al. 2022, "
     "Heimersheim & Nanda 2024). Attention weights are not importance; a counterfactual is. "
@@ -61,7 +70,8 @@ SHIFT_CAPTION = (
 class Pair:
     """A shipped minimal pair: its model ("lm": any language model the page opens), the clean
     and corrupt texts, the answer and wrong tokens as text ("" = picked from the runs), the
-    word read by an encoder, and what it teaches."""
+    word read by an encoder, what it teaches and in which stack's heads. Every text is read by
+    its model without [UNK] (tests/test_new_users_42.py)."""
 
     id: str
     label: str
@@ -72,6 +82,7 @@ class Pair:
     wrong: str = ""
     read: str = ""
     lesson: str = ""
+    stack: str = ""  # the stack whose heads the lesson names ("" = the model's first)
 
 
 PAIRS = (
@@ -100,15 +111,16 @@ PAIRS = (
         ),
     ),
     Pair(
-        "trophy-zh",
-        "Winograd in Chinese: 奖杯……太大了 / 太小了",
-        BUNDLED,
-        "奖杯放不进箱子，因为它太大了。",
-        "奖杯放不进箱子，因为它太小了。",
-        read="它",
+        "dates-zh",
+        "Dates in Chinese: 二〇二六年十一月二十二日 / 二十三日",
+        "dates",
+        "二〇二六年十一月二十二日",
+        "二〇二六年十一月二十三日",
+        stack="cross",
         lesson=(
-            "The same question in Chinese (this BERT's vocabulary reads each Chinese "
-            "character as one token): which heads carry 大 or 小 to 它?"
+            "The dates model reads Chinese dates: which cross-attention heads carry the day's "
+            "二 or 三 to the last digit the decoder writes (“2” against “3”)? Two heads of "
+            "layer 1 bring back most of it."
         ),
     ),
     Pair(
@@ -249,29 +261,6 @@ def clean_inputs(found) -> dict:
     return inputs
 
 
-def corrupt_inputs(loaded, clean: dict, text: str) -> dict:
-    """The corrupt text's inputs beside the clean ones (an encoder-decoder's target shared)."""
-    import torch
-
-    if not text.strip():
-        raise InputError(
-            Msg(
-                "Write the corrupt text first: the page's text with a word or two changed "
-                "(the same number of tokens), or pick a shipped pair."
-            )
-        )
-    decoder = loaded.net.config.arch == "decoder"
-    ids = text_ids(loaded, text, decoder)
-    inputs = {
-        "input_ids": torch.tensor([ids], dtype=torch.long),
-        "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
-    }
-    for key in ("tgt_ids", "tgt_attention_mask"):
-        if key in clean:
-            inputs[key] = clean[key]
-    return inputs
-
-
 def pieces(loaded, ids) -> list[str]:
     """Token ids (or a classifier's label ids) as the table shows them."""
     labels = loaded.net.config.token_labels
@@ -280,74 +269,19 @@ def pieces(loaded, ids) -> list[str]:
     return list(loaded.tokenizer.convert_ids_to_tokens(list(ids)))
 
 
-def token_of(loaded, text: str, what: str) -> int | None:
-    """An answer box's token: a piece as the table shows it ("ĠMary", "v"), else a text that
-    is one token (" Mary"); None when empty (the default is picked from the runs)."""
-    if not text:
-        return None
-    cfg, tok = loaded.net.config, loaded.tokenizer
-    if loaded.net.lm_head is None and cfg.token_labels:
-        if text in cfg.token_labels:
-            return list(cfg.token_labels).index(text)
-    else:
-        vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
-        if text in vocab:
-            return int(vocab[text])
-        ids = tok.encode(text, add_special_tokens=False) if vocab else tok.encode(text)
-        if len(ids) == 1:
-            return int(ids[0])
-    raise InputError(
-        Msg(
-            "{what} “{text}” is not one token of this model: pick one of its top 5 from the "
-            "list, or type a single token.",
-            what=Msg(what),
-            text=text[:40],
-        )
-    )
-
-
-def position_of(text: str) -> int | None:
-    """The position box: "" = the default; "3" or "3·it" (a choice's label) = position 3."""
-    head = str(text or "").partition("·")[0].strip()
-    if not head:
-        return None
-    try:
-        return int(head)
-    except ValueError:
-        raise InputError(
-            Msg("The position read must be a token's number, as the list shows them.")
-        ) from None
-
-
-def measure(loaded, clean: dict, sel) -> analysis.patching.PairResult:
-    """patch_pair for the page's run and the tab's boxes, once per pair server-wide."""
+def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairResult:
+    """patch_pair for the page's run (``text``: as typed) and the tab's boxes, once per pair
+    server-wide."""
     cfg = loaded.net.config
     corrupt = corrupt_inputs(loaded, clean, sel.pair)
-    a, b = clean["input_ids"].shape[1], corrupt["input_ids"].shape[1]
-    if a > PATCH_TOKENS:
-        raise InputError(
-            Msg(
-                "The text has {n} tokens; patching reads texts of up to {limit} (every head "
-                "and position is one more forward pass): shorten it.",
-                n=a,
-                limit=PATCH_TOKENS,
-            )
-        )
-    if a != b:
-        shown = " ".join(display_token(p) for p in pieces_of_text(loaded, corrupt))
-        raise InputError(
-            Msg(
-                "The two texts must have the same number of tokens to patch one into the other: "
-                "the clean text has {clean}, the corrupt text {corrupt} ({tokens}). Change words "
-                "for words of as many tokens.",
-                clean=a,
-                corrupt=b,
-                tokens=shown,
-            )
-        )
+    check_lengths(loaded, clean, corrupt)
+    check_readable(loaded, text, sel.pair, clean, corrupt)
     answer = token_of(loaded, sel.answer, "The answer")
     wrong = token_of(loaded, sel.wrong, "The wrong answer")
     position = position_of(sel.read_at)
+    pair = shipped(loaded, text, sel.pair)
+    if position is None and pair is not None:  # a link to the pair reads where its lesson does
+        position = read_position(loaded, pair.clean, pair.read)
     stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
     key = (
         loaded.model_id,
@@ -378,10 +312,6 @@ def measure(loaded, clean: dict, sel) -> analysis.patching.PairResult:
     return found
 
 
-def pieces_of_text(loaded, inputs: dict) -> list[str]:
-    return list(loaded.tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist()))
-
-
 def stacks_of(cfg) -> list[str]:
     return [
         s
@@ -395,10 +325,17 @@ def stacks_of(cfg) -> list[str]:
 
 
 # ---- what the tab shows ---------------------------------------------------------------------
+def marked(piece: str) -> str:
+    """A token between ‹ and ›, once: a byte piece that is no whole character reads "‹\\xEC›"
+    already (model.pieces), and is not marked again."""
+    shown = display_token(piece)
+    return shown if shown.startswith("‹") and shown.endswith("›") else f"‹{shown}›"
+
+
 def choices(loaded, top: list[tuple[int, float]]) -> list[tuple[str, str]]:
     """A top-5 list as a dropdown's choices: "‹ Mary› 41 %" -> the piece."""
     names = pieces(loaded, [i for i, _ in top])
-    return [(f"‹{display_token(n)}› {p:.0%}", n) for n, (_, p) in zip(names, top, strict=True)]
+    return [(f"{marked(n)} {p:.0%}", n) for n, (_, p) in zip(names, top, strict=True)]
 
 
 def read_stream(cfg, result) -> str:
@@ -415,9 +352,9 @@ def what_measured(loaded, result) -> str:
         return tr("cosine to the clean output at position {position}", position=result.position)
     answer, wrong = pieces(loaded, [result.answer, result.wrong])
     return tr(
-        "logit(‹{answer}›) − logit(‹{wrong}›) at position {position}",
-        answer=display_token(answer),
-        wrong=display_token(wrong),
+        "logit({answer}) − logit({wrong}) at position {position}",
+        answer=marked(answer),
+        wrong=marked(wrong),
         position=result.position,
     )
 
@@ -433,7 +370,8 @@ def said_markdown(loaded, result) -> str:
         ),
         reverse=True,
     )[:3]
-    best = ", ".join(f"L{layer} H{h} {share:.0%}" for share, layer, h in flat)
+    cfg = loaded.net.config
+    best = ", ".join(f"L{layer} H{head_label(cfg, h)} {share:.0%}" for share, layer, h in flat)
     text = tr(
         "**{what}**: {clean:+.3f} on the clean text, {corrupt:+.3f} on the corrupt one. The "
         "heads that restore most: {best}.",
@@ -442,15 +380,53 @@ def said_markdown(loaded, result) -> str:
         corrupt=result.m_corrupt,
         best=best,
     )
-    return text
+    unstable = unstable_note(result)
+    return text + ("  \n⚠️ " + unstable if unstable else "")
 
 
-def pair_lesson(loaded, sel) -> str:
-    """The lesson of a shipped pair whose texts these are (nothing for the user's own)."""
+# A share is (m_patched − m_corrupt) / (m_clean − m_corrupt): past ±2, one head would move the
+# measure twice the whole difference between the texts, the mark of a denominator too small
+# for the shares to mean anything (a logit difference under a tenth, likewise).
+UNSTABLE_SHARE, SMALL_LOGIT_DIFF = 2.0, 0.1
+
+
+def unstable_note(result) -> str:
+    """A sentence when m_clean − m_corrupt is too small for the shares to mean anything."""
+    diff = result.m_clean - result.m_corrupt
+    extreme = max(
+        (float(v) for grid in (result.heads, result.positions) for v in grid.flatten()), key=abs
+    )
+    small = result.metric == "logit_diff" and abs(diff) < SMALL_LOGIT_DIFF
+    if abs(extreme) <= UNSTABLE_SHARE and not small:
+        return ""
+    return tr(
+        "The two texts' measures differ by only {diff:.3f}, so every share is that difference "
+        "magnified ({extreme:+.2f} at most here) and means little: pick a pair whose answers "
+        "differ more.",
+        diff=diff,
+        extreme=extreme,
+    )
+
+
+def shipped(loaded, clean: str, corrupt: str) -> Pair | None:
+    """The shipped pair of this model whose texts these are; None for the user's own."""
     for pair in pairs_for(loaded):
-        if pair.corrupt == sel.pair:
-            return "  \n" + tr("**The lesson:** {lesson}", lesson=tr(pair.lesson))
-    return ""
+        if pair.clean == clean and pair.corrupt == corrupt:
+            return pair
+    return None
+
+
+def pair_lesson(loaded, result, clean: str, corrupt: str) -> str:
+    """The lesson of a shipped pair whose texts these are, where the measure is the one it
+    speaks of (its word's position for an encoder); nothing for the user's own pair."""
+    pair = shipped(loaded, clean, corrupt)
+    if pair is None:
+        return ""
+    if pair.read and result.position != read_position(loaded, pair.clean, pair.read):
+        return ""  # the lesson speaks of its word's vector, and another position was read
+    if pair.stack and result.stack != pair.stack:
+        return ""  # the lesson names heads of another stack
+    return "  \n" + tr("**The lesson:** {lesson}", lesson=tr(pair.lesson))
 
 
 def export_name(loaded, result, kind: str) -> str:
@@ -478,7 +454,7 @@ def makers(view: View) -> dict:
     def outcome():
         """(result, None) or (None, the sentence saying why nothing was measured)."""
         try:
-            return measure(loaded, clean_inputs(found), sel), None
+            return measure(loaded, clean_inputs(found), sel, found.text), None
         except InputError as exc:
             return None, message_of(exc)
 
@@ -493,19 +469,31 @@ def makers(view: View) -> dict:
         result, problem = outcome()
         if result is None:
             return "⚠️ " + md_literal(problem)
-        return said_markdown(loaded, result) + pair_lesson(loaded, sel)
+        note = unknown_note(loaded, found.text, sel.pair)
+        warned = "  \n⚠️ " + md_literal(tr(note)) if note else ""
+        return (
+            said_markdown(loaded, result)
+            + warned
+            + pair_lesson(loaded, result, found.text, sel.pair)
+        )
 
     def box_choices(which: str):
         result, _ = outcome()
         if result is None:
             return gr.skip()
+        # Each box shows what was measured (the defaults picked from the runs included), so the
+        # figures' measure can be read off the boxes and changed from there.
         if which == "read_at":
             tokens = result.clean.tokens_for(read_stream(cfg, result))[0][0]
             return gr.update(
-                choices=[(f"{i}·{display_token(tok)}", str(i)) for i, tok in enumerate(tokens)]
+                choices=[(f"{i}·{display_token(tok)}", str(i)) for i, tok in enumerate(tokens)],
+                value=str(result.position),
             )
         top = result.top_clean if which == "answer" else result.top_corrupt + result.top_clean
-        return gr.update(choices=list(dict.fromkeys(choices(loaded, top))))
+        value = ""
+        if result.metric != "cosine":
+            value = pieces(loaded, [result.answer if which == "answer" else result.wrong])[0]
+        return gr.update(choices=list(dict.fromkeys(choices(loaded, top))), value=value)
 
     def what() -> str:
         return what_measured(loaded, outcome()[0])
