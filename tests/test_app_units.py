@@ -161,13 +161,17 @@ def test_every_event_that_can_run_a_forward_pass_shares_one_bound():
     python_events = [fn for fn in demo.fns.values() if fn.fn is not None]
     light = {"on_model_pick", "offer_positions", "load_example"}  # inputs shown or filled in
     alone = {f"select_{action}": action for tab in TABS for action in tab.own_queue}
-    assert alone == {"select_patch": "patch"}
+    assert alone == {
+        "select_patch": "patch",
+        "select_compare": "compare",
+        "select_circuit": "circuit",
+    }
     for fn in python_events:
         name = getattr(fn.fn, "__name__", "")
         if name in light or fn.name in light:
             continue
-        if name in alone:  # seconds of passes (Which heads matter's Patch): one at a time
-            assert (fn.concurrency_id, fn.concurrency_limit) == (f"alone-{alone[name]}", 1)
+        if name in alone:  # seconds of passes (Patch, circuits): one queue, one at a time
+            assert (fn.concurrency_id, fn.concurrency_limit) == ("alone-patch", 1)
             continue
         assert fn.concurrency_id == "model", (fn.name, fn.concurrency_id)
         assert fn.concurrency_limit == app.BOUND["concurrency_limit"], fn.name

@@ -373,7 +373,9 @@ def wire_selection(w: Wiring, views: Views) -> None:
     for action, button in p.actions.items():
         drawn_by = sorted({o for tab in TABS for o in tab.redrawn_by(action)})
         alone = any(action in tab.own_queue for tab in TABS)
-        queue = {"concurrency_id": f"alone-{action}", "concurrency_limit": 1} if alone else {}
+        # One queue for every such action (Patch, and How the heads connect's comparison and
+        # circuit, which patch too): two of them never hold the CPU share at once.
+        queue = {"concurrency_id": "alone-patch", "concurrency_limit": 1} if alone else {}
         if alone:  # an API client asks for it too: /patch, after /run (its session's last run)
             queue["api_name"] = action
         w.on([button.click], selecting(views, action), (), drawn_by, **queue)

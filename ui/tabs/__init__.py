@@ -5,6 +5,7 @@ from __future__ import annotations
 from ui.tabs import (
     attention,
     bertviz,
+    circuits,
     embeddings,
     heads,
     hidden,
@@ -25,6 +26,7 @@ TABS: tuple[Tab, ...] = (
     layer.TAB,
     heads.TAB,
     patching.TAB,
+    circuits.TAB,
     masks.TAB,
     output.TAB,
     hidden.TAB,

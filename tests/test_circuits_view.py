@@ -1,0 +1,188 @@
+"""How the heads connect, the page's view (ui/tabs/circuits.py): the pair of Which heads matter
+read as a circuit, through the page's own handlers — the grid equals analysis.attribute_heads,
+the comparison analysis.patch_heads, the graph's edges edge_attribution's strongest, the
+faithfulness shown analysis.circuit's; the induction lesson holds; BERT gets the refusal and
+still its grid; Chinese on a Chinese request; the CSV reads back; a link opens the tab."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import analysis
+import app
+import engine
+from analysis.circuits import PAGE_STEPS
+from engine import BUNDLED
+from lang import speaking
+from ui.handlers import Ask
+from ui.state import Selection, ViewState, parse_link, share_link
+from ui.tabs import circuits
+
+COPY = ("qzxwv qzxw", "bhmtk qzxw")  # the shipped copy pair (ui/tabs/patching.py "copy")
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return app.build_demo()
+
+
+def opened(demo, text, model, pair, page="c", lang="en", **sel):
+    """Run ``text`` on ``model`` with the tab visible (its eager outputs), as a page would."""
+    ask = Ask(tab="circuits", sel=Selection(pair=pair, **sel), page=page, lang=lang)
+    with speaking(lang):
+        return ask, demo.views.run(ask, text, model, "", "", "", "final", True)
+
+
+def pressed(demo, ask, action):
+    with speaking(ask.lang):
+        return demo.views.selection(ask, action)
+
+
+def figure(value) -> dict:
+    return json.loads(value.plot)
+
+
+def z_of(trace: dict) -> np.ndarray:
+    z = trace["z"]
+    if isinstance(z, dict):  # a typed array
+        import base64
+
+        shape = tuple(int(n) for n in str(z["shape"]).split(","))
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+    return np.asarray(z, dtype=float)
+
+
+@pytest.fixture(scope="module")
+def induction(demo):
+    """The copy pair as analysis reads it: answer "v", the wrong token patch_pair's default."""
+    net = demo.views.engine.model("induction").net
+    clean, corrupt = engine.encode(net, *COPY)
+    pair = analysis.patch_pair(net, clean, corrupt, answer=net.tokenizer.char_to_id("v"))
+    return net, clean, corrupt, analysis.logit_diff(pair.answer, pair.wrong), pair
+
+
+def test_the_grid_drawn_at_once_is_attribute_heads(demo, induction):
+    net, clean, corrupt, metric, _ = induction
+    _, out = opened(demo, COPY[0], "induction", COPY[1], answer="v")
+    grid = z_of(figure(out["circuit_attr_plot"])["data"][0])
+    direct = analysis.attribute_heads(net, clean, corrupt, metric, steps=1).numpy()
+    np.testing.assert_allclose(grid, direct, atol=1e-6)
+    assert r"logit\(‹v›\)" in out["circuit_said"]
+    for lazy in ("circuit_graph_plot", "circuit_compare_plot", "circuit_csv"):
+        assert out[lazy] is None  # on demand only
+    comp = figure(out["circuit_comp_plot"])
+    k = analysis.composition_scores(net, "k").numpy().reshape(12, 12)
+    np.testing.assert_allclose(z_of(comp["data"][1]), k, atol=1e-6)
+
+
+def test_the_comparison_is_patching_beside_the_estimate_with_its_correlation(demo, induction):
+    net, clean, corrupt, metric, pair = induction
+    ask, out = opened(demo, COPY[0], "induction", COPY[1], page="cmp", answer="v")
+    out = pressed(demo, ask, "compare")
+    fig = figure(out["circuit_compare_plot"])
+    np.testing.assert_allclose(z_of(fig["data"][0]), pair.heads.numpy(), atol=1e-6)
+    estimate = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
+    np.testing.assert_allclose(fig["data"][1]["x"], pair.heads.numpy().ravel(), atol=1e-6)
+    np.testing.assert_allclose(fig["data"][1]["y"], estimate.ravel(), atol=1e-6)
+    r = np.corrcoef(estimate.ravel(), pair.heads.numpy().ravel())[0, 1]
+    assert f"r = **{r:.2f}**" in out["circuit_compare_said"]
+    assert "0.98" in out["circuit_compare_said"] and "0.75" in out["circuit_compare_said"]
+
+
+def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, induction):
+    net, clean, corrupt, metric, _ = induction
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="circ", answer="v")
+    out = pressed(demo, ask, "circuit")
+    scores = analysis.edge_attribution(net, clean, corrupt, metric, steps=PAGE_STEPS)
+    top = scores.loc[scores["score"].abs().sort_values(ascending=False, kind="stable").index]
+    said = out["circuit_edges_said"]
+    keep = int(said.split("**")[1].split()[0])  # "**30 edges** kept of 262"
+    found = analysis.circuit(net, clean, corrupt, metric, keep)
+    assert f"faithfulness {found.faithfulness:.3f}" in said and found.faithfulness >= 0.8
+    graph = figure(out["circuit_graph_plot"])
+    hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines"]
+    shown = [f"{s} → {t}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[:keep].values]
+    assert hovers == shown
+    lines = [t for t in graph["data"] if t["mode"] == "lines"]
+    for line, target in zip(lines, top["target"], strict=False):  # each edge's kind, apart
+        kind = target.rpartition(".")[2] if "." in target else line["legendgroup"]
+        assert line["legendgroup"] == kind
+    colours = {t["legendgroup"]: t["line"]["color"] for t in lines}
+    assert {"k", "v"} <= set(colours) and len(set(colours.values())) == len(colours)
+    # The lesson the tab states is the one it measures.
+    assert "L0H1 → L1H0.k (+0.066)" in said and "Olsson" in said
+    # The slider: 26 edges, as tests/test_circuits.py measured them (0.85).
+    out = pressed(demo, replace(ask, sel=replace(ask.sel, keep=26)), "keep")
+    found = analysis.circuit(net, clean, corrupt, metric, 26)
+    assert f"faithfulness {found.faithfulness:.3f}" in out["circuit_edges_said"]
+    curve = figure(out["circuit_curve_plot"])
+    assert curve["data"][1]["x"] == [] or curve["data"][1]["x"] == [26]
+    assert curve["data"][0]["x"][-1] == len(scores)
+
+
+def test_the_csv_is_the_edges_by_strength(demo, induction):
+    net, clean, corrupt, metric, _ = induction
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="csv", answer="v")
+    out = pressed(demo, ask, "circuit")
+    df = pd.read_csv(out["circuit_csv"])
+    scores = analysis.edge_attribution(net, clean, corrupt, metric, steps=PAGE_STEPS)
+    top = scores.loc[scores["score"].abs().sort_values(ascending=False, kind="stable").index]
+    assert list(df["source"]) == list(top["source"]) and list(df["target"]) == list(top["target"])
+    np.testing.assert_allclose(df["score"], top["score"], rtol=1e-5, atol=1e-9)
+    assert set(df["model"]) == {"induction"} and set(df["steps"]) == {PAGE_STEPS}
+
+
+def test_bert_gets_the_refusal_and_still_its_grid(demo):
+    text, pair = (
+        "The trophy didn't fit in the suitcase because it was too big.",
+        "The trophy didn't fit in the suitcase because it was too small.",
+    )
+    ask, out = opened(demo, text, BUNDLED, pair, page="bert")
+    assert out["circuit_attr_plot"] is not None
+    out = pressed(demo, ask, "circuit")
+    assert "pre-norm" in out["circuit_edges_said"] and out["circuit_graph_plot"] is None
+    assert out["circuit_csv"] is None
+
+
+def test_a_chinese_page_gets_chinese_titles_and_sentences(demo):
+    ask, out = opened(demo, COPY[0], "induction", COPY[1], page="zh", lang="zh-CN", answer="v")
+    assert "归因修补" in figure(out["circuit_attr_plot"])["layout"]["title"]["text"]
+    assert "组合分数" in figure(out["circuit_comp_plot"])["layout"]["title"]["text"]
+    assert "文本对" in out["circuit_said"]
+    out = pressed(demo, ask, "circuit")
+    assert (
+        "要点" in out["circuit_edges_said"]
+        and "电路" in figure(out["circuit_graph_plot"])["layout"]["title"]["text"]
+    )
+
+
+def test_no_pair_is_a_sentence_not_a_figure(demo):
+    _, out = opened(demo, COPY[0], "induction", "", page="none")
+    assert out["circuit_attr_plot"] is None and "corrupt text" in out["circuit_said"]
+
+
+def test_a_link_opens_the_tab_with_its_pair_and_circuit_size(demo):
+    sel = Selection(pair=COPY[1], answer="v", keep=26)
+    link = share_link(ViewState(COPY[0], "induction", tab="circuits", sel=sel))
+    assert "tab=circuits" in link and "keep=26" in link
+    back, invalid = parse_link(link, {"induction"}, ("circuits",), ViewState("x", "induction"))
+    assert invalid == [] and back.tab == "circuits" and back.sel.keep == 26
+    ask = Ask(tab="tokens", sel=Selection(), page="link")
+    out = demo.views.deeplink(ask, link)
+    assert out["tabs"].selected == "circuits" and out["keep"] == 26
+    assert out["circuit_attr_plot"] is not None
+
+
+def test_the_buttons_wait_in_the_patching_tabs_queue(demo):
+    config = demo.get_config_file()
+    for name in ("compare", "circuit"):
+        found = [d for d in config["dependencies"] if d.get("api_name") == name]
+        assert len(found) == 1
+        fn = demo.fns[found[0]["id"]]
+        assert (fn.concurrency_id, fn.concurrency_limit) == ("alone-patch", 1)
+    assert "compare" in circuits.TAB.own_queue

@@ -1,0 +1,273 @@
+"""How the heads connect's measurements (ui/tabs/circuits.py draws them): the pair of Which heads
+matter read as patch_pair reads it, its attribution grid, its edges and circuits, the exact
+patching it is compared with, and composition scores. Each is kept in a cache bounded by bytes,
+once per pair (or model) for the whole server; a pair being measured for another page is waited
+for, not measured twice."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+import analysis
+from analysis.circuits import PAGE_STEPS
+from analysis.patching import _head_logits, _in_range, _top, cosine_to, logit_diff
+from engine import InputError
+from lang import Msg
+from serve.lru import LockedLRU
+from ui.tabs.patching import (
+    check_lengths,
+    check_readable,
+    clean_inputs,
+    corrupt_inputs,
+    measure,
+    position_of,
+    read_position,
+    shipped,
+    stacks_of,
+    token_of,
+)
+
+MB = 1 << 20
+# The circuits measured for the curve: a dozen sizes at most, denser where the small circuits
+# are (the copy pair's faithfulness is not monotone in the edges kept: 0.98 at 30, 0.82 at 40).
+CURVE_SIZES = (1, 2, 5, 10, 15, 20, 30, 50, 75, 100, 200, 500, 1000)
+SHOWN_EDGES = 60  # the graph draws at most this many edges: more is a web, not a circuit
+# Edges and circuits are run on demand; at more parameters than this the page says so instead
+# (a circuit of GPT-2 small's size is a few seconds of CPU for every size of the curve).
+CIRCUIT_PARAMS = 200_000_000
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """The pair as analysis.patch_pair reads it, its defaults resolved: the inputs, the metric
+    (``measure``) and its name (``metric``: "logit_diff" or "cosine", as PairResult names it, so
+    the patching tab's ``what_measured`` says it), answer, wrong, position, stack, cache key."""
+
+    clean: dict
+    corrupt: dict
+    measure: Callable
+    metric: str
+    answer: int | None
+    wrong: int | None
+    position: int
+    stack: str
+    key: tuple
+
+
+TRACES: LockedLRU = LockedLRU(16, 64 * MB, lambda t: t.nbytes())
+
+
+def _traced(loaded, inputs: dict):
+    key = (loaded.model_id, *(tuple(v.flatten().tolist()) for v in inputs.values()))
+    found = TRACES.get(key)
+    if found is None:
+        with torch.no_grad():
+            found = TRACES.put(key, loaded.net.trace(**inputs, with_logits=True))
+    return found
+
+
+def spec_of(loaded, found, sel) -> PairSpec:
+    """The page's run and the patching tab's boxes as one pair, with patch_pair's defaults:
+    the clean run's top token, the corrupt run's (else the clean run's next), the last position
+    (a decoder) or the first that differs."""
+    cfg = loaded.net.config
+    clean = clean_inputs(found)
+    corrupt = corrupt_inputs(loaded, clean, sel.pair)
+    check_lengths(loaded, clean, corrupt)
+    check_readable(loaded, found.text, sel.pair, clean, corrupt)
+    answer = token_of(loaded, sel.answer, "The answer")
+    wrong = token_of(loaded, sel.wrong, "The wrong answer")
+    position = position_of(sel.read_at)
+    pair = shipped(loaded, found.text, sel.pair)
+    if position is None and pair is not None:
+        position = read_position(loaded, pair.clean, pair.read)
+    stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
+    clean_tr, corrupt_tr = _traced(loaded, clean), _traced(loaded, corrupt)
+    logits_a, logits_b = _head_logits(clean_tr), _head_logits(corrupt_tr)
+    if logits_a is not None:
+        length = clean_tr.hidden_states["decoder" if cfg.has_decoder else "encoder"].shape[2]
+        if position is None:
+            position = length - 1
+            if cfg.arch != "decoder":
+                differ = [
+                    t
+                    for t in range(length)
+                    if int(logits_a[0, t].argmax()) != int(logits_b[0, t].argmax())
+                ]
+                position = differ[0] if differ else position
+        position = _in_range(position, length)
+        top_clean, top_corrupt = _top(logits_a, position), _top(logits_b, position)
+        answer = top_clean[0][0] if answer is None else answer
+        if wrong is None:
+            wrong = next(i for i, _ in [*top_corrupt, *top_clean] if i != answer)
+        measure, metric = logit_diff(answer, wrong, position), "logit_diff"
+    else:
+        stream = "encoder" if cfg.has_encoder else "decoder"
+        length = clean_tr.hidden_states[stream].shape[2]
+        if position is None:
+            differ = (clean["input_ids"][0] != corrupt["input_ids"][0]).nonzero()
+            position = int(differ[0]) if len(differ) else length - 1
+        position = _in_range(position, length)
+        answer = wrong = None
+        measure, metric = cosine_to(clean_tr, position), "cosine"
+    key = (
+        loaded.model_id,
+        *(tuple(v.flatten().tolist()) for v in clean.values()),
+        tuple(corrupt["input_ids"].flatten().tolist()),
+        answer,
+        wrong,
+        position,
+        stack,
+    )
+    return PairSpec(clean, corrupt, measure, metric, answer, wrong, position, stack, key)
+
+
+# ---- once per key, server-wide ----------------------------------------------------------------
+_BUSY: dict[tuple, threading.Lock] = {}
+_BUSY_LOCK = threading.Lock()
+
+
+def once(cache: LockedLRU, key: tuple, compute: Callable):
+    """``cache``'s value for ``key``, computed by one thread while the others wait for it."""
+    found = cache.get(key)
+    if found is not None:
+        return found
+    with _BUSY_LOCK:
+        lock = _BUSY.setdefault(key, threading.Lock())
+    try:
+        with lock:
+            found = cache.get(key)
+            if found is None:
+                found = cache.put(key, compute())
+    finally:
+        with _BUSY_LOCK:
+            _BUSY.pop(key, None)
+    return found
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(deep=True).sum())
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return 4096
+
+
+GRIDS: LockedLRU = LockedLRU(32, 16 * MB, _nbytes)
+EDGES: LockedLRU = LockedLRU(8, 64 * MB, _nbytes)
+CIRCUITS: LockedLRU = LockedLRU(256, 4 * MB, _nbytes)
+COMPOSITION: LockedLRU = LockedLRU(8, 64 * MB, _nbytes)
+
+
+def attribution_grid(loaded, spec: PairSpec, steps: int = 1) -> torch.Tensor:
+    """analysis.attribute_heads of the pair: [L, H] (one step: EAP; more: EAP-IG)."""
+    return once(
+        GRIDS,
+        ("grid", steps, *spec.key),
+        lambda: analysis.attribute_heads(
+            loaded.net, spec.clean, spec.corrupt, spec.measure, steps=steps, stack=spec.stack
+        ),
+    )
+
+
+def exact_grid(loaded, found, sel) -> torch.Tensor:
+    """Activation patching's grid: the patching tab's measurement (its cache, its queue)."""
+    return measure(loaded, clean_inputs(found), sel, found.text).heads
+
+
+def edges_of(loaded, spec: PairSpec, measure: bool = True) -> pd.DataFrame | None:
+    """edge_attribution with the page's steps; a model it refuses raises its one sentence.
+    ``measure=False``: only edges measured already (None otherwise)."""
+    refusal = refused(loaded)
+    if refusal:
+        raise InputError(Msg(refusal))
+    if not measure:
+        return EDGES.get(("edges", *spec.key))
+
+    def compute():
+        return analysis.edge_attribution(
+            loaded.net, spec.clean, spec.corrupt, spec.measure, steps=PAGE_STEPS
+        )
+
+    return once(EDGES, ("edges", *spec.key), compute)
+
+
+def refused(loaded) -> str:
+    """Why edge attribution does not read this model ("" where it does): its own sentence."""
+    from analysis.circuits import _graph
+
+    try:
+        _graph(loaded.net)
+    except ValueError as exc:
+        return str(exc)
+    if sum(p.numel() for p in loaded.net.parameters()) > CIRCUIT_PARAMS:
+        return (
+            "This model is too large for the page's circuits: edges and circuits are measured "
+            "for models of up to 200 million parameters."
+        )
+    return ""
+
+
+def ranked(edges: pd.DataFrame) -> pd.DataFrame:
+    """Edges by |score|, largest first (ties in the table's order, as analysis.circuit)."""
+    order = edges["score"].abs().sort_values(ascending=False, kind="stable").index
+    return edges.loc[order].reset_index(drop=True)
+
+
+def circuit_of(loaded, spec: PairSpec, keep: int) -> analysis.circuits.Circuit:
+    """analysis.circuit of the ``keep`` strongest edges (the edges above, not measured again)."""
+    top = ranked(edges_of(loaded, spec)).iloc[: max(0, keep)]
+
+    def compute():
+        return analysis.circuit(
+            loaded.net, spec.clean, spec.corrupt, spec.measure, top, steps=PAGE_STEPS
+        )
+
+    return once(CIRCUITS, ("circuit", keep, *spec.key), compute)
+
+
+def curve_sizes(n_edges: int) -> list[int]:
+    """The circuit sizes the faithfulness curve measures: a few, spread by orders of size."""
+    return [n for n in CURVE_SIZES if n < n_edges] + [n_edges]
+
+
+def curve(loaded, spec: PairSpec) -> list[tuple[int, float]]:
+    """(edges kept, faithfulness) for the curve's sizes."""
+    n_edges = len(edges_of(loaded, spec))
+    return [(n, circuit_of(loaded, spec, n).faithfulness) for n in curve_sizes(n_edges)]
+
+
+def default_keep(points: list[tuple[int, float]]) -> int:
+    """The smallest measured circuit that restores 80 % of the answer (else the largest)."""
+    return next((n for n, share in points if share >= 0.8), points[-1][0])
+
+
+def composition(loaded, stack: str) -> dict[str, torch.Tensor]:
+    """The three kinds of composition scores of the model's weights, [L, H, L, H] each, of the
+    stack's self-attention (a decoder's for its cross-attention)."""
+    own = "decoder" if stack == "cross" else stack
+
+    def compute():
+        return {
+            kind: analysis.composition_scores(loaded.net, kind, own) for kind in ("q", "k", "v")
+        }
+
+    return once(COMPOSITION, ("composition", loaded.model_id, own), compute)
+
+
+def pearson(a, b) -> float:
+    """Pearson's r of two grids (NaN where either is constant)."""
+    x, y = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])

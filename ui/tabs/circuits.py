@@ -1,0 +1,283 @@
+"""How the heads connect: the pair of Which heads matter read as a circuit, for the model the page
+has open. At once: attribution patching's grid (one backward pass) and the composition scores of
+the weights. On demand, in the patching tab's queue: exact activation patching beside the
+estimate, and the circuit (edge attribution with the page's steps, its strongest edges as a
+graph, and how much of the answer they alone restore). What it measures and caches is in
+ui/circuit_measures.py; this module builds and wires."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+import gradio as gr
+
+from analysis.export import stats_csv
+from engine import InputError
+from lang import message_of, tr
+from serve import exports
+from ui import circuit_measures as cm
+from ui.i18n import t
+from ui.tabs.base import Built, Slider, Tab, View, plot
+from ui.tabs.patching import shipped, what_measured
+from viz.circuits import (
+    attribution_grid_figure,
+    circuit_figure,
+    compare_figure,
+    composition_figure,
+    curve_figure,
+)
+from viz.common import md_literal
+
+CAPTION = (
+    "**How the heads connect** (attribution patching: Nanda 2023, Syed et al. 2023; circuits: "
+    "Hanna et al. 2024; composition: Elhage et al. 2021). The pair is the one of **Which heads "
+    "matter**: the page's text is the clean run, that tab's corrupt text the other (pick a "
+    "shipped pair there). One backward pass estimates every head's share at once; **Compare "
+    "with exact patching** runs the patching tab's measure beside it. **Find the circuit** "
+    "scores every edge (what one head, MLP or the embeddings write, as a later head's query, "
+    "key or value or an MLP reads it) and keeps the strongest: its faithfulness is the share of "
+    "the answer those edges alone restore."
+)
+LESSON = (
+    "**The lesson:** the previous-token head L0H1 writes into the induction heads' keys: its "
+    "strongest edge into a key is {edge} ({score:+.3f}), K-composition (Olsson et al. 2022)."
+)
+
+
+def build() -> Built:
+    gr.Markdown(t(CAPTION), elem_classes="ta-caption")
+    said = gr.Markdown(elem_id="circuit-said")
+    opener = gr.Button(
+        t("Change the pair on Which heads matter"), size="sm", elem_id="circuit-pair"
+    )
+    opener.click(fn=None, js="() => ta.openTab('patching')")
+    attr_plot = plot("circuit-attr-plot")
+    with gr.Row():
+        compare = gr.Button(
+            t("Compare with exact patching"), size="sm", elem_id="circuit-compare-run"
+        )
+        find = gr.Button(t("Find the circuit"), variant="primary", size="sm", elem_id="circuit-run")
+    compare_said = gr.Markdown(elem_id="circuit-compare-said")
+    compare_plot = plot("circuit-compare-plot")
+    keep = Slider(
+        0,
+        500,
+        value=0,
+        step=1,
+        label=t("Edges kept (0: the smallest circuit measured that restores 80 % of the answer)"),
+        elem_id="keep",
+    )
+    edges_said = gr.Markdown(elem_id="circuit-edges-said")
+    with gr.Row():
+        with gr.Column(scale=3):
+            graph_plot = plot("circuit-graph-plot")
+        with gr.Column(scale=2):
+            curve_plot = plot("circuit-curve-plot")
+    comp_plot = plot("circuit-comp-plot")
+    csv = gr.DownloadButton(t("Circuit edges (CSV)"), elem_id="circuit-csv", size="sm")
+    return Built(
+        outputs={
+            "circuit_said": said,
+            "circuit_attr_plot": attr_plot,
+            "circuit_compare_said": compare_said,
+            "circuit_compare_plot": compare_plot,
+            "circuit_edges_said": edges_said,
+            "circuit_graph_plot": graph_plot,
+            "circuit_curve_plot": curve_plot,
+            "circuit_comp_plot": comp_plot,
+            "circuit_csv": csv,
+        },
+        controls={"keep": keep},
+        actions={"compare": compare, "circuit": find},
+    )
+
+
+def lesson(loaded, found, sel, edges) -> str:
+    """The induction lesson, where the page measured it: the copy pair on its model, and the
+    strongest key edge out of layer 0 is the previous-token head's."""
+    pair = shipped(loaded, found.text, sel.pair)
+    if pair is None or pair.id != "copy":
+        return ""
+    keys = edges[edges["source"].str.startswith("L0H") & edges["target"].str.endswith(".k")]
+    if keys.empty:
+        return ""
+    top = keys.loc[keys["score"].abs().idxmax()]
+    if top["source"] != "L0H1" or top["score"] <= 0:
+        return ""
+    edge = f"{top['source']} → {top['target']}"
+    return "  \n" + tr(LESSON, edge=edge, score=float(top["score"]))
+
+
+def makers(view: View) -> dict:
+    found, sel = view.analysis, view.sel
+    loaded = found.model
+    cfg = loaded.net.config
+
+    @functools.cache
+    def spec():
+        """(PairSpec, None) or (None, the sentence saying why nothing was measured)."""
+        try:
+            return cm.spec_of(loaded, found, sel), None
+        except InputError as exc:
+            return None, message_of(exc)
+
+    def with_spec(draw):
+        def make():
+            pair, _ = spec()
+            return draw(pair) if pair is not None else None
+
+        return make
+
+    def said() -> str:
+        pair, problem = spec()
+        if pair is None:
+            return "⚠️ " + md_literal(problem)
+        return tr(
+            "**The pair:** “{clean}” against “{corrupt}”; **{what}**.",
+            clean=md_literal(found.text),
+            corrupt=md_literal(sel.pair),
+            what=md_literal(what_measured(loaded, pair)),
+        )
+
+    @functools.cache
+    def compared():
+        pair, _ = spec()
+        if pair is None:
+            return None
+        estimate = cm.attribution_grid(loaded, pair)
+        try:
+            exact = cm.exact_grid(loaded, found, sel)
+        except InputError as exc:
+            return message_of(exc)
+        integrated = cm.attribution_grid(loaded, pair, cm.PAGE_STEPS)
+        return estimate, exact, cm.pearson(estimate, exact), cm.pearson(integrated, exact)
+
+    def compare_said() -> str:
+        result = compared()
+        if result is None or isinstance(result, str):
+            return "" if result is None else "⚠️ " + md_literal(result)
+        return tr(
+            "Attribution (one step) against exact patching on this pair: Pearson r = **{r:.2f}** "
+            "over the heads; with {steps} integrated-gradient steps r = **{r_ig:.2f}**. "
+            "Published: 0.98 for attention outputs on GPT-2 small's indirect-object task, 0.75 "
+            "for the residual stream (Nanda 2023; arXiv 2508.21258).",
+            r=result[2],
+            steps=cm.PAGE_STEPS,
+            r_ig=result[3],
+        )
+
+    def compare_plot():
+        result = compared()
+        if result is None or isinstance(result, str):
+            return None
+        return compare_figure(result[0], result[1], cfg, result[2])
+
+    @functools.cache
+    def measured():
+        """(edges ranked, the circuit shown, the curve, its size) or the sentence why none. The
+        edges are measured by the button (its queue); a move of the slider measures one more
+        circuit of edges measured already."""
+        pair, problem = spec()
+        if pair is None:
+            return problem
+        pressed = "circuit_csv" in view.drawing  # the button draws it; the slider does not
+        try:
+            edges = cm.edges_of(loaded, pair, measure=pressed)
+        except InputError as exc:
+            return message_of(exc)
+        if edges is None:
+            return tr("Press Find the circuit first: it measures the edges.")
+        points = cm.curve(loaded, pair)
+        keep = min(sel.keep, len(edges)) or cm.default_keep(points)
+        return cm.ranked(edges), cm.circuit_of(loaded, pair, keep), points, keep
+
+    def edges_said() -> str:
+        result = measured()
+        if isinstance(result, str):
+            return "⚠️ " + md_literal(result)
+        edges, shown, _, keep = result
+        text = tr(
+            "**{n} edges** kept of {total}: they alone restore **{share:.0%}** of the answer "
+            "(faithfulness {value:.3f}; {steps} integrated-gradient steps).",
+            n=keep,
+            total=len(edges),
+            share=shown.faithfulness,
+            value=shown.faithfulness,
+            steps=cm.PAGE_STEPS,
+        )
+        return text + lesson(loaded, found, sel, edges)
+
+    def graph_plot():
+        result = measured()
+        if isinstance(result, str):
+            return None
+        edges, shown, _, _ = result
+        return circuit_figure(
+            shown.edges.iloc[: cm.SHOWN_EDGES], cfg, shown.faithfulness, len(edges)
+        )
+
+    def curve_plot():
+        result = measured()
+        return None if isinstance(result, str) else curve_figure(result[2], result[3])
+
+    def csv():
+        result = measured()
+        if isinstance(result, str):
+            return None
+        edges = result[0]
+        pair, _ = spec()
+        meta = {
+            "model": exports.model_part(loaded.model_id),
+            "measure": what_measured(loaded, pair),
+            "steps": cm.PAGE_STEPS,
+        }
+        digest = hashlib.sha256(repr(pair.key).encode()).hexdigest()[:10]
+        name = f"circuit_{exports.model_part(loaded.model_id)}_{digest}.csv"
+        return exports.EXPORTS.write(name, stats_csv(edges, meta))
+
+    return {
+        "circuit_said": said,
+        "circuit_attr_plot": with_spec(
+            lambda p: attribution_grid_figure(
+                cm.attribution_grid(loaded, p), cfg, p.stack, what_measured(loaded, p)
+            )
+        ),
+        "circuit_compare_said": compare_said,
+        "circuit_compare_plot": compare_plot,
+        "circuit_edges_said": edges_said,
+        "circuit_graph_plot": graph_plot,
+        "circuit_curve_plot": curve_plot,
+        "circuit_comp_plot": with_spec(
+            lambda p: composition_figure(cm.composition(loaded, p.stack), cfg, p.stack)
+        ),
+        "circuit_csv": csv,
+    }
+
+
+TAB = Tab(
+    "circuits",
+    "How the heads connect",
+    build,
+    makers,
+    depends={
+        "circuit_said": ("stack",),
+        "circuit_attr_plot": ("stack",),
+        "circuit_compare_said": ("compare",),
+        "circuit_compare_plot": ("compare",),
+        "circuit_edges_said": ("circuit", "keep"),
+        "circuit_graph_plot": ("circuit", "keep"),
+        "circuit_curve_plot": ("circuit", "keep"),
+        "circuit_comp_plot": ("stack",),
+        "circuit_csv": ("circuit",),
+    },
+    lazy=(
+        "circuit_compare_said",
+        "circuit_compare_plot",
+        "circuit_edges_said",
+        "circuit_graph_plot",
+        "circuit_curve_plot",
+        "circuit_csv",
+    ),
+    own_queue=("compare", "circuit"),
+)

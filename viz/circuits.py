@@ -1,0 +1,303 @@
+"""How the heads connect: attribution grids, attribution against patching, a circuit as a graph,
+its faithfulness curve and composition scores, as plain Plotly JSON (analysis/circuits.py and
+analysis/attribution_patching.py compute them).
+
+Shares use the patching tab's scale (viz/patching.py): one diverging scale fixed at [-1, 1], so
+a grid here reads like the grid there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lang import tr
+from viz.attention import stack_title
+from viz.common import DIVERGING_SCALE, figure, grid, head_label, heatmap, layout_of, safe
+
+KIND_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#7f7f7f", "logits": "#111"}
+KIND_NAMES = {
+    "q": "query edge",
+    "k": "key edge",
+    "v": "value edge",
+    "mlp": "MLP input edge",
+    "logits": "edge to the logits",
+}
+KIND_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22}  # where on a head node each kind arrives
+MAX_WIDTH = 7.0  # px: the strongest edge shown
+
+
+def _title(text: str, second: str) -> str:
+    return f"{safe(text)}<br><sup>{safe(second)}</sup>"
+
+
+def _head_axes(config, n_layers: int, n_heads: int):
+    heads = [f"H{head_label(config, h)}" for h in range(n_heads)]
+    return heads, [f"L{layer}" for layer in range(n_layers)]
+
+
+def _head_names(config, n_layers: int, n_heads: int) -> list[str]:
+    """Every head as "L{layer}H{head}", layer by layer."""
+    return [
+        f"L{layer}H{head_label(config, h)}" for layer in range(n_layers) for h in range(n_heads)
+    ]
+
+
+def _share_grid(z, config, value_name: str, **axes) -> dict:
+    z = np.asarray(z, dtype=np.float32)
+    heads, layers = _head_axes(config, *z.shape)
+    trace = heatmap(z, heads, layers, x_title=tr("head"), y_title=tr("layer"),
+                    value_name=value_name, colorscale=DIVERGING_SCALE, zmin=-1.0, zmax=1.0,
+                    zmid=0.0)  # fmt: skip
+    if z.shape[1] <= 24:
+        trace["text"] = [[f"{v:.2f}" for v in row] for row in z.tolist()]
+        trace["texttemplate"] = "%{text}"
+    return {**trace, **axes}
+
+
+def attribution_grid_figure(grid_values, config, stack: str, what: str):
+    """analysis.attribute_heads' [L, H] grid (one step): every head's estimated share."""
+    n_layers = np.asarray(grid_values).shape[0]
+    trace = _share_grid(grid_values, config, tr("estimated share"))
+    trace["colorbar"] = {"title": {"text": tr("estimated share"), "side": "right"}}
+    title = _title(
+        tr(
+            "Attribution patching: every head's share from one backward pass — {stack}",
+            stack=stack_title(stack),
+        ),  # fmt: skip
+        tr("{what}: 0 = nothing restored, 1 = all of it", what=what),
+    )
+    layout = layout_of(title, min(720, 170 + 34 * n_layers))
+    layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 10}
+    layout["yaxis"] = {"autorange": "reversed", "title": {"text": tr("layer")}}
+    layout["xaxis"] = {"title": {"text": tr("head")}}
+    return figure([trace], layout)
+
+
+def compare_figure(estimated, exact, config, r: float):
+    """Activation patching's grid beside a scatter of attribution against it, with y = x."""
+    a = np.asarray(estimated, dtype=np.float32)
+    e = np.asarray(exact, dtype=np.float32)
+    n_layers, n_heads = e.shape
+    titles = [tr("Activation patching (exact)"), tr("Attribution against patching")]
+    axes, cells = grid(1, 2, h_space=0.16, titles=titles)
+    (x1, y1), (x2, y2) = cells
+    exact_trace = _share_grid(e, config, tr("share restored"), xaxis=x1, yaxis=y1)
+    exact_trace["colorbar"] = {"x": 0.44, "thickness": 12}
+    labels = _head_names(config, n_layers, n_heads)
+    low = float(min(e.min(), a.min(), 0.0))
+    high = float(max(e.max(), a.max(), 0.0))
+    scatter = {
+        "type": "scatter",
+        "mode": "markers",
+        "x": e.ravel().tolist(),
+        "y": a.ravel().tolist(),
+        "text": labels,
+        "marker": {"size": 8, "color": "#d62728"},
+        "hovertemplate": "%{text}<br>"
+        + safe(tr("patching"))
+        + " %{x:.3f}<br>"
+        + safe(tr("attribution"))
+        + " %{y:.3f}<extra></extra>",
+        "xaxis": x2,
+        "yaxis": y2,
+        "showlegend": False,
+    }
+    diagonal = {
+        "type": "scatter",
+        "mode": "lines",
+        "x": [low, high],
+        "y": [low, high],
+        "line": {"color": "#999", "dash": "dot", "width": 1},
+        "hoverinfo": "skip",
+        "xaxis": x2,
+        "yaxis": y2,
+        "showlegend": False,
+    }
+    title = _title(
+        tr("Attribution patching against activation patching"),
+        tr(
+            "Pearson r = {r:.2f} over {n} heads (published: 0.98 for attention outputs on GPT-2 "
+            "small's IOI, 0.75 for the residual stream)",
+            r=r,
+            n=e.size,
+        ),  # fmt: skip
+    )
+    layout = layout_of(title, min(760, 260 + 34 * n_layers))
+    layout["margin"] = {"l": 10, "r": 10, "t": 96, "b": 40}
+    layout.update(axes)
+    layout[f"yaxis{y1[1:]}"].update(autorange="reversed", title={"text": tr("layer")})
+    layout[f"xaxis{x1[1:]}"].update(title={"text": tr("head")})
+    layout[f"xaxis{x2[1:]}"].update(title={"text": tr("activation patching (share restored)")})
+    layout[f"yaxis{y2[1:]}"].update(title={"text": tr("attribution (estimated share)")})
+    return figure([exact_trace, scatter, diagonal], layout)
+
+
+# ---- the circuit as a graph --------------------------------------------------------------------
+def _node_place(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
+    """Where a node stands: the embeddings left, then each layer's heads (one column, head 0 on
+    top) and its MLP, the logits right."""
+    middle = (n_heads - 1) / 2
+    if name == "embed":
+        return 0.0, middle
+    if name == "logits":
+        return 2.0 * n_layers + 1, middle
+    if name.endswith("MLP"):
+        return 2.0 * int(name[1:-3]) + 2, middle
+    layer, _, head = name[1:].partition("H")
+    return 2.0 * int(layer) + 1, n_heads - 1 - float(head)
+
+
+def _target_node(target: str, n_heads: int, n_kv: int) -> tuple[str, str]:
+    """An edge's target as (node, kind): "L1H0.k" -> ("L1H0", "k"); a key/value group's edge
+    ("L1KV0.k") arrives at the group's first head."""
+    node, _, kind = target.partition(".")
+    if not kind:
+        return node, "logits" if node == "logits" else "mlp"
+    if "KV" in node:
+        layer, _, group = node[1:].partition("KV")
+        node = f"L{layer}H{int(group) * (n_heads // n_kv)}"
+    return node, kind
+
+
+def circuit_figure(kept, config, faithfulness: float, total: int):
+    """The ``kept`` edges (rows source, target, score, strongest first) between the model's nodes:
+    a line's width follows |score|, its colour the kind of input it feeds, dotted where the score
+    is negative (the edge pushes toward the corrupt answer)."""
+    n_layers, n_heads = config.n_layers, config.n_heads
+    n_kv = getattr(config, "kv_heads", n_heads) or n_heads
+    strongest = float(np.abs(kept["score"]).max()) if len(kept) else 1.0
+    traces, shown_kinds, touched = [], set(), set()
+    for source, target, score in zip(kept["source"], kept["target"], kept["score"], strict=True):
+        node, kind = _target_node(str(target), n_heads, n_kv)
+        x0, y0 = _node_place(str(source), n_layers, n_heads)
+        x1, y1 = _node_place(node, n_layers, n_heads)
+        y1 += KIND_OFFSET.get(kind, 0.0)
+        touched.update((str(source), node))
+        hover = f"{safe(str(source))} → {safe(str(target))}: {score:+.4f}<extra></extra>"
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": [x0, (x0 + x1) / 2, x1 - 0.12],
+                "y": [y0, (y0 + y1) / 2, y1],
+                "line": {
+                    "color": KIND_COLOURS[kind],
+                    "width": max(0.6, MAX_WIDTH * abs(float(score)) / strongest),
+                    "dash": "solid" if score >= 0 else "dot",
+                },
+                "opacity": 0.35 + 0.6 * abs(float(score)) / strongest,
+                "name": tr(KIND_NAMES[kind]),
+                "legendgroup": kind,
+                "showlegend": kind not in shown_kinds,
+                "hovertemplate": hover,
+            }
+        )
+        shown_kinds.add(kind)
+    names = ["embed"]
+    for layer in range(n_layers):
+        names += [f"L{layer}H{h}" for h in range(n_heads)] + [f"L{layer}MLP"]
+    names.append("logits")
+    places = [_node_place(n, n_layers, n_heads) for n in names]
+    words = {"embed": tr("embeddings"), "logits": tr("logits")}
+    labels = [words.get(n, n) for n in names]
+    traces.append(
+        {
+            "type": "scatter",
+            "mode": "markers+text",
+            "x": [x for x, _ in places],
+            "y": [y for _, y in places],
+            "text": [safe(label) for label in labels],
+            "textposition": "top center",
+            "marker": {
+                "size": [16 if n in touched else 9 for n in names],
+                "color": ["#333" if n in touched else "#ccc" for n in names],
+                "symbol": ["square" if "MLP" in n else "circle" for n in names],
+            },
+            "customdata": [n for n in names],
+            "hovertemplate": "%{customdata}<extra></extra>",
+            "showlegend": False,
+        }
+    )
+    title = _title(
+        tr("The circuit: the {n} strongest of {total} edges", n=len(kept), total=total),
+        tr(
+            "faithfulness {share:.2f}: the share of the answer these edges alone restore "
+            "(every other edge carries the corrupt run)",
+            share=faithfulness,
+        ),  # fmt: skip
+    )
+    layout = layout_of(title, min(760, 260 + 48 * n_heads))
+    layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 30}
+    layout["xaxis"] = {"visible": False, "range": [-0.6, 2 * n_layers + 1.6]}
+    layout["yaxis"] = {"visible": False, "range": [-0.8, n_heads - 0.2]}
+    layout["legend"] = {"orientation": "h", "y": -0.02, "yanchor": "top"}
+    return figure(traces, layout)
+
+
+def curve_figure(points: list[tuple[int, float]], keep: int):
+    """Faithfulness against the number of edges kept (a log axis), the shown circuit marked."""
+    sizes = [n for n, _ in points]
+    shares = [share for _, share in points]
+    line = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "x": sizes,
+        "y": shares,
+        "line": {"color": "#1f77b4"},
+        "hovertemplate": safe(tr("edges kept"))
+        + " %{x}<br>"
+        + safe(tr("faithfulness"))
+        + " %{y:.3f}<extra></extra>",
+        "showlegend": False,
+    }
+    here = [(n, s) for n, s in points if n == keep]
+    mark = {
+        "type": "scatter",
+        "mode": "markers",
+        "x": [n for n, _ in here],
+        "y": [s for _, s in here],
+        "marker": {"size": 13, "color": "#d62728", "symbol": "diamond"},
+        "hoverinfo": "skip",
+        "showlegend": False,
+    }
+    title = _title(tr("Faithfulness by circuit size"),
+                   tr("1 = the edges kept restore all of the answer, 0 = none"))  # fmt: skip
+    layout = layout_of(title, 320)
+    layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 10}
+    layout["xaxis"] = {"type": "log", "title": {"text": tr("edges kept")}}
+    layout["yaxis"] = {"title": {"text": tr("faithfulness")}}
+    return figure([line, mark], layout)
+
+
+# ---- composition scores --------------------------------------------------------------------------
+def composition_figure(scores: dict, config, stack: str):
+    """Elhage et al.'s Q, K and V composition scores of every earlier head into every later one:
+    three [L·H, L·H] grids, the writing head down, the reading head across."""
+    kinds = ("q", "k", "v")
+    first = np.asarray(scores["q"])
+    n_layers, n_heads = first.shape[:2]
+    names = _head_names(config, n_layers, n_heads)
+    titles = [tr("{kind}-composition", kind=kind.upper()) for kind in kinds]
+    axes, cells = grid(1, 3, h_space=0.06, titles=titles)
+    high = max(float(np.asarray(scores[k]).max()) for k in kinds) or 1.0
+    traces = []
+    for kind, (x, y) in zip(kinds, cells, strict=True):
+        z = np.asarray(scores[kind], dtype=np.float32).reshape(n_layers * n_heads, -1)
+        trace = heatmap(z, names, names, x_title=tr("reading head"), y_title=tr("writing head"),
+                        value_name=tr("composition score"), zmin=0.0, zmax=high,
+                        showscale=kind == "v")  # fmt: skip
+        traces.append({**trace, "xaxis": x, "yaxis": y})
+    title = _title(
+        tr("Composition scores from the weights — {stack}", stack=stack_title(stack)),
+        tr(
+            "how much an earlier head's output can move a later head's query, key or value "
+            "(Elhage et al. 2021)"
+        ),  # fmt: skip
+    )
+    layout = layout_of(title, min(560, 240 + 10 * n_layers * n_heads))
+    layout["margin"] = {"l": 10, "r": 10, "t": 96, "b": 10}
+    layout.update(axes)
+    for x, y in cells:
+        layout[f"yaxis{y[1:]}"].update(autorange="reversed")
+        layout[f"xaxis{x[1:]}"].update(tickangle=-90)
+    return figure(traces, layout)
