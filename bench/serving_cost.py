@@ -86,7 +86,9 @@ class Client:
         self.url, self.config = url, config
         self.headers = {"X-Forwarded-For": address}
         self.session = uuid.uuid4().hex[:12]
-        self.page = page or f"bench{uuid.uuid4().hex[:10]}"
+        # a page's stamp: its id and its screen (a 1080p desktop; viz/screen.py lays figures
+        # out for it)
+        self.page = page or f"bench{uuid.uuid4().hex[:10]}|screen:1856x1920x1080"
         self.http = httpx.Client(timeout=120, headers=self.headers)
         self.values = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
         self.ids = {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}

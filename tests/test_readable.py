@@ -22,8 +22,8 @@ READY = "() => window.ta?.ready === true && !window.ta.opening"
 SHOWN = "() => document.querySelector('[data-ta-shown]')?.id === 'head-plot'"
 # The head view as drawn: its plot area, its tick labels (boxes, sizes, overlapping pairs), its
 # title, and which of its toolbar's buttons something else covers.
-MEASURE = """() => {
-  const gd = document.querySelector('#head-plot .js-plotly-plot');
+MEASURE = """(block = '#head-plot') => {
+  const gd = document.querySelector(`${block} .js-plotly-plot`);
   if (!gd.closest('[data-ta-shown]')) gd.scrollIntoView({block: 'center'});
   const svg = gd.querySelector('.main-svg').getBoundingClientRect();
   const area = gd.querySelector('.nsewdrag').getBoundingClientRect();
@@ -106,6 +106,27 @@ def test_on_a_phone_the_heatmap_takes_the_card_and_nothing_is_cut(app_url, brows
     assert box["titleBottom"] <= box["plotTop"], box
     assert box["covered"] == [], box
     shot(page, f"readable_phone_390x844_{lang}", full_page=False)
+    context.close()
+
+
+@pytest.mark.parametrize(("tab", "fig"), [("masks", "causal-mask"), ("heads", "rollout")])
+def test_the_other_square_maps_present_as_the_head_view_does(app_url, browser, tab, fig):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{app_url}?tab={tab}&present=1&fig={fig}&text={quote(PARAGRAPH)}")
+    page.wait_for_function(READY, timeout=60_000)
+    page.wait_for_function(
+        f"() => document.querySelector('[data-ta-shown]')?.id === '{fig}-plot'"
+        f" && document.querySelector('#{fig}-plot .js-plotly-plot')?.layout?.meta?.laid_out",
+        timeout=30_000,
+    )
+    page.wait_for_timeout(400)
+    box = page.evaluate(MEASURE, f"#{fig}-plot")
+    assert box["plotHeight"] >= 0.65 * 720, box
+    assert box["overlaps"] == 0, box
+    assert min(box["sizes"]) >= 13, box
+    assert box["titleBottom"] <= box["plotTop"], box
+    shot(page, f"readable_present_1280x720_{fig}", full_page=False)
     context.close()
 
 

@@ -14,6 +14,8 @@ import pytest
 from ui.render import slide_ready
 from ui.state import Client
 from viz.attention import head_figure
+from viz.heads import rollout_figure
+from viz.masks import causal_mask_figure
 from viz.screen import LINE, Screen, text_px
 
 # A lecture's paragraph: 125 tokens for the bundled BERT.
@@ -39,10 +41,26 @@ def traces(bert):
     return out
 
 
-def laid_out(trace, screen: Screen | None) -> dict:
-    """The head view as the page gets it: slide-ready (its title names the model and the text),
-    laid out for ``screen``."""
-    fig = head_figure(trace, "encoder", 2, 3, scale="auto")
+# The square maps of tokens the page lays out for its screen.
+SQUARES = {
+    "head": lambda trace: head_figure(trace, "encoder", 2, 3, scale="auto"),
+    "causal mask": lambda trace: causal_mask_figure(trace.tokens[0], "encoder"),
+    "rollout": lambda trace: rollout_figure(trace, "encoder", 3),
+}
+
+
+CASES = [
+    ("paragraph", "head"),
+    ("long", "head"),
+    ("paragraph", "causal mask"),
+    ("paragraph", "rollout"),
+]
+
+
+def laid_out(trace, screen: Screen | None, kind: str = "head") -> dict:
+    """A square map (the head view by default) as the page gets it: slide-ready (its title
+    names the model and the text), laid out for ``screen``."""
+    fig = SQUARES[kind](trace)
     sent = json.loads(slide_ready(fig, "head_plot", "bert", PARAGRAPH, screen=screen).plot)
     sent.pop("config")
     return go.Figure(sent).to_plotly_json()  # Plotly validates what the page gets
@@ -70,12 +88,12 @@ def steps(layout: dict, labels: list[str]) -> dict:
 
 
 @pytest.mark.parametrize(("size", "least_font"), [("1280x720", 13), ("1920x1080", 18)])
-@pytest.mark.parametrize("text", ["paragraph", "long"])
-def test_presented_head_view_takes_two_thirds_of_the_height_and_its_labels_keep_apart(
-    traces, size, least_font, text
+@pytest.mark.parametrize(("text", "kind"), CASES)
+def test_a_presented_square_map_takes_two_thirds_of_the_height_and_its_labels_keep_apart(
+    traces, size, least_font, text, kind
 ):
     width, height = map(int, size.split("x"))
-    fig = laid_out(traces[text], Screen.parse(f"1856x{width}x{height}"))
+    fig = laid_out(traces[text], Screen.parse(f"1856x{width}x{height}"), kind)
     trace = fig["data"][0]
     present = fig["layout"]["meta"]["present"]
     big = present["layout"]
@@ -94,19 +112,21 @@ def test_presented_head_view_takes_two_thirds_of_the_height_and_its_labels_keep_
         assert longest_x <= big["margin"]["b"]
     # every token is still named on hover: the cells keep every label
     assert len(set(trace["x"])) == n_x and "%{x}" in trace["hovertemplate"]
-    assert present["colorbar"]["tickfont"]["size"] == font
+    if kind != "causal mask":  # a mask's colours are named in its title: no bar
+        assert present["colorbar"]["tickfont"]["size"] == font
     go.Figure({"data": fig["data"], "layout": big})  # Plotly accepts the presented layout
 
 
-@pytest.mark.parametrize("text", ["paragraph", "long"])
-def test_on_a_phone_the_heatmap_takes_four_fifths_of_the_width_its_bar_below(traces, text):
-    fig = laid_out(traces[text], Screen.parse("326x390x844"))
+@pytest.mark.parametrize(("text", "kind"), CASES)
+def test_on_a_phone_a_square_map_takes_four_fifths_of_the_width_its_bar_below(traces, text, kind):
+    fig = laid_out(traces[text], Screen.parse("326x390x844"), kind)
     layout, trace = fig["layout"], fig["data"][0]
     n_x, n_y = len(trace["x"]), len(trace["y"])
     plot_width, _, cell = plot_box(layout, n_x, n_y)
     assert layout["width"] == 326  # nothing beyond the screen's card
     assert plot_width >= 0.8 * 326, plot_width
-    assert trace["colorbar"]["orientation"] == "h"
+    if kind != "causal mask":
+        assert trace["colorbar"]["orientation"] == "h"
     font = layout["xaxis"]["tickfont"]["size"]
     for key, step in steps(layout, list(trace["x"])).items():
         assert cell * step >= LINE * font, (key, cell, step)

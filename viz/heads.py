@@ -49,6 +49,9 @@ def rollout_figure(trace, stack: str, layer: int):
     )
     layout = layout_of(title, height=min(860, max(380, 150 + 14 * len(q_tok))))
     layout["xaxis"], layout["yaxis"] = square_axis_props(len(k_tok), len(q_tok))
+    layout["xaxis"]["title"] = {"text": tr("input token")}
+    layout["yaxis"]["title"] = {"text": tr("token after the layer")}
+    layout["meta"] = {"fit": "square"}  # laid out for the asking page's screen (viz.screen)
     return figure([cells], layout)
 
 

@@ -121,6 +121,7 @@ def _one_mask_figure(
     height = mask_size_px(max(len(x_lab), len(y_lab))) + label_px(x_lab) + 110
     layout = layout_of(f"{title}<br><sup>{legend()}{note}</sup>", height=height)
     layout["margin"]["t"] = 70
+    layout["meta"] = {"fit": "square"}  # laid out for the asking page's screen (viz.screen)
     x, y = token_axis_props(len(x_lab), len(y_lab))
     layout["xaxis"] = {**x, "constrain": "domain", "title": {"text": x_title}}
     layout["yaxis"] = {**y, "constrain": "domain", "scaleanchor": "x", "title": {"text": y_title}}

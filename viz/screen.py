@@ -10,8 +10,9 @@ Kinds of screen, from the page's report (ui/js/core.js ``ta.screen``): a phone (
 than ``PHONE_BELOW`` px), a wider page, and for either the window it would be presented in.
 
 Declared kinds of figure:
-- ``"square"``: one heatmap of tokens against tokens with square cells and a colour bar (the head
-  view): every token named on hover, its tick labels thinned to what fits at the screen's size.
+- ``"square"``: one heatmap of tokens against tokens with square cells, with or without a colour
+  bar (the head view, rollout, the causal and cross masks): every token named on hover, its tick
+  labels thinned to what fits at the screen's size.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ PRESENT_BAR = 58  # px the presentation's bar (48) and its gaps take from the wi
 PRESENT_PAD = 16  # px the presented block's padding takes from the window's width
 PRESENT_SHARE = 0.68  # of the window's height a presented map's plot takes at least
 LINE = 1.25  # a tick label's line box, in its font size: labels closer than this touch
-TAG = re.compile(r"<[^>]+>")
+WIDE = "\u3000-\u9fff\uff00-\uffef"  # CJK characters and punctuation: a line may break at each
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ def wrap(text: str, room: float, size: float) -> str:
         sup = line.lower().startswith("<sup>") and line.lower().endswith("</sup>")
         body = line[5:-6] if sup else line
         scale = 0.7 if sup else 1.0
-        words = re.findall(r"[^\s·，；：、—]*[\s·，；：、—]?", body)
+        # a tag is never broken; a line breaks after a space, "·" or any Chinese character
+        words = re.findall(rf"<[^>]+>|[{WIDE}]|[^<\s·—{WIDE}]+[\s·—]*|[\s·—]+", body)
         pieces, current = [], ""
         for word in filter(None, words):
             if current and text_px(current + word, size * scale) > room:
@@ -190,12 +192,15 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
         top = max(top, box.top)
     y_px = _longest(ys, box.y_chars, f)
     x_px = _longest(xs, box.x_chars, f)
-    bar_chars = max(8, *(len(t) for t in trace["colorbar"].get("ticktext", [""])))
+    shows_bar = trace.get("showscale", True) is not False  # a mask's colours are in its title
+    colorbar = trace.get("colorbar", {})
+    bar_chars = max(8, *(len(t) for t in colorbar.get("ticktext", [""])))
     if box.phone:  # the colour bar lies under the plot, the axes' names above it
         left, right = y_px + 8, 6
-        under = 1.6 * f + 14 + 2.8 * f
+        under = 1.6 * f + (14 + 2.8 * f if shows_bar else 4)
     else:  # the colour bar stands at the right, the axes' names upright at the left
-        left, right = y_px + 8 + 1.6 * f, 16 + 12 + bar_chars * 0.7 * f + 1.6 * f + 8
+        left = y_px + 8 + 1.6 * f
+        right = 16 + 12 + bar_chars * 0.7 * f + 1.6 * f + 8 if shows_bar else 16
         under = 0
     width = box.width - left - right
 
@@ -239,6 +244,7 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
             **layout["xaxis"],
             "range": [-0.5, len(xs) - 0.5],
             "autorange": False,
+            "constrain": "domain",
             **Ticks(step, 0 if flat else -90).props(xs, box.x_chars, f),
             "ticklabelstandoff": standoff,
             "title": {"text": both if box.phone else ""},
@@ -247,11 +253,15 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
             **layout["yaxis"],
             "range": [len(ys) - 0.5, -0.5],
             "autorange": False,
+            "constrain": "domain",
+            "scaleanchor": "x",  # square cells
             **Ticks(step, 0).props(ys, box.y_chars, f),
             "title": {"text": "" if box.phone else both},
         },
     }
-    bar = {**trace["colorbar"], "tickfont": {"size": f}}
+    if not shows_bar:
+        return changes, None
+    bar = {**colorbar, "tickfont": {"size": f}}
     bar["title"] = {**bar.get("title", {}), "font": {"size": f}}
     if box.phone:  # under the plot, across it: the cells keep the figure's width
         bar.update(
@@ -320,5 +330,6 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
         big.update(autosize=False, font={"size": box.font})
         meta["present"] = {"layout": big, "colorbar": big_bar}
     figure["layout"] = {**layout, **changes, "meta": meta}
-    data[0]["colorbar"] = bar
+    if bar is not None:
+        data[0]["colorbar"] = bar
     return figure

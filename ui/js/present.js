@@ -95,7 +95,7 @@
     big.meta = layout.meta;
     big.taBig = true;
     const traces = data.map((trace, i) => {
-      if (i || !trace) return trace;
+      if (i || !trace || !laid.colorbar) return trace;
       const now = trace.colorbar || {};
       return {...trace, colorbar: {...laid.colorbar, tickvals: now.tickvals ?? laid.colorbar.tickvals,
         ticktext: now.ticktext ?? laid.colorbar.ticktext,
