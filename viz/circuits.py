@@ -14,7 +14,7 @@ from lang import tr
 from viz.attention import stack_title
 from viz.common import DIVERGING_SCALE, figure, grid, head_label, heatmap, layout_of, safe
 
-KIND_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#7f7f7f", "logits": "#111"}
+KIND_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#7f7f7f", "logits": "#555"}
 KIND_NAMES = {
     "q": "query edge",
     "k": "key edge",
@@ -24,6 +24,8 @@ KIND_NAMES = {
 }
 KIND_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22}  # where on a head node each kind arrives
 MAX_WIDTH = 7.0  # px: the strongest edge shown
+MIN_WIDTH = 1.2  # px: the faintest still reads as its colour
+MLP_ROW = -1.0  # the MLPs' row, under head n − 1 (at 0)
 
 
 def _title(text: str, second: str) -> str:
@@ -135,14 +137,14 @@ def compare_figure(estimated, exact, config, r: float):
 # ---- the circuit as a graph --------------------------------------------------------------------
 def _node_place(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
     """Where a node stands: the embeddings left, then each layer's heads (one column, head 0 on
-    top) and its MLP, the logits right."""
+    top) and its MLP (below them), the logits right."""
     middle = (n_heads - 1) / 2
     if name == "embed":
         return 0.0, middle
     if name == "logits":
         return 2.0 * n_layers + 1, middle
-    if name.endswith("MLP"):
-        return 2.0 * int(name[1:-3]) + 2, middle
+    if name.endswith("MLP"):  # under the heads: the lines to the logits pass above it
+        return 2.0 * int(name[1:-3]) + 2, MLP_ROW
     layer, _, head = name[1:].partition("H")
     return 2.0 * int(layer) + 1, n_heads - 1 - float(head)
 
@@ -182,7 +184,7 @@ def circuit_figure(kept, config, faithfulness: float, total: int):
                 "y": [y0, (y0 + y1) / 2, y1],
                 "line": {
                     "color": KIND_COLOURS[kind],
-                    "width": max(0.6, MAX_WIDTH * abs(float(score)) / strongest),
+                    "width": max(MIN_WIDTH, MAX_WIDTH * abs(float(score)) / strongest),
                     "dash": "solid" if score >= 0 else "dot",
                 },
                 "opacity": 0.35 + 0.6 * abs(float(score)) / strongest,
@@ -207,7 +209,7 @@ def circuit_figure(kept, config, faithfulness: float, total: int):
             "x": [x for x, _ in places],
             "y": [y for _, y in places],
             "text": [safe(label) for label in labels],
-            "textposition": "top center",
+            "textposition": ["bottom center" if "MLP" in n else "top center" for n in names],
             "marker": {
                 "size": [16 if n in touched else 9 for n in names],
                 "color": ["#333" if n in touched else "#ccc" for n in names],
@@ -229,7 +231,7 @@ def circuit_figure(kept, config, faithfulness: float, total: int):
     layout = layout_of(title, min(760, 260 + 48 * n_heads))
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 30}
     layout["xaxis"] = {"visible": False, "range": [-0.6, 2 * n_layers + 1.6]}
-    layout["yaxis"] = {"visible": False, "range": [-0.8, n_heads - 0.2]}
+    layout["yaxis"] = {"visible": False, "range": [MLP_ROW - 0.6, n_heads - 0.2]}
     layout["legend"] = {"orientation": "h", "y": -0.02, "yanchor": "top"}
     return figure(traces, layout)
 
@@ -264,7 +266,12 @@ def curve_figure(points: list[tuple[int, float]], keep: int):
                    tr("1 = the edges kept restore all of the answer, 0 = none"))  # fmt: skip
     layout = layout_of(title, 320)
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 10}
-    layout["xaxis"] = {"type": "log", "title": {"text": tr("edges kept")}}
+    layout["xaxis"] = {
+        "type": "log",
+        "title": {"text": tr("edges kept")},
+        "tickvals": sizes,  # the sizes measured, not every minor tick of the log axis
+        "ticktext": [str(n) for n in sizes],
+    }
     layout["yaxis"] = {"title": {"text": tr("faithfulness")}}
     return figure([line, mark], layout)
 
