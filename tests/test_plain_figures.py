@@ -14,7 +14,7 @@ import pytest
 from model import PRESETS, Transformer
 from viz.attention import compare_figure, head_figure, overview_figure
 from viz.block import block_figure
-from viz.common import figure
+from viz.common import figure, token_labels
 from viz.heads import distance_figure, flow_figure, rollout_figure
 from viz.masks import (
     causal_mask_figure,
@@ -22,6 +22,7 @@ from viz.masks import (
     padding_masks_figure,
     score_steps_figure,
 )
+from viz.patching import pair_head_figure
 
 
 def as_json(fig) -> dict:
@@ -96,3 +97,21 @@ def test_a_property_plotly_does_not_know_is_caught():
     fig = figure([{"type": "heatmap", "z": [[1]], "colorscal": "Blues"}], {"height": 300})
     with pytest.raises(ValueError):
         assert_valid(fig)
+
+
+@pytest.mark.parametrize(("corrupt", "panels"), [("The dog sat on the mat.", 3), ("A dog.", 2)])
+def test_one_head_on_both_texts_is_drawn_as_two_heads_compared_are(bert, corrupt, panels):
+    """The pair's panels are the compare figure's (viz.attention.three_panels): clean and
+    corrupt share a colour axis, their difference has its own; texts of different lengths get
+    no difference panel, each panel over its own text's tokens."""
+    net, tok = bert
+    clean, other = (
+        net.trace(**tok([t], return_tensors="pt")) for t in ("The cat sat on the mat.", corrupt)
+    )
+    fig = pair_head_figure(clean, other, "encoder", 1, 2)
+    assert_valid(fig)
+    plain = fig.to_plotly_json()
+    assert [t["coloraxis"] for t in plain["data"]] == ["coloraxis", "coloraxis", "coloraxis2"][
+        :panels
+    ]
+    assert plain["data"][1]["y"] == token_labels(other.tokens[0])

@@ -188,23 +188,40 @@ def three_panels(
     n_y: int,
     x_title: str,
     y_title: str,
-    colorbars: tuple[dict, dict],
+    colorbars: tuple[dict, ...],
+    shared_y: bool = True,
 ) -> tuple[list[dict], dict]:
-    """Three heatmaps in a row sharing one token y axis, as plain JSON (traces, layout); panels
-    1–2 share a colour bar, panel 3 has its own, both horizontal under the panels
-    (``colorbars_below`` makes room for them once the figure's height is set). Three axes, not a
-    subplot grid: fast to draw."""
-    domains = [(0.0, 0.31), (0.345, 0.655), (0.69, 1.0)]
-    x_props, y_props = token_axis_props(n_x, n_y)
-    layout = {"annotations": [], "yaxis": {"title": {"text": y_title}, **y_props}}
+    """Two or three heatmaps in a row, as plain JSON (traces, layout): A, B and A − B (two heads
+    compared, one head on both texts of a pair, the masking steps). Panels 1–2 share a colour
+    bar, panel 3 has its own, both horizontal under the panels (``colorbars_below`` makes room
+    for them once the figure's height is set). ``shared_y``: one token y axis for every panel
+    (``n_x`` × ``n_y`` tokens each), else each panel its own, over its own trace's labels (two
+    texts of different tokens). Axes, not a subplot grid: fast to draw."""
+    domains = (
+        [(0.0, 0.31), (0.345, 0.655), (0.69, 1.0)]
+        if len(panels) == 3
+        else [
+            (0.0, 0.47),
+            (0.53, 1.0),
+        ]
+    )
+    layout: dict = {"annotations": []}
     for i, (cells, dom) in enumerate(zip(panels, domains, strict=True)):
         suffix = "" if i == 0 else str(i + 1)
+        sizes = (n_x, n_y) if shared_y else (len(cells["x"]), len(cells["y"]))
+        x_props, y_props = token_axis_props(*sizes)
+        y_name = "y" if shared_y else f"y{suffix}"
         cells.update(
-            xaxis=f"x{suffix}", yaxis="y", coloraxis="coloraxis2" if i == 2 else "coloraxis"
+            xaxis=f"x{suffix}", yaxis=y_name, coloraxis="coloraxis2" if i == 2 else "coloraxis"
         )
+        if i == 0 or not shared_y:
+            y_key = "yaxis" if y_name == "y" else f"yaxis{suffix}"
+            layout[y_key] = {"title": {"text": y_title if i == 0 else ""}, **y_props}
+            if y_name != "y":
+                layout[y_key]["anchor"] = f"x{suffix}"
         layout[f"xaxis{suffix}"] = {
             "domain": dom,
-            "anchor": "y",
+            "anchor": y_name,
             "title": {"text": x_title},
             **x_props,
         }
@@ -229,10 +246,11 @@ def three_panels(
         "yref": "container",
         "yanchor": "bottom",
     }
-    for name, bar, (left, right) in (
-        ("coloraxis", colorbars[0], (domains[0][0], domains[1][1])),
-        ("coloraxis2", colorbars[1], domains[2]),
-    ):
+    spans = [(domains[0][0], domains[min(1, len(panels) - 1)][1])]
+    if len(panels) == 3:
+        spans.append(domains[2])
+    names = ("coloraxis", "coloraxis2")[: len(spans)]
+    for name, bar, (left, right) in zip(names, colorbars[: len(spans)], spans, strict=True):
         # Plotly.js draws a horizontal bar's "top" title over the bar; "right" puts it at the
         # bar's left end, so the bar starts a quarter into its panels to leave the title room.
         title = {**bar["colorbar"].get("title", {}), "side": "right"}
@@ -253,7 +271,8 @@ def colorbars_below(data: list[dict], layout: dict) -> go.Figure:
     layout["margin"]["b"] += COLORBAR_BAND_PX
     layout["height"] += COLORBAR_BAND_PX
     for name in ("coloraxis", "coloraxis2"):
-        layout[name]["colorbar"]["y"] = 2 / layout["height"]
+        if name in layout:
+            layout[name]["colorbar"]["y"] = 2 / layout["height"]
     return figure(data, layout)
 
 

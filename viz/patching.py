@@ -12,7 +12,13 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lang import tr
-from viz.attention import axis_titles, stack_title
+from viz.attention import (
+    axis_titles,
+    colorbars_below,
+    panel_height,
+    stack_title,
+    three_panels,
+)
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
@@ -20,11 +26,9 @@ from viz.common import (
     display_token,
     head_label,
     heatmap,
+    layout_of,
     safe,
-    square_axis_props,
-    subplots,
     token_labels,
-    update_axes,
 )
 
 CELL_TEXT_MAX = 24  # heads or positions per row up to which each cell prints its value
@@ -191,55 +195,43 @@ def attention_shift_figure(shift, config, stack: str) -> go.Figure:
 
 def pair_head_figure(clean, corrupt, stack: str, layer: int, head: int) -> go.Figure:
     """One head on both texts side by side: the clean pattern, the corrupt one and their
-    difference (clean − corrupt), over each text's own tokens."""
+    difference (clean − corrupt), over each text's own tokens — the panels of two heads
+    compared (``viz.attention.three_panels``), each panel its own token axes."""
     a = clean.attentions[stack][0, layer, head].float().numpy()
     b = corrupt.attentions[stack][0, layer, head].float().numpy()
     (q_a, k_a), (q_b, k_b) = (
         [tokens[0] for tokens in trace.tokens_for(stack)] for trace in (clean, corrupt)
     )
-    same = a.shape == b.shape
-    panels = 3 if same else 2
-    config = clean.config
-    name = f"L{layer} H{head_label(config, head)}"
-    titles = [tr("clean"), tr("corrupt")] + ([tr("clean − corrupt")] if same else [])
-    fig = subplots(1, panels, subplot_titles=titles, horizontal_spacing=0.09)
     q_title, k_title = axis_titles(stack)
-    colorbar_x = [0.27, 0.62, 1.0] if panels == 3 else [0.45, 1.0]
-    for col, (z, q, k) in enumerate(((a, q_a, k_a), (b, q_b, k_b)), start=1):
-        trace = heatmap(
-            z[: len(q), : len(k)],
-            token_labels(k),
-            token_labels(q),
-            x_title=k_title,
-            y_title=q_title,
-            value_name=tr("weight"),
-            zmin=0.0,
-            zmax=1.0,
-            showscale=col == 1,
-        )
-        if col == 1:
-            trace["colorbar"] = {"x": colorbar_x[0], "thickness": 10, "len": 0.8}
-        fig.add_trace(trace, row=1, col=col)
-    if same:
-        diff = a - b
+    common = {"x_title": k_title, "y_title": q_title}
+    panels = [
+        heatmap(z[: len(q), : len(k)], token_labels(k), token_labels(q), value_name=tr("weight"),
+                **common)
+        for z, q, k in ((a, q_a, k_a), (b, q_b, k_b))
+    ]  # fmt: skip
+    titles = [tr("clean"), tr("corrupt")]
+    colorbars = [
+        {"colorscale": ATTENTION_SCALE, "cmin": 0.0, "cmax": 1.0,
+         "colorbar": {"title": {"text": tr("weight")}, "thickness": 12}},
+    ]  # fmt: skip
+    if a.shape == b.shape:  # a difference only where both texts have as many tokens
+        diff = (a - b)[: len(q_a), : len(k_a)]
         bound = max(float(np.abs(diff).max()), 1e-6)
-        trace = heatmap(
-            diff[: len(q_a), : len(k_a)],
-            token_labels(k_a),
-            token_labels(q_a),
-            x_title=k_title,
-            y_title=q_title,
-            value_name=tr("clean − corrupt"),
-            colorscale=DIVERGING_SCALE,
-            zmin=-bound,
-            zmax=bound,
-            zmid=0.0,
-        )
-        trace["colorbar"] = {"x": colorbar_x[2], "thickness": 10, "len": 0.8}
-        fig.add_trace(trace, row=1, col=3)
+        panels.append(
+            heatmap(diff, token_labels(k_a), token_labels(q_a),
+                    value_name=tr("clean − corrupt"), **common)
+        )  # fmt: skip
+        titles.append(tr("clean − corrupt"))
+        colorbars.append(
+            {"colorscale": DIVERGING_SCALE, "cmin": -bound, "cmax": bound, "cmid": 0.0,
+             "colorbar": {"title": {"text": tr("clean − corrupt")}, "thickness": 12}}
+        )  # fmt: skip
     n = max(len(q_a), len(q_b))
+    data, layout = three_panels(
+        panels, titles, n, n, k_title, q_title, tuple(colorbars), shared_y=False
+    )
+    name = f"L{layer} H{head_label(clean.config, head)}"
     title = tr("{head} on both texts of the pair — {stack}", head=name, stack=stack_title(stack))
-    base_layout(fig, title, height=min(760, max(360, 170 + 16 * n)))
-    for col, (q, k) in enumerate(((q_a, k_a), (q_b, k_b), (q_a, k_a))[:panels], start=1):
-        update_axes(fig, *square_axis_props(len(k), len(q)), row=1, col=col)
-    return fig
+    layout.update(layout_of(title, panel_height(token_labels(k_a), n)))
+    layout["margin"]["t"] = 70
+    return colorbars_below(data, layout)
