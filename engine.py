@@ -188,6 +188,12 @@ def unknown_parts(tok, kind: str, text: str) -> tuple[list[str], int]:
     return [text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == unk], len(ids)
 
 
+def mostly_unknown(parts: list[str], total: int) -> bool:
+    """More than half of a text's tokens are [UNK]: its figures would show one token over and
+    over (the bundled BERT reads 1,800 of the Chinese corpus sample's 2,783 tokens so)."""
+    return bool(total) and 2 * len(parts) > total
+
+
 def named(parts: list[str], most: int = 6) -> str:
     """A few parts of a text for a sentence: “小”, “明” … (+4 more); each named once."""
     seen = list(dict.fromkeys(parts))
@@ -462,7 +468,7 @@ class Engine:
         figures then show one unknown token over and over, which no one should read as the
         model reading the text."""
         parts, total = unknown_parts(loaded.tokenizer, kind_of(loaded), text)
-        if not total or 2 * len(parts) <= total:
+        if not mostly_unknown(parts, total):
             return []
         return [
             Msg(

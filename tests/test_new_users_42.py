@@ -55,6 +55,70 @@ def test_every_example_is_read_by_its_model_without_unk_unless_unk_is_its_lesson
             assert not unknown(loaded, text), (model_id, text[:40])
 
 
+# ---- the shipped corpora: measured only on a model that reads them -------------------------------
+def corpus_unknown(loaded, sample: str) -> tuple[int, int]:
+    from ui.corpus_handlers import CORPUS_DIR, corpus_sentences
+
+    text = (CORPUS_DIR / f"{sample}.txt").read_text(encoding="utf-8")
+    counted = [unknown_parts(loaded.tokenizer, kind_of(loaded), s) for s in corpus_sentences(text)]
+    return sum(len(parts) for parts, _ in counted), sum(n for _, n in counted)
+
+
+def test_every_model_reads_the_english_sample_and_the_chinese_one_names_its_readers(demo):
+    """The refusal names the models that read the Chinese sample, all of them: the seed presets
+    (one token per character). The trained roles and dates models read only their tasks'
+    characters (roles 2,570 of 2,984 tokens [UNK]), the bundled BERT 1,800 of 2,783."""
+    from engine import model_choices
+    from ui.corpus_handlers import readers
+
+    reads = {}
+    for _, model_id in model_choices():
+        loaded = demo.views.engine.model(model_id)
+        for sample in ("en", "zh"):
+            unk, total = corpus_unknown(loaded, sample)
+            reads[model_id, sample] = 2 * unk <= total
+    assert all(reads[m, "en"] for _, m in model_choices())
+    assert {m for _, m in model_choices() if reads[m, "zh"]} == set(readers("zh"))
+    assert not {BUNDLED, "roles", "dates"} & set(readers("zh"))
+
+
+@pytest.mark.parametrize(
+    "lang, words",
+    [
+        ("en", "reads 1,800 of the 2,783 tokens of the Chinese sample as [UNK]"),
+        ("zh-CN", "把中文样例的 2,783 个词元中的 1,800 个读成 [UNK]"),
+    ],
+)
+def test_the_chinese_sample_on_bert_is_refused_naming_the_models_that_read_it(demo, lang, words):
+    """Measured on BERT it was [UNK] over and over: one sentence instead, naming the models to
+    run. The page's model is kept (a row of the table opens that model's head; the link's
+    ``corpus=zh`` measures over the view's model), and a model that reads it measures it."""
+    from engine import InputError
+    from ui.status import sentence
+
+    corpus = demo.handlers.corpus
+    with speaking(lang), pytest.raises(InputError) as refused:
+        corpus.run(Ask(page=f"zh-bert-{lang}", lang=lang), "", "zh", None)
+    with speaking(lang):
+        said = sentence(refused.value)
+    assert words in said and "seed000-transformer … seed004-encoder" in said, said
+    assert ("random weights" if lang == "en" else "随机权重") in said and len(said) < 300, said
+    ask = Ask(page=f"zh-link-{lang}", lang=lang)
+    demo.views.deeplink(ask, "?text=hello&model=bert&corpus=zh")
+    with pytest.raises(InputError, match="Chinese sample"):
+        corpus.link(replace(ask, tab="heads"))
+    pasted = "\n".join(["今天早上下了一场小雨。", "我的妹妹喜欢在周末画画。"])
+    with pytest.raises(InputError, match="of this corpus's 23 tokens as \\[UNK\\]"):
+        corpus.run(Ask(page="zh-pasted"), pasted, "none", None)
+
+
+def test_the_english_sample_is_measured_on_the_trained_roles_model(demo):
+    ask = Ask(page="en-roles")
+    demo.views.deeplink(ask, "?text=hello&model=roles")
+    out = demo.handlers.corpus.run(replace(ask, tab="heads"), "", "en", None)
+    assert "202 sentences (the English sample)" in out["corpus_said"]
+
+
 @pytest.mark.parametrize(
     "lang, words", [("en", "outside this model's vocabulary"), ("zh-CN", "不在这个模型的词表中")]
 )

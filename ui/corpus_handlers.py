@@ -5,12 +5,22 @@ view opened. Handlers as in ui/handlers.py: ``(ask, *inputs) -> {output name: va
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from pathlib import Path
 
 from analysis import corpus
-from engine import Engine, InputError, cpu_share, n_params, well_formed
+from engine import (
+    Engine,
+    InputError,
+    cpu_share,
+    kind_of,
+    mostly_unknown,
+    n_params,
+    unknown_parts,
+    well_formed,
+)
 from lang import Msg, tr
 from serve.lru import LockedLRU
 from ui.handlers import Ask, Sessions, Views, capped
@@ -42,6 +52,7 @@ class Corpus:
         state = self.views.latest(ask)
         shipped = sample if sample in CORPORA and source == CORPUS_SAMPLES[sample] else ""
         loaded = self.engine.model(state.model)
+        check_readable(loaded, sentences, shipped)
         net = loaded.net
         stack, note = corpus_stack(net.config.arch, ask.sel.stack)
         key = corpus.corpus_key(net, sentences, stack, max_tokens=CORPUS_TOKENS)
@@ -127,6 +138,55 @@ CORPUS_DIR = Path(__file__).resolve().parents[1] / "assets" / "corpus"
 CORPUS_SAMPLES = dict(zip(CORPORA, ("the English sample", "the Chinese sample"), strict=True))
 # Read at most this much of a pasted or uploaded corpus: every line at its longest, and a margin.
 CORPUS_CHARS = corpus.MAX_SENTENCES * (corpus.MAX_CHARS + 2)
+
+
+def check_readable(loaded, sentences: list[str], sample: str) -> None:
+    """Refuse a corpus the model reads mostly as its unknown token: every head would be
+    measured on [UNK] over and over (the bundled BERT and the Chinese sample). The page's
+    model is kept, as the corpus link's is: its table opens heads of that model."""
+    parts, total = [], 0
+    for sentence_ in sentences:
+        found, n = unknown_parts(loaded.tokenizer, kind_of(loaded), sentence_)
+        parts += found
+        total += n
+    if not mostly_unknown(parts, total):
+        return
+    label = loaded.label if isinstance(loaded.label, Msg) else md_literal(loaded.label)
+    if sample:
+        raise InputError(
+            Msg(
+                "{model} reads {n:,} of the {total:,} tokens of {sample} as [UNK], one and the "
+                "same token to it: run a model that reads every one of its characters ({models}, "
+                "random weights), then measure it again.",
+                model=label,
+                n=len(parts),
+                total=total,
+                sample=Msg(CORPUS_SAMPLES[sample]),
+                models=" … ".join(dict.fromkeys(readers(sample)[:1] + readers(sample)[-1:])),
+            )
+        )
+    raise InputError(
+        Msg(
+            "{model} reads {n:,} of this corpus's {total:,} tokens as [UNK], one and the same "
+            "token to it: run a model that reads these sentences, then measure them again.",
+            model=label,
+            n=len(parts),
+            total=total,
+        )
+    )
+
+
+@functools.cache
+def readers(sample: str) -> tuple[str, ...]:
+    """The model list's presets that read a shipped sample (one token per character of the
+    Basic Multilingual Plane); the trained models read only their tasks' characters and BERT
+    only its WordPiece vocabulary (tests/test_new_users_42.py checks every model)."""
+    from model import PRESETS
+    from model.tokenizers import CharTokenizer
+
+    tok, text = CharTokenizer(), (CORPUS_DIR / f"{sample}.txt").read_text(encoding="utf-8")
+    reads = not mostly_unknown(*unknown_parts(tok, "chars", text))
+    return tuple(PRESETS) if reads else ()
 
 
 def corpus_sentences(text: str) -> list[str]:
