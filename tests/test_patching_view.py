@@ -298,3 +298,13 @@ def test_the_head_on_both_texts_traces_only_the_corrupt_text(demo, monkeypatch):
     clean, corrupt = patching.pair_runs(loaded, found, sel)
     assert clean is found.trace and len(traced) == 1
     assert patching.pair_runs(loaded, found, sel)[1] is corrupt and len(traced) == 1
+
+
+def test_a_refused_pair_leaves_no_lock_behind(demo):
+    """A pair the measure refuses (the answer is the wrong answer: one metric for both texts)
+    says so, and the next page asking for that pair is not kept waiting on a lock."""
+    for _ in range(2):
+        out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="twice", answer="v",
+                      wrong="v")  # fmt: skip
+        assert "patch_heads_plot" not in out or out["patch_heads_plot"] is None
+    assert patching._BUSY == {}

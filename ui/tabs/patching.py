@@ -297,18 +297,20 @@ def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairR
         return found
     with _BUSY_LOCK:
         lock = _BUSY.setdefault(key, threading.Lock())
-    with lock:  # a pair being measured for another page is waited for, not measured again
-        found = MEASURED.get(key)
-        if found is None:
-            try:
-                found = analysis.patch_pair(
-                    loaded.net, clean, corrupt, answer, wrong, position, stack
-                )
-            except ValueError as exc:  # the texts give one answer: a sentence, not a failure
-                raise InputError(Msg(message_of(exc))) from None
-            found = MEASURED.put(key, found)
-    with _BUSY_LOCK:
-        _BUSY.pop(key, None)
+    try:
+        with lock:  # a pair being measured for another page is waited for, not measured again
+            found = MEASURED.get(key)
+            if found is None:
+                try:
+                    found = analysis.patch_pair(
+                        loaded.net, clean, corrupt, answer, wrong, position, stack
+                    )
+                except ValueError as exc:  # the texts give one answer: a sentence, no failure
+                    raise InputError(Msg(message_of(exc))) from None
+                found = MEASURED.put(key, found)
+    finally:  # a refused or failed pair leaves no lock behind
+        with _BUSY_LOCK:
+            _BUSY.pop(key, None)
     return found
 
 
@@ -559,7 +561,8 @@ def makers(view: View) -> dict:
     }
 
 
-RUNS: LockedLRU = LockedLRU(16)  # (model, ids of the inputs) -> their trace
+# (model, ids of the inputs) -> their trace; bounded by bytes too, beside the engine's own cache
+RUNS: LockedLRU = LockedLRU(16, max_bytes=64 * 2**20, weigh=lambda trace: trace.nbytes())
 
 
 def pair_runs(loaded, found, sel):
