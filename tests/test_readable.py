@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.apphost import CHROMIUM, serve_app
-from tests.test_e2e_browser import shot
+from tests.test_e2e_browser import TAB_PLOTS, open_tab, shot
 from tests.test_screen import PARAGRAPH
 
 pytestmark = [
@@ -148,4 +148,28 @@ def test_esc_returns_to_the_presentation_after_a_language_switch(app_url, browse
     page.keyboard.press("Escape")  # back to the presentation, the switch still focused
     page.wait_for_function("() => !document.body.classList.contains('ta-paused')")
     page.wait_for_function(SHOWN)
+    context.close()
+
+
+@pytest.mark.parametrize("size", ["390x844", "1920x1080"])
+def test_no_page_script_stage_fails_on_any_tab(app_url, browser, size):
+    """Every figure-drawing stage of the page's scripts that catches an error reports it
+    (ta.fault, ui/js/core.js): after a real paragraph on every tab, on a phone and a desktop,
+    none has."""
+    context, page = open_view(browser, app_url, size, "en", present=False)
+    for tab in TAB_PLOTS:
+        if tab != "attention":
+            open_tab(page, tab)
+    assert page.evaluate("() => window.ta.faults") == []
+    # ... and one that fails is seen: a draw hook that throws is reported, the figure drawn
+    page.evaluate(
+        """async () => {
+          ta.drawHooks.push(() => { throw new Error('a broken hook'); });
+          const gd = document.querySelector('#head-plot .js-plotly-plot');
+          await Plotly.react(gd, gd.data, gd.layout);  /* a redraw: every hook runs */
+        }"""
+    )
+    page.wait_for_function("() => window.ta.faults.length > 0")
+    faults = page.evaluate("() => window.ta.faults")
+    assert faults and faults[0]["message"] == "a broken hook", faults
     context.close()

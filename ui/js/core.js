@@ -4,6 +4,17 @@
 (() => {
   const ta = (window.ta = window.ta || {});
 
+  /* ---- a stage that fails says so -------------------------------------------------------- */
+  /* A page script that catches an error (so that one failing stage leaves the figure drawn and
+     the page working) reports it here: in the console, and in ta.faults, which the browser tests
+     read after drawing every tab (tests/test_e2e_browser.py). `quiet`: what a browser may refuse
+     without any fault of ours (storage in a private window), a warning only. */
+  ta.faults = ta.faults || [];
+  ta.fault = (stage, error, quiet = false) => {
+    ta.faults.push({stage, message: String(error && error.message || error)});
+    (quiet ? console.warn : console.error)(`Transformer Anatomy: ${stage} failed:`, error);
+  };
+
   /* ---- the page's id and language -------------------------------------------------------- */
   /* Every Python event ends with this page's id (its turn on the server, serve/turns.py),
      followed by "|fill:<id>" when the page fills figures from head switch data it holds. */

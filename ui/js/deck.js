@@ -30,7 +30,10 @@
   const stored = () => {
     try { return decode(localStorage.getItem(STORE) || '') || []; } catch (e) { return []; }
   };
-  const store = (slides) => { try { localStorage.setItem(STORE, encode(slides)); } catch (e) {} };
+  const store = (slides) => {
+    try { localStorage.setItem(STORE, encode(slides)); }
+    catch (e) { ta.fault('keeping the deck in this browser', e, true); }
+  };
   const D = (ta.deck = {slides: stored(), at: -1});
 
   /* The address of slide n of the deck: its view, the deck, the slide, presentation mode. */

@@ -27,7 +27,11 @@
   /* Whether the server laid this layout out for the page's screen (viz/screen.py): the page
      draws it as it came, and measures nothing after (a Plotly element or a layout). */
   ta.laidOut = (x) => !!(x && (x.layout || x).meta && (x.layout || x).meta.laid_out);
-  ta.onDraw = (gd) => { for (const hook of ta.drawHooks) { try { hook(gd); } catch (e) {} } };
+  ta.onDraw = (gd) => {
+    for (const hook of ta.drawHooks) {
+      try { hook(gd); } catch (e) { ta.fault('a drawn figure\'s hook', e); }
+    }
+  };
   /* After Plotly.react's promise: the figure is on screen. */
   const drawn = (gd, result) => {
     Promise.resolve(result).then(() => {
@@ -177,15 +181,19 @@
       /* Drawn as the page wants it now (a presented figure fills the screen: present.js). */
       const draw = () => {
         let adjusted = null;
-        try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; } catch (e) {}
+        try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; }
+        catch (e) { ta.fault('presentation layout', e); }
         let [d, l] = adjusted || [data, layout];
         /* A figure the server laid out for this screen (viz/screen.py) is drawn as it came;
            the others are, on a phone, panels side by side laid out in one column, a long title
            wrapped and crowded labels turned upright and thinned (figures.js). */
         if (!ta.laidOut(layout)) {
-          try { [d, l] = (ta.stackNarrow && ta.stackNarrow(gd, d, l)) || [d, l]; } catch (e) {}
-          try { [d, l] = (ta.prewrap && ta.prewrap(gd, d, l)) || [d, l]; } catch (e) {}
-          try { [d, l] = (ta.prespace && ta.prespace(gd, d, l)) || [d, l]; } catch (e) {}
+          try { [d, l] = (ta.stackNarrow && ta.stackNarrow(gd, d, l)) || [d, l]; }
+          catch (e) { ta.fault('narrow stacking', e); }
+          try { [d, l] = (ta.prewrap && ta.prewrap(gd, d, l)) || [d, l]; }
+          catch (e) { ta.fault('title wrapping', e); }
+          try { [d, l] = (ta.prespace && ta.prespace(gd, d, l)) || [d, l]; }
+          catch (e) { ta.fault('label spacing', e); }
         }
         /* A redraw in the page (presentation, the head switch) passes no config: the server's
            is kept, so the toolbar stays as it sent it and the camera's file keeps its view's

@@ -16,7 +16,8 @@
     if (lang !== 'en' && lang !== 'zh-CN') return;
     /* Said first, in the address too (it names the language of a view the page followed):
        what Gradio redraws while the switch loads asks ta.lang() (sayNotes below). */
-    try { localStorage.setItem('ta-lang', lang); } catch (e) {}
+    try { localStorage.setItem('ta-lang', lang); }
+    catch (e) { ta.fault('keeping the language in this browser', e, true); }
     const query = new URLSearchParams(location.search);
     if (query.has('lang') && query.get('lang') !== lang) {
       query.set('lang', lang);
