@@ -376,6 +376,32 @@ def test_after_patch_a_language_models_boxes_show_what_was_measured(demo, lms):
     assert answer in loaded.tokenizer.get_vocab() or len(loaded.tokenizer.encode(answer)) == 1
 
 
+def test_every_answer_the_list_offers_is_measured_byte_pieces_included(demo, lms):
+    """A byte that is no whole character is listed as "‹\\xEC›" (its text would be four tokens):
+    picked from the Answer or Wrong answer list it is that one token, measured, not refused as
+    "not one token"; so is every output of the tiny GPT-2 as the list shows it ("‹315›")."""
+    from ui.patching_inputs import token_of
+    from ui.tabs.patching import pieces
+
+    loaded = demo.views.engine.model(lms["gpt2"])
+    width = loaded.net.config.vocab_size  # its output layer: wider than the tokenizer's table
+    assert width > len(loaded.tokenizer)
+    shown = pieces(loaded, range(width))  # "‹315›" past the table
+    assert [token_of(loaded, p, "The answer") for p in shown] == list(range(len(shown)))
+    clean, corrupt = "The cat sat on the mat.", "The cat sat on the cat."
+    out = patched(demo, clean, lms["gpt2"], corrupt, page="lm-list")
+    listed = [v for box in ("patch_answer", "patch_wrong") for _, v in out[box]["choices"]]
+    byte = next(p for p in shown if p.startswith("‹\\x"))
+    for n, answer in enumerate(dict.fromkeys([byte, *listed])):
+        wrong = shown[0] if answer != shown[0] else shown[1]
+        got = patched(
+            demo, clean, lms["gpt2"], corrupt, page=f"lm-list{n}", answer=answer, wrong=wrong
+        )
+        said = got["patch_said"]
+        assert got["patch_heads_plot"] is not None and "not one token" not in said, said
+        assert got["patch_answer"]["value"] == answer, (answer, got["patch_answer"])
+
+
 # ---- docs/deploy.md: one measured story ----------------------------------------------------------
 def test_deploy_doc_tells_one_measured_story():
     """One set of figures beside one forward pass (a Run was 21, 24 and 46.5 core-ms and the pass

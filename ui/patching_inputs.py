@@ -5,13 +5,19 @@ as its unknown token ([UNK]) is named."""
 
 from __future__ import annotations
 
+import re
+
 from engine import InputError, encode, kind_of, named, text_ids, unknown_parts
 from lang import Msg
+from model.pieces import BYTES
 from viz.common import display_token
 
 PATCH_TOKENS = 64  # the longest text patched: (L·H + L·T) patched runs of T tokens each
 READ_CHARS = 1_000  # a longer corrupt text is refused before it is read: far past 64 tokens
 SHOWN = 12  # a token list in a sentence: all of a short text, else its start and its end
+BYTE_PIECE = re.compile(r"‹((?:\\x[0-9A-F]{2})+)›")  # "‹\xEC›": bytes that are no character
+PAST_THE_TABLE = re.compile(r"‹(\d+)›")  # an output id past the tokenizer's table
+BYTE_CHARS = {b: ch for ch, b in BYTES.items()}  # byte -> its byte-level BPE character
 
 
 def excerpt(tokens: list[str]) -> str:
@@ -148,6 +154,10 @@ def token_of(loaded, text: str, what: str) -> int | None:
         vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
         if text in vocab:
             return int(vocab[text])
+        if (listed := vocab.get(vocabulary_piece(tok, text))) is not None:
+            return int(listed)  # a piece as the Answer list shows it ("‹\xEC›", " Mary")
+        if (past := past_the_table(loaded, text)) is not None:
+            return past
         ids = tok.encode(text, add_special_tokens=False) if vocab else tok.encode(text)
         if len(ids) == 1:
             found = int(ids[0])
@@ -171,6 +181,30 @@ def token_of(loaded, text: str, what: str) -> int | None:
             text=text[:40],
         )
     )
+
+
+def vocabulary_piece(tok, text: str) -> str | None:
+    """The vocabulary's piece a language model's list shows as ``text`` (model.pieces.readable,
+    undone): "‹\\xEC›" or "我" -> their bytes' byte-level characters ("ì", "æĪĳ"), " Mary" ->
+    "ĠMary" or SentencePiece's "▁Mary". The text a piece shows is not always what the tokenizer
+    makes of it: a byte that is no whole character is written "‹\\xEC›", four tokens."""
+    if not hasattr(tok, "byte_level"):  # not a language model's ReadableTokenizer
+        return None
+    if not tok.byte_level:
+        return text.replace(" ", "▁")
+    whole = BYTE_PIECE.fullmatch(text)
+    raw = bytes.fromhex(whole.group(1).replace("\\x", "")) if whole else text.encode("utf-8")
+    return "".join(BYTE_CHARS[b] for b in raw)
+
+
+def past_the_table(loaded, text: str) -> int | None:
+    """An output id the tokenizer has no piece for, as the Answer list shows it ("‹315›"): a
+    language model's output layer may be wider than its tokenizer's table (rows padded)."""
+    tok = loaded.tokenizer
+    found = PAST_THE_TABLE.fullmatch(text) if hasattr(tok, "byte_level") else None
+    if found is None or not len(tok) <= int(found.group(1)) < loaded.net.config.vocab_size:
+        return None
+    return int(found.group(1))
 
 
 def position_of(text: str) -> int | None:
