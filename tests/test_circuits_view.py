@@ -2,11 +2,13 @@
 read as a circuit, through the page's own handlers — the grid equals analysis.attribute_heads,
 the comparison analysis.patch_heads, the graph's edges edge_attribution's strongest, the
 faithfulness shown analysis.circuit's; the induction lesson holds; BERT gets the refusal and
-still its grid; Chinese on a Chinese request; the CSV reads back; a link opens the tab."""
+still its grid; Chinese on a Chinese request; the CSV and NPZ read back; a link opens the tab."""
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from dataclasses import replace
 
 import numpy as np
@@ -125,7 +127,7 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     assert curve["data"][0]["x"][-1] == len(scores)
 
 
-def test_the_csv_is_the_edges_by_strength(demo, induction):
+def test_the_exports_are_the_edges_by_strength_and_what_was_measured(demo, induction):
     net, clean, corrupt, metric, _ = induction
     ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="csv", answer="v")
     out = pressed(demo, ask, "circuit")
@@ -135,6 +137,22 @@ def test_the_csv_is_the_edges_by_strength(demo, induction):
     assert list(df["source"]) == list(top["source"]) and list(df["target"]) == list(top["target"])
     np.testing.assert_allclose(df["score"], top["score"], rtol=1e-5, atol=1e-9)
     assert set(df["model"]) == {"induction"} and set(df["steps"]) == {PAGE_STEPS}
+    with zipfile.ZipFile(out["circuit_npz"]) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+
+        def array(name):
+            return np.load(io.BytesIO(zf.read(f"{name}.npy")), allow_pickle=False)
+
+        assert list(array("edges/source")) == list(top["source"])
+        np.testing.assert_allclose(array("edges/score"), top["score"], atol=1e-12)
+        grid = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
+        np.testing.assert_allclose(array("attribution"), grid, atol=1e-6)
+        k = analysis.composition_scores(net, "k").numpy()
+        np.testing.assert_allclose(array("composition/k"), k, atol=1e-6)
+        assert array("curve/edges_kept")[-1] == len(top)
+    assert "Hanna et al. 2024" in manifest["papers"]["edges"]
+    assert manifest["steps"]["edges"] == PAGE_STEPS and manifest["metric"] == "logit_diff"
+    assert set(manifest["arrays"]) >= {"edges/score", "composition/q", "curve/faithfulness"}
 
 
 def test_bert_gets_the_refusal_and_still_its_grid(demo):

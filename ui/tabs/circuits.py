@@ -17,6 +17,7 @@ from engine import InputError
 from lang import message_of, tr
 from serve import exports
 from ui import circuit_measures as cm
+from ui.circuit_export import circuit_npz
 from ui.i18n import t
 from ui.tabs.base import Built, Slider, Tab, View, plot
 from ui.tabs.patching import shipped, what_measured
@@ -75,7 +76,11 @@ def build() -> Built:
         with gr.Column(scale=2):
             curve_plot = plot("circuit-curve-plot")
     comp_plot = plot("circuit-comp-plot")
-    csv = gr.DownloadButton(t("Circuit edges (CSV)"), elem_id="circuit-csv", size="sm")
+    with gr.Row():
+        csv = gr.DownloadButton(t("Circuit edges (CSV)"), elem_id="circuit-csv", size="sm")
+        npz = gr.DownloadButton(
+            t("Edges, grid, composition and curve (NPZ)"), elem_id="circuit-npz", size="sm"
+        )
     return Built(
         outputs={
             "circuit_said": said,
@@ -87,6 +92,7 @@ def build() -> Built:
             "circuit_curve_plot": curve_plot,
             "circuit_comp_plot": comp_plot,
             "circuit_csv": csv,
+            "circuit_npz": npz,
         },
         controls={"keep": keep},
         actions={"compare": compare, "circuit": find},
@@ -221,20 +227,25 @@ def makers(view: View) -> dict:
         result = measured()
         return None if isinstance(result, str) else curve_figure(result[2], result[3])
 
-    def csv():
+    def download(kind: str):
+        """The edges as CSV, or everything measured as NPZ (ui/circuit_export.py)."""
         result = measured()
         if isinstance(result, str):
             return None
-        edges = result[0]
+        edges, shown, points, _ = result
         pair, _ = spec()
-        meta = {
-            "model": exports.model_part(loaded.model_id),
-            "measure": what_measured(loaded, pair),
-            "steps": cm.PAGE_STEPS,
-        }
+        model = exports.model_part(loaded.model_id)
+        meta = {"model": model, "measure": what_measured(loaded, pair)}
+        if kind == "csv":
+            data = stats_csv(edges, {**meta, "steps": cm.PAGE_STEPS})
+        else:
+            grid, composition = (
+                cm.attribution_grid(loaded, pair),
+                cm.composition(loaded, pair.stack),
+            )
+            data = circuit_npz(edges, grid, composition, points, pair, shown, meta)
         digest = hashlib.sha256(repr(pair.key).encode()).hexdigest()[:10]
-        name = f"circuit_{exports.model_part(loaded.model_id)}_{digest}.csv"
-        return exports.EXPORTS.write(name, stats_csv(edges, meta))
+        return exports.EXPORTS.write(f"circuit_{model}_{digest}.{kind}", data)
 
     return {
         "circuit_said": said,
@@ -251,7 +262,8 @@ def makers(view: View) -> dict:
         "circuit_comp_plot": with_spec(
             lambda p: composition_figure(cm.composition(loaded, p.stack), cfg, p.stack)
         ),
-        "circuit_csv": csv,
+        "circuit_csv": lambda: download("csv"),
+        "circuit_npz": lambda: download("npz"),
     }
 
 
@@ -270,6 +282,7 @@ TAB = Tab(
         "circuit_curve_plot": ("circuit", "keep"),
         "circuit_comp_plot": ("stack",),
         "circuit_csv": ("circuit",),
+        "circuit_npz": ("circuit",),
     },
     lazy=(
         "circuit_compare_said",
@@ -278,6 +291,7 @@ TAB = Tab(
         "circuit_graph_plot",
         "circuit_curve_plot",
         "circuit_csv",
+        "circuit_npz",
     ),
     own_queue=("compare", "circuit"),
 )
