@@ -19,7 +19,7 @@ import pytest
 from model import PRESETS, Transformer
 from model.embeddings import sinusoid_table
 from tests.apphost import CHROMIUM, CHROMIUM_ARGS
-from viz.common import compact
+from viz.common import compact_json
 from viz.embeddings import (
     CAPTIONS,
     MAX_ROWS,
@@ -160,7 +160,7 @@ def test_payload_stays_small_at_128_tokens(bert):
     fig = embedding_figure(bert_trace_of(bert, 128))
     assert all(t.z.dtype == np.float32 for t in fig.data)  # the hover shows the real value
     assert fig.data[0].z.shape == (128, 384)
-    assert len(compact(fig).to_json()) < JSON_BUDGET
+    assert len(compact_json(fig.to_plotly_json())) < JSON_BUDGET
 
 
 def test_512_tokens_are_capped_with_a_visible_note(bert):
@@ -168,10 +168,10 @@ def test_512_tokens_are_capped_with_a_visible_note(bert):
     fig = embedding_figure(tr)
     assert fig.data[0].z.shape == (MAX_ROWS, 384)
     assert f"first {MAX_ROWS} of 512 tokens" in fig.layout.title.text
-    assert len(compact(fig).to_json()) < JSON_BUDGET
+    assert len(compact_json(fig.to_plotly_json())) < JSON_BUDGET
     table = position_table_figure(tr)
     assert re.search(r"every \d+(st|nd|rd|th) position shown", table.layout.title.text)
-    assert len(compact(table).to_json()) < JSON_BUDGET
+    assert len(compact_json(table.to_plotly_json())) < JSON_BUDGET
 
 
 # ---------------------------------------------------------------- positions

@@ -179,16 +179,13 @@ def test_a_long_text_shows_a_window_of_rows_around_the_token_and_says_which():
 
 
 def test_the_step_switch_data_holds_each_steps_figure_as_the_server_draws_it(bert_steps):
-    """Every step's entry of switch_data is the figure step_figure draws, finished as the page's
-    figures are (margins sized to the labels: finishing changes nothing), without the template
+    """Every step's entry of switch_data is the figure step_figure draws, without the template
     the page already has; its arrays as Plotly's base64 typed arrays."""
-    from ui.render import finish
-
     tokens, steps = bert_steps
     data = viz.switch_data(list(steps.values()), tokens, token=4, head=3)
     assert len(data) == len(steps)
     for spec, step in zip(data, steps.values(), strict=True):
-        server = json.loads(finish(viz.step_figure(step, tokens, token=4, head=3)).to_json())
+        server = json.loads(viz.step_figure(step, tokens, token=4, head=3).to_json())
         server["layout"].pop("template")
         sent = json.loads(json.dumps(spec))
         assert sent == server, step.name

@@ -1,4 +1,4 @@
-"""Draw one tab: call its makers, isolate a failing view, finish and stamp every output."""
+"""Draw one tab: call its makers, isolate a failing view, stamp every output."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from serve.lru import LockedLRU
 from serve.unread import size_of
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
-from viz.common import compact, compact_json, fixed_margins_json, safe
+from viz.common import compact_json, fixed_margins_json, safe
 from viz.screen import Screen, lay_out
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
@@ -55,14 +55,6 @@ def failed_view(name: str, exc: Exception):
 
         return pd.DataFrame({tr("error"): [message]})
     return f"<p class='ta-error'>{safe(message)}</p>"
-
-
-def finish(value):
-    """Figures leave with compact JSON; their margins are fixed (one layout pass in the browser)
-    as ``slide_ready`` writes them."""
-    if hasattr(value, "layout"):
-        value = compact(value)
-    return value
 
 
 def title_above_panels(layout: dict) -> None:
@@ -166,7 +158,7 @@ def render(
         if only is not None and name not in only:
             continue
         try:
-            out[name] = stamp(finish(make()), run)
+            out[name] = stamp(make(), run)
         except Exception as exc:  # one broken view must not take the others down
             out[name] = failed_view(name, exc)
     return {**out, **{name: cleared[name]() if name in cleared else None for name in lazy}}

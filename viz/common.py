@@ -192,27 +192,23 @@ def heatmap(
     return {key: value for key, value in trace.items() if value is not None}  # None: unset
 
 
-def axes_of(fig: go.Figure, letter: str, row: int | None = None, col: int | None = None):
-    """The layout keys of a figure's x (or y) axes: every one, or one panel's (``row``/``col`` of
-    a ``subplots`` or ``make_subplots`` grid)."""
-    if row is not None:
-        x_key, y_key = fig._grid_ref[row - 1][col - 1][0].layout_keys
-        return [x_key if letter == "x" else y_key]
+def axes_of(fig: go.Figure, letter: str) -> list[str]:
+    """The layout keys of a figure's x (or y) axes."""
     return [key for key in fig.layout if key.startswith(f"{letter}axis")]
 
 
-def update_axes(fig: go.Figure, x: dict, y: dict, row=None, col=None) -> go.Figure:
-    """``update_xaxes(**x)`` and ``update_yaxes(**y)`` (on one panel with ``row``/``col``) as one
-    layout update: Plotly's per-axis selectors cost a few milliseconds a call."""
-    changes = {key: x for key in axes_of(fig, "x", row, col)}
-    changes.update({key: y for key in axes_of(fig, "y", row, col)})
+def update_axes(fig: go.Figure, x: dict, y: dict) -> go.Figure:
+    """``update_xaxes(**x)`` and ``update_yaxes(**y)`` as one layout update: Plotly's per-axis
+    selectors cost a few milliseconds a call."""
+    changes = {key: x for key in axes_of(fig, "x")}
+    changes.update({key: y for key in axes_of(fig, "y")})
     fig.update_layout(changes)
     return fig
 
 
-def square_axes(fig: go.Figure, n_x: int, n_y: int, row: int | None = None, col: int | None = None):
+def square_axes(fig: go.Figure, n_x: int, n_y: int) -> go.Figure:
     """Categorical axes with the first token at the top-left, ticks thinned for long texts."""
-    update_axes(fig, *square_axis_props(n_x, n_y), row=row, col=col)
+    update_axes(fig, *square_axis_props(n_x, n_y))
     return fig
 
 
@@ -252,13 +248,6 @@ def compact_json(figure: dict) -> str:
     """A figure's plain JSON ({"data", "layout"}, as ``to_plotly_json`` gives it) written as
     CompactFigure writes it, without validating it again."""
     return pio.to_json(figure, validate=False).replace("\\u002f", "/")
-
-
-def compact(fig: go.Figure) -> go.Figure:
-    """The same figure (no copy), serialised compactly (see CompactFigure)."""
-    if isinstance(fig, go.Figure) and not isinstance(fig, CompactFigure):
-        fig.__class__ = CompactFigure
-    return fig
 
 
 def _label_chars(values) -> int:
@@ -378,44 +367,3 @@ def grid(
                     }
                 )
     return layout, cells
-
-
-def subplots(
-    rows: int,
-    cols: int,
-    *,
-    subplot_titles: list[str] = (),
-    horizontal_spacing: float | None = None,
-    vertical_spacing: float | None = None,
-    row_heights: list[float] | None = None,
-) -> go.Figure:
-    """``make_subplots`` for a plain grid of x/y panels, built from ``grid`` (~1 ms, not 30):
-    ``add_trace(..., row=, col=)`` and ``update_xaxes(..., row=, col=)`` work on it as on
-    make_subplots' figure, which draws the same."""
-    from plotly._subplots import SubplotRef
-
-    layout, cells = grid(
-        rows,
-        cols,
-        h_space=horizontal_spacing,
-        v_space=vertical_spacing,
-        titles=list(subplot_titles),
-        row_heights=row_heights,
-    )
-    fig = go.Figure(layout=layout)
-    grid_ref = [
-        [
-            (
-                SubplotRef(
-                    subplot_type="xy",
-                    layout_keys=(axis_key(x), axis_key(y)),
-                    trace_kwargs={"xaxis": x, "yaxis": y},
-                ),
-            )
-            for x, y in cells[r * cols : (r + 1) * cols]
-        ]
-        for r in range(rows)
-    ]
-    fig.__dict__["_grid_ref"] = grid_ref  # what make_subplots leaves for row=/col= lookups
-    fig.__dict__["_grid_str"] = f"a {rows} × {cols} grid"
-    return fig

@@ -34,7 +34,7 @@ import torch
 from plotly.colors import get_colorscale
 
 from lang import tr
-from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, FONT, compact, safe, token_labels
+from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, FONT, CompactFigure, safe, token_labels
 
 FOLD_AT = 384  # a vector this wide or wider is folded into a rectangle
 TOP_NEURONS = 20  # bars of the FFN step
@@ -318,7 +318,7 @@ def step_spec(
 
 
 def _figure(spec: dict) -> go.Figure:
-    return compact(go.Figure(spec))
+    return CompactFigure(spec)  # validated: the specs use Plotly's shorthands
 
 
 def vector_figure(step, tokens: list[str], token: int) -> go.Figure:

@@ -19,7 +19,7 @@ import torch
 
 from lang import tr
 from model.rotary import RotaryEmbedding
-from viz.common import base_layout, display_token, safe, subplots
+from viz.common import base_layout, display_token, figure, grid, layout_of, safe
 
 MAX_DISTANCE = 512  # distances drawn at most (the curve's shape is set well before)
 
@@ -117,14 +117,22 @@ def distance_figure(trace, stack: str = "decoder", layer: int = 0, head: int = 0
             k=k_tok,
         ),
     ]
-    fig = subplots(2, 1, subplot_titles=titles, vertical_spacing=0.16)
+    layout, cells = grid(2, 1, v_space=0.16, titles=titles)
     hover = tr("distance %{x}<br>score %{y:.3f}") + "<extra></extra>"
-    for row, values in ((1, decay), (2, own)):
-        line = go.Scatter(x=distances, y=values.astype(np.float32), mode="lines")
-        fig.add_trace(line.update(hovertemplate=hover, showlegend=False), row=row, col=1)
-    if n <= distances[-1]:
-        fig.add_vline(x=n - 1, line={"dash": "dot", "color": "#888"})
-    fig.update_xaxes(title_text=tr("distance Δ = query position − key position"), row=2, col=1)
-    fig.update_yaxes(title_text="q·R(Δ)k / √d_head")
+    data = [
+        {"type": "scatter", "x": distances, "y": values.astype(np.float32), "mode": "lines",
+         "hovertemplate": hover, "showlegend": False, "xaxis": x, "yaxis": y}
+        for values, (x, y) in zip((decay, own), cells, strict=True)
+    ]  # fmt: skip
+    if n <= distances[-1]:  # this text's length, on both panels
+        layout["shapes"] = [
+            {"type": "line", "x0": n - 1, "x1": n - 1, "xref": x, "y0": 0, "y1": 1,
+             "yref": f"{y} domain", "line": {"dash": "dot", "color": "#888"}}
+            for x, y in cells
+        ]  # fmt: skip
+    layout["xaxis2"]["title"] = {"text": tr("distance Δ = query position − key position")}
+    for key in ("yaxis", "yaxis2"):
+        layout[key]["title"] = {"text": "q·R(Δ)k / √d_head"}
     title = tr("RoPE: a score depends on the distance only · dotted: this text's length")
-    return base_layout(fig, title, 520)
+    layout.update(layout_of(title, 520))
+    return figure(data, layout)

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from lang import tr
 from train.progress import BELOW_LESSON, below_lesson
-from viz.common import ATTENTION_SCALE, base_layout, heatmap, safe, subplots, token_labels
+from viz.common import ATTENTION_SCALE, figure, grid, heatmap, layout_of, safe, token_labels
 
 SMOOTH = 20  # steps in the loss curve's moving mean
 BAR = 24  # cells of the progress bar
@@ -69,45 +69,35 @@ def progress_figure(progress) -> go.Figure:
         layer=progress.layer,
         head=progress.head,
     )
-    titles = (tr("training loss"), safe(head))
-    fig = subplots(rows=1, cols=2, subplot_titles=titles)
+    titles = [tr("training loss"), safe(head)]
+    layout, ((x1, y1), (x2, y2)) = grid(1, 2, titles=titles)
     steps = np.arange(1, len(progress.losses) + 1)
-    fig.add_trace(
-        go.Scatter(x=steps, y=progress.losses, mode="lines", name=tr("loss"), opacity=0.3),
-        row=1,
-        col=1,
+    mean = tr("mean of {n} steps", n=SMOOTH)
+    attention = heatmap(
+        progress.attention.detach().cpu().float().numpy(),
+        token_labels(progress.keys),
+        token_labels(progress.queries),
+        x_title=tr("key"),
+        y_title=tr("query"),
+        value_name=tr("weight"),
+        colorscale=ATTENTION_SCALE,
+        zmin=0.0,
+        zmax=1.0,
     )
-    fig.add_trace(
-        go.Scatter(
-            x=steps,
-            y=smoothed(progress.losses),
-            mode="lines",
-            name=tr("mean of {n} steps", n=SMOOTH),
-        ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        heatmap(
-            progress.attention.detach().cpu().float().numpy(),
-            token_labels(progress.keys),
-            token_labels(progress.queries),
-            x_title=tr("key"),
-            y_title=tr("query"),
-            value_name=tr("weight"),
-            colorscale=ATTENTION_SCALE,
-            zmin=0.0,
-            zmax=1.0,
-        ),
-        row=1,
-        col=2,
-    )
-    fig.update_xaxes(title=tr("step"), row=1, col=1)
-    fig.update_yaxes(title=tr("loss"), row=1, col=1)
-    fig.update_xaxes(type="category", tickangle=-60, row=1, col=2)
-    fig.update_yaxes(type="category", autorange="reversed", row=1, col=2)
-    fig.update_layout(meta={"narrow": NARROW})  # on a phone the panels stack (ui/js/figures.js)
-    return base_layout(fig, safe(progress_sentence(progress)), 420, showlegend=False)
+    data = [
+        {"type": "scatter", "x": steps, "y": progress.losses, "mode": "lines",
+         "name": tr("loss"), "opacity": 0.3, "xaxis": x1, "yaxis": y1},
+        {"type": "scatter", "x": steps, "y": smoothed(progress.losses), "mode": "lines",
+         "name": mean, "xaxis": x1, "yaxis": y1},
+        {**attention, "xaxis": x2, "yaxis": y2},
+    ]  # fmt: skip
+    layout["xaxis"]["title"] = {"text": tr("step")}
+    layout["yaxis"]["title"] = {"text": tr("loss")}
+    layout["xaxis2"].update(type="category", tickangle=-60)
+    layout["yaxis2"].update(type="category", autorange="reversed")
+    layout.update(layout_of(safe(progress_sentence(progress)), 420))
+    layout.update(meta={"narrow": NARROW}, showlegend=False)  # a phone stacks the panels
+    return figure(data, layout)
 
 
 # The loss above the head's map when the figure is drawn narrower than `below` px: side by side
