@@ -299,9 +299,10 @@ class TraceCache:
     Sizes are measured again at every put: a trace grows when a view first reads a field it
     computes on access (Q, K, V, scores; model/trace.py).
 
-    Not a ``serve.lru.LockedLRU``: that one bounds entries only; here a put also evicts the least
-    recently used while the traces together hold more than ``max_bytes``, each measured anew,
-    in the same step under the same lock as the insert.
+    Not a ``serve.lru.LockedLRU``: that one weighs a value once, when it is put, and a trace grows
+    after it is put; here a put evicts the least recently used while the traces together hold
+    more than ``max_bytes``, each measured anew, in the same step under the same lock as the
+    insert.
     """
 
     def __init__(self, max_entries: int = 32, max_bytes: int = CACHE_BYTES) -> None:

@@ -16,9 +16,9 @@ from viz.common import compact_json, fixed_margins_json, safe
 from viz.screen import Screen, lay_out
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
-# the tab, the language, what the asking page fills itself): the same view asked by another page
-# costs nothing. 16 views and 16 MB at most (an Attention tab as a page that fills figures gets it:
-# 0.89 MB at 128 tokens, 2.42 MB at 512, bench_switch.py; an API client's is bigger).
+# the tab, the language, what the asking page fills itself and its screen): the same view asked by
+# another page costs nothing. 16 views and 16 MB at most: a few Attention tabs of long texts
+# (bench_switch.py measures one; an API client's, with every number in it, is bigger).
 DRAWN: LockedLRU = LockedLRU(16, max_bytes=16 * 2**20, weigh=size_of)
 PANEL_TITLE_GAP = 6  # px between a figure's title and the panel titles under it
 TITLE_TOP, TITLE_LINE, SUP_LINE = 32, 21, 20  # px: above the title (the toolbar), its lines
