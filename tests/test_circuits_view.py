@@ -2,7 +2,8 @@
 read as a circuit, through the page's own handlers — the grid equals analysis.attribute_heads,
 the comparison analysis.patch_heads, the graph's edges edge_attribution's strongest, the
 faithfulness shown analysis.circuit's; the induction lesson holds; BERT gets the refusal and
-still its grid; Chinese on a Chinese request; the CSV and NPZ read back; a link opens the tab."""
+still its grid; Chinese on a Chinese request; the CSV and NPZ read back; a link opens the tab;
+a model past the size bound gets a sentence."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from analysis.circuits import PAGE_STEPS
 from engine import BUNDLED
 from lang import speaking
 from ui.handlers import Ask
+from ui.render import DRAWN
 from ui.state import Selection, ViewState, parse_link, share_link
 from ui.tabs import circuits
 
@@ -204,3 +206,14 @@ def test_the_buttons_wait_in_the_patching_tabs_queue(demo):
         fn = demo.fns[found[0]["id"]]
         assert (fn.concurrency_id, fn.concurrency_limit) == ("alone-patch", 1)
     assert "compare" in circuits.TAB.own_queue
+
+
+def test_a_model_past_the_bound_gets_a_sentence_and_nothing_measured(demo, monkeypatch):
+    from ui import circuit_measures
+
+    monkeypatch.setattr(circuit_measures, "CIRCUIT_PARAMS", 1_000)
+    DRAWN.clear()  # the same view drawn for another page is answered from there
+    ask, out = opened(demo, COPY[0], "induction", COPY[1], page="big", answer="v")
+    assert "too large" in out["circuit_said"] and out["circuit_attr_plot"] is None
+    assert pressed(demo, ask, "circuit")["circuit_graph_plot"] is None
+    DRAWN.clear()

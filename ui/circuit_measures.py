@@ -38,8 +38,8 @@ MB = 1 << 20
 # are (the copy pair's faithfulness is not monotone in the edges kept: 0.98 at 30, 0.82 at 40).
 CURVE_SIZES = (1, 2, 5, 10, 15, 20, 30, 50, 75, 100, 200, 500, 1000)
 SHOWN_EDGES = 60  # the graph draws at most this many edges: more is a web, not a circuit
-# Edges and circuits are run on demand; at more parameters than this the page says so instead
-# (a circuit of GPT-2 small's size is a few seconds of CPU for every size of the curve).
+# At more parameters than this the tab says so instead of measuring: its grid and composition
+# scores run as it opens, and a circuit of GPT-2 small's size is seconds of CPU for the curve.
 CIRCUIT_PARAMS = 200_000_000
 
 
@@ -76,6 +76,7 @@ def spec_of(loaded, found, sel) -> PairSpec:
     """The page's run and the patching tab's boxes as one pair, with patch_pair's defaults:
     the clean run's top token, the corrupt run's (else the clean run's next), the last position
     (a decoder) or the first that differs."""
+    check_size(loaded)
     cfg = loaded.net.config
     clean = clean_inputs(found)
     corrupt = corrupt_inputs(loaded, clean, sel.pair)
@@ -210,12 +211,18 @@ def refused(loaded) -> str:
         _graph(loaded.net)
     except ValueError as exc:
         return str(exc)
-    if sum(p.numel() for p in loaded.net.parameters()) > CIRCUIT_PARAMS:
-        return (
-            "This model is too large for the page's circuits: edges and circuits are measured "
-            "for models of up to 200 million parameters."
-        )
     return ""
+
+
+def check_size(loaded) -> None:
+    """Refuse a model too large for the tab's measures (they run as the tab opens, too)."""
+    if sum(p.numel() for p in loaded.net.parameters()) > CIRCUIT_PARAMS:
+        raise InputError(
+            Msg(
+                "This model is too large for the page's circuits: edges and circuits are "
+                "measured for models of up to 200 million parameters."
+            )
+        )
 
 
 def ranked(edges: pd.DataFrame) -> pd.DataFrame:
