@@ -186,7 +186,7 @@ def test_no_pair_is_a_sentence_not_a_figure(demo):
     assert out["circuit_attr_plot"] is None and "corrupt text" in out["circuit_said"]
 
 
-def test_a_link_opens_the_tab_with_its_pair_and_circuit_size(demo):
+def test_a_link_opens_the_tab_with_its_pair_and_draws_its_circuit(demo):
     sel = Selection(pair=COPY[1], answer="v", keep=26)
     link = share_link(ViewState(COPY[0], "induction", tab="circuits", sel=sel))
     assert "tab=circuits" in link and "keep=26" in link
@@ -196,6 +196,8 @@ def test_a_link_opens_the_tab_with_its_pair_and_circuit_size(demo):
     out = demo.views.deeplink(ask, link)
     assert out["tabs"].selected == "circuits" and out["keep"] == 26
     assert out["circuit_attr_plot"] is not None
+    assert "**26 edges**" in out["circuit_edges_said"]  # the link's circuit, found with it
+    assert out["circuit_compare_plot"] is None  # the comparison stays on its button
 
 
 def test_the_buttons_wait_in_the_patching_tabs_queue(demo):

@@ -150,6 +150,11 @@ def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict
     }
 
 
+# The action a link to the tab with a pair presses once its view is open: Which heads matter
+# patches it, How the heads connect finds its circuit (the comparison stays on its button).
+LINKED_ACTIONS = {"patching": "patch", "circuits": "circuit"}
+
+
 class Views:
     """The view handlers (run, tab, selection, pick, language, deep link) over one engine, the
     pages' sessions and the page's defaults. ``trainings``: whose page a model trained on the
@@ -400,9 +405,10 @@ class Views:
             return {}
         # The link's corpus is measured next (ui.corpus_handlers.Corpus.link), once this view shows.
         self.sessions.of(ask.page).linked_corpus = state.corpus
-        if state.tab == "patching" and state.sel.pair.strip():  # a link's pair, patched with it
+        action = LINKED_ACTIONS.get(state.tab)
+        if action and state.sel.pair.strip():  # a link's pair, patched (or its circuit found)
             linked = replace(ask, tab=state.tab, sel=state.sel)
-            only = BY_ID[state.tab].redrawn_by("patch")
+            only = BY_ID[state.tab].redrawn_by(action)
             result.update(self.redraw(linked, self.latest(linked), only=only)[1])
         result["link_notes"] = "  \n".join(
             tr("⚠️ Link parameter ignored: {reason}.", reason=md_literal(reason))
