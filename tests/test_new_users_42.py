@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import app
 from engine import BUNDLED, kind_of, unknown_parts
 from lang import speaking
-from tests.test_patching_view import patched
+from tests.test_patching_view import patched, z_of
 from ui.handlers import Ask
 from ui.state import Selection
 from ui.status import status_markdown
@@ -210,7 +211,7 @@ def test_a_link_to_a_shipped_pair_reads_where_its_lesson_does(demo):
     pair = next(p for p in PAIRS if p.id == "trophy")
     out = patched(demo, pair.clean, BUNDLED, pair.corrupt, page="link-trophy")
     assert "at position 11" in out["patch_said"] and "The lesson:" in out["patch_said"]
-    assert out["patch_read_at"]["value"] == "11"
+    assert out["patch_read_at"]["value"] == "11·it"
     other = patched(demo, pair.clean, BUNDLED, pair.corrupt, page="link-14", read_at="14")
     assert "at position 14" in other["patch_said"] and "The lesson:" not in other["patch_said"]
 
@@ -218,7 +219,34 @@ def test_a_link_to_a_shipped_pair_reads_where_its_lesson_does(demo):
 def test_after_patch_the_boxes_show_what_was_measured(demo):
     out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="boxes")
     assert out["patch_answer"]["value"] == "v" and out["patch_wrong"]["value"] == "h"
-    assert out["patch_read_at"]["value"] == "10"
+    assert out["patch_read_at"]["value"] == "10·w"  # its token too: a new text is told by it
+
+
+@pytest.mark.parametrize(
+    "lang, words", [("en", "held the measure of another text"), ("zh-CN", "另一段文本的测量")]
+)
+def test_a_new_text_measures_its_own_pair_not_the_boxes_patch_filled_before(demo, lang, words):
+    """Patch fills the boxes with what it measured ("v", "h", "10·w"); they stay across Runs.
+    A Run of another text whose position 10 is no "w" then measures the new pair's own answer,
+    wrong answer and position, says so in one line, and the boxes show the new ones; the same
+    text, a typed number or a shipped pair's "11" keep what the boxes say."""
+    first = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page=f"stale{lang}")
+    boxes = {k: first[f"patch_{k}"]["value"] for k in ("answer", "wrong", "read_at")}
+    assert boxes == {"answer": "v", "wrong": "h", "read_at": "10·w"}
+    again = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page=f"s2{lang}", **boxes)
+    assert words not in again["patch_said"] and again["patch_read_at"]["value"] == "10·w"
+    new = ("abcde abcd", "induction", "fghij abcd")
+    kept = patched(demo, *new, page=f"s3{lang}", lang=lang, **boxes)
+    own = patched(demo, *new, page=f"s4{lang}", lang=lang)
+    said = kept["patch_said"].replace("\\", "")
+    assert words in said and "10·w" in said and said.count("\n") >= 1, said
+    assert words not in own["patch_said"]
+    for box in ("patch_answer", "patch_wrong", "patch_read_at"):
+        assert kept[box]["value"] == own[box]["value"], box
+    assert own["patch_answer"]["value"] == "e" and own["patch_read_at"]["value"] == "10·d"
+    np.testing.assert_allclose(z_of(kept["patch_heads_plot"]), z_of(own["patch_heads_plot"]))
+    typed = patched(demo, *new, page=f"s5{lang}", lang=lang, **{**boxes, "read_at": "10"})
+    assert words not in typed["patch_said"] and "‹v›" in typed["patch_said"]
 
 
 def test_the_chinese_dates_pair_teaches_its_cross_attention_heads(demo):
@@ -369,7 +397,7 @@ def test_after_patch_a_language_models_boxes_show_what_was_measured(demo, lms):
     loaded = demo.views.engine.model(lms["gpt2"])
     said = out["patch_said"]
     answer, wrong = out["patch_answer"]["value"], out["patch_wrong"]["value"]
-    assert answer and wrong and out["patch_read_at"]["value"].isdigit(), out
+    assert answer and wrong and out["patch_read_at"]["value"].partition("·")[0].isdigit(), out
     from ui.tabs.patching import marked
 
     assert marked(answer).replace("‹", "").replace("›", "") in said.replace("\\", "")

@@ -220,6 +220,36 @@ def position_of(text: str) -> int | None:
         ) from None
 
 
+def position_label(i: int, token: str) -> str:
+    """A position as the Position box lists and keeps it: "10·v" (its number, then its token,
+    cut as a link cuts the box: ui.state keeps 8 characters)."""
+    return f"{i}·{display_token(token)}"[:READ_AT_CHARS]
+
+
+READ_AT_CHARS = 8
+
+
+def stale_boxes(loaded, clean: dict, read_at: str) -> str:
+    """A sentence when the Position box names a token the page's text does not have there: the
+    boxes hold what Patch measured on another text (they are kept across Runs), so the Answer,
+    Wrong answer and Position are this pair's own defaults instead; "" when they still fit (a
+    typed number, a shipped pair's "11", or the same token at that place)."""
+    number, dot, token = str(read_at or "").partition("·")
+    if not dot or not token or not number.strip().isdigit():
+        return ""
+    head = loaded.net.lm_head is not None or bool(loaded.net.config.token_labels)
+    ids = clean["tgt_ids"] if "tgt_ids" in clean and head else clean["input_ids"]
+    tokens = loaded.tokenizer.convert_ids_to_tokens(ids[0].tolist())
+    i = int(number)
+    if i < len(tokens) and position_label(i, tokens[i]) == str(read_at)[:READ_AT_CHARS]:
+        return ""
+    return Msg(
+        "The Answer, Wrong answer and Position read boxes held the measure of another text "
+        "(position {box}): this pair's own were measured, and the boxes now show them.",
+        box=str(read_at)[:READ_AT_CHARS],
+    )
+
+
 def read_position(loaded, text: str, word: str) -> int | None:
     """Where an encoder's shipped pair reads its word ("it", "它"): its first position."""
     if not word:

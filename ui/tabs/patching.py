@@ -31,8 +31,10 @@ from ui.patching_inputs import (
     check_lengths,
     check_readable,
     corrupt_inputs,
+    position_label,
     position_of,
     read_position,
+    stale_boxes,
     token_of,
     unknown_note,
 )
@@ -279,6 +281,8 @@ def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairR
     answer = token_of(loaded, sel.answer, "The answer")
     wrong = token_of(loaded, sel.wrong, "The wrong answer")
     position = position_of(sel.read_at)
+    if stale_boxes(loaded, clean, sel.read_at):  # another text's measure: this pair's own
+        answer = wrong = position = None
     pair = shipped(loaded, text, sel.pair)
     if position is None and pair is not None:  # a link to the pair reads where its lesson does
         position = read_position(loaded, pair.clean, pair.read)
@@ -466,8 +470,10 @@ def makers(view: View) -> dict:
             return draw(result) if result is not None else None
 
         return make
+        stale = stale_boxes(loaded, clean_inputs(found), sel.read_at)
 
     def said() -> str:
+            + ("  \n" + md_literal(tr(stale)) if stale else "")
         result, problem = outcome()
         if result is None:
             return "⚠️ " + md_literal(problem)
@@ -487,10 +493,9 @@ def makers(view: View) -> dict:
         # figures' measure can be read off the boxes and changed from there.
         if which == "read_at":
             tokens = result.clean.tokens_for(read_stream(cfg, result))[0][0]
-            return gr.update(
-                choices=[(f"{i}·{display_token(tok)}", str(i)) for i, tok in enumerate(tokens)],
-                value=str(result.position),
-            )
+            # the value names its token too ("10·w"): a later Run of another text is told by it
+            labels = [position_label(i, tok) for i, tok in enumerate(tokens)]
+            return gr.update(choices=labels, value=labels[result.position])
         top = result.top_clean if which == "answer" else result.top_corrupt + result.top_clean
         value = ""
         if result.metric != "cosine":
