@@ -26,7 +26,7 @@ def _final(net: nn.Module, inputs: dict, head_mask: dict | None, mode: str):
         if net.lm_head is None and getattr(net, "token_classifier", None) is None:
             return net(**inputs, head_mask=head_mask, ablation=mode), None
         trace = net.trace(**inputs, head_mask=head_mask, ablation=mode, with_logits=True)
-        last = "decoder" if net.config.has_decoder else "encoder"
+        last = net.config.last_stream
         logits = trace.logits if trace.logits is not None else trace.label_logits
         return trace.outputs[last], logits
 

@@ -18,7 +18,7 @@ def check_lens(net, trace: Trace, stack: str) -> None:
     """The model has an LM head, ``stack`` feeds it, and the trace has that stack's stream."""
     if getattr(net, "lm_head", None) is None:
         raise ValueError("This model has no LM head, so its layers predict no tokens to read.")
-    feeds = "decoder" if net.config.has_decoder else "encoder"
+    feeds = net.config.last_stream
     if stack != feeds:
         raise ValueError(
             f"Only the {feeds} feeds this model's LM head; the logit lens reads the {feeds!r} "

@@ -64,7 +64,7 @@ def cosine_to(clean_trace, position: int, stack: str | None = None) -> Metric:
 
 
 def _last_stack(config) -> str:
-    return "decoder" if config.has_decoder else "encoder"
+    return config.last_stream
 
 
 def _inputs(net: nn.Module, clean: Mapping, corrupt: Mapping) -> tuple[dict, dict]:
@@ -150,11 +150,8 @@ class _Pair:
     def stack(self, stack: str | None) -> str:
         """Whose heads: ``stack``, by default the model's first; a ValueError if it has none."""
         cfg = self.net.config
-        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
-        stacks = [
-            s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here
-        ]
-        stack = stack or ("encoder" if cfg.has_encoder else "decoder")
+        stacks = list(cfg.stacks)
+        stack = stack or cfg.first_stack
         if stack not in stacks:
             raise ValueError(f"This model's stacks are {stacks}, not {stack!r}.")
         return stack

@@ -201,6 +201,26 @@ class TransformerConfig:
     def has_decoder(self) -> bool:
         return self.arch in ("decoder", "encoder-decoder")
 
+    @property
+    def stacks(self) -> tuple[str, ...]:
+        """This model's attention stacks in the order data flows through them: "encoder",
+        "decoder" (masked self-attention), "cross" (decoder queries over encoder keys)."""
+        return {
+            "encoder": ("encoder",),
+            "decoder": ("decoder",),
+            "encoder-decoder": ("encoder", "decoder", "cross"),
+        }[self.arch]
+
+    @property
+    def first_stack(self) -> str:
+        """The stack that reads the input text."""
+        return self.stacks[0]
+
+    @property
+    def last_stream(self) -> str:
+        """The residual stream the model's output is read from."""
+        return "decoder" if self.has_decoder else "encoder"
+
     def replace(self, **changes) -> TransformerConfig:
         """A copy with some fields changed (validated again); a new norm re-derives final_norm."""
         if changes.get("norm", self.norm) != self.norm and "final_norm" not in changes:

@@ -197,7 +197,7 @@ def shapes_markdown(trace) -> str:
     """The input side's shapes (and the target side's for encoder-decoder models) as markdown."""
     cfg = trace.config
     d = cfg.d_model
-    first = "encoder" if cfg.has_encoder else "decoder"
+    first = cfg.first_stack
     lines = [
         _side_line("input_ids", "T", "token embedding", trace.input_ids.shape, d, first, trace)
     ]

@@ -33,7 +33,7 @@ def build() -> Built:
 
 def makers(view: View) -> dict:
     trace = view.analysis.trace
-    first_stack = "encoder" if trace.config.has_encoder else "decoder"
+    first_stack = trace.config.first_stack
     dims, note = parse_dims(view.sel.dims, trace.config.d_model)
 
     def curves():

@@ -20,7 +20,7 @@ def build() -> Built:
 
 def makers(view: View) -> dict:
     trace = view.analysis.trace
-    first_stack = "encoder" if trace.config.has_encoder else "decoder"
+    first_stack = trace.config.first_stack
     stack = view.sel.stack if view.sel.stack in trace.hidden_states else first_stack
     return {
         "norms_heatmap": lambda: hidden.norms_heatmap(trace, stack),

@@ -53,7 +53,7 @@ def makers(view: View) -> dict:
     trace, sel = view.analysis.trace, view.sel
     cfg = trace.config
     batch = view.batch.trace if view.batch is not None else trace
-    first_stack = "encoder" if cfg.has_encoder else "decoder"
+    first_stack = cfg.first_stack
     # The causal mask belongs to the decoder: draw it over the decoder's tokens (the target of an
     # encoder-decoder model), never over the source.
     causal_tokens = trace.tokens_for("decoder")[0][0] if cfg.has_decoder else trace.tokens[0]

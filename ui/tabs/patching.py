@@ -319,15 +319,8 @@ def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairR
 
 
 def stacks_of(cfg) -> list[str]:
-    return [
-        s
-        for s, here in (
-            ("encoder", cfg.has_encoder),
-            ("decoder", cfg.has_decoder),
-            ("cross", cfg.arch == "encoder-decoder"),
-        )
-        if here
-    ]
+    """The stacks a pair may be patched in (the model's own: ``TransformerConfig.stacks``)."""
+    return list(cfg.stacks)
 
 
 # ---- what the tab shows ---------------------------------------------------------------------
@@ -470,17 +463,17 @@ def makers(view: View) -> dict:
             return draw(result) if result is not None else None
 
         return make
-        stale = stale_boxes(loaded, clean_inputs(found), sel.read_at)
 
     def said() -> str:
-            + ("  \n" + md_literal(tr(stale)) if stale else "")
         result, problem = outcome()
         if result is None:
             return "⚠️ " + md_literal(problem)
         note = unknown_note(loaded, found.text, sel.pair)
         warned = "  \n⚠️ " + md_literal(tr(note)) if note else ""
+        stale = stale_boxes(loaded, clean_inputs(found), sel.read_at)
         return (
             said_markdown(loaded, result)
+            + ("  \n" + md_literal(tr(stale)) if stale else "")
             + warned
             + pair_lesson(loaded, result, found.text, sel.pair)
         )
