@@ -5,6 +5,7 @@ for the shipped pairs; ``engine.encode`` reads a text as the page does."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -14,25 +15,92 @@ from tests.conftest import ROOT
 from tests.test_readme import fenced_commands, python_examples, run_elsewhere, run_example
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-EXAMPLES = [
-    pytest.param(code, id=f"{path.name}-{i}")
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)\n```", flags=re.S | re.M)
+IMPORTS = re.compile(r"^(import|from) \w", flags=re.M)
+QUOTED = "python no-run"  # a fence that quotes lines of code, deliberately not run
+APP_URL = "http://127.0.0.1:7860/"  # the address the gradio_client examples call
+
+
+def scripts(text: str) -> list[str]:
+    """A document's Python as a reader runs it: a ```python block that imports what it uses
+    starts a script; a ```python block without an import line continues the one before it
+    (``client.predict`` after ``client = Client(…)``), as a reader pastes it below. A block
+    that quotes code is fenced ```python no-run and is left out."""
+    found: list[str] = []
+    for info, code in FENCE.findall(text):
+        if info.strip() != "python":
+            continue
+        if IMPORTS.search(code) or not found:
+            found.append(code)
+        else:
+            found[-1] += "\n" + code
+    return found
+
+
+SCRIPTS = [
+    (path.name, i, code)
     for path in DOCS
-    for i, code in enumerate(python_examples(path.read_text(encoding="utf-8")))
-    # A script a reader runs imports what it uses; a block without an import quotes the code
-    # (docs/architecture.md shows lines of it). gradio_client needs a running app:
-    # tests/test_api_client.py calls one.
-    if re.search(r"^(import|from) ", code, flags=re.M) and "gradio_client" not in code
+    for i, code in enumerate(scripts(path.read_text(encoding="utf-8")))
+]
+EXAMPLES = [
+    pytest.param(code, id=f"{name}-{i}") for name, i, code in SCRIPTS if "gradio_client" not in code
+]
+CLIENT_EXAMPLES = [
+    pytest.param(code, id=f"{name}-{i}") for name, i, code in SCRIPTS if "gradio_client" in code
 ]
 
 
 def test_the_docs_hold_examples():
-    assert len(EXAMPLES) >= 6
+    assert len(EXAMPLES) >= 6 and CLIENT_EXAMPLES
+
+
+def test_every_python_block_is_run_or_marked_as_quoted():
+    """Nothing is skipped silently: every ```python block starts a script with its imports or
+    continues one; a quoted block says so in its fence; a bare ``` block holds no Python a
+    reader would run (an import, or a call of the client)."""
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for info, code in FENCE.findall(text):
+            kind = info.strip()
+            assert kind in ("python", QUOTED) or not kind.startswith("python"), (path.name, info)
+            if not kind:
+                assert not IMPORTS.search(code) and "client." not in code, (path.name, code)
+        blocks = [code for info, code in FENCE.findall(text) if info.strip() == "python"]
+        ran = scripts(text)
+        assert all(any(code in script for script in ran) for code in blocks), path.name
+        if blocks:  # a script's first block brings its imports: no continuation before it
+            assert IMPORTS.search(blocks[0]), path.name
 
 
 @pytest.mark.parametrize("code", EXAMPLES)
 def test_every_python_example_runs_from_another_folder(code, tmp_path):
     done = run_elsewhere(code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", CLIENT_EXAMPLES)
+def test_every_gradio_client_example_runs_against_the_app(code, tmp_path):
+    """The docs' ``gradio_client`` scripts (``/run``, in Chinese, then ``/patch``) as a reader
+    runs them, against ``python app.py`` on 127.0.0.1 (a free port for the docs' 7860), stopped
+    after; each prints what it got, so the values are checked too."""
+    from tests.apphost import serve_app
+
+    assert APP_URL in code
+    checks = (
+        "\nimport json\n"
+        "print(json.dumps([type(v).__name__ for v in values]))\n"
+        "print(json.dumps([v for v in values if isinstance(v, str)], ensure_ascii=False))\n"
+    )
+    with serve_app() as (url, _):
+        done = run_elsewhere(code.replace(APP_URL, url) + checks, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds, texts = done.stdout.strip().splitlines()[-2:]
+    assert len(json.loads(kinds)) > 3, kinds
+    said = " ".join(json.loads(texts))
+    assert "could not" not in said and "⚠️" not in said, said[:2000]
+    if "/patch" in code:  # the copy pair's measure, as the page says it
+        assert "+19.240" in said and "L0 H1" in said, said[:2000]
 
 
 def test_the_quick_start_installs_the_api_and_says_the_cpu_wheel_before_it():
