@@ -181,6 +181,26 @@ def panel_height(labels: list[str], n: int) -> int:
     return int(min(640, max(360, 110 + label_px(labels) + min(300, 10 * n))))
 
 
+def bars_under(colorbars: tuple[dict, ...], spans: list[tuple[float, float]]) -> dict:
+    """The colour axes of a row of panels, each bar horizontal under the panels it colours
+    (``spans``: their x domain, left to right): "coloraxis" for the first, "coloraxis2"."""
+    # Vertical bars between or beside the panels covered panel 3 on a phone; under the panels
+    # they take no width, so they overlap nothing at any screen width.
+    under = {"orientation": "h", "thickness": 10, "yref": "container", "yanchor": "bottom"}
+    axes = {}
+    names = ("coloraxis", "coloraxis2")[: len(spans)]
+    for name, bar, (left, right) in zip(names, colorbars[: len(spans)], spans, strict=True):
+        # Plotly.js draws a horizontal bar's "top" title over the bar; "right" puts it at the
+        # bar's left end, so the bar starts a quarter into its panels to leave the title room.
+        title = {**bar["colorbar"].get("title", {}), "side": "right"}
+        colorbar = {**bar["colorbar"], **under, "title": title}
+        colorbar["nticks"] = 5 if name == "coloraxis" else 3  # a short bar: labels stay upright
+        span = right - left
+        colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
+        axes[name] = {**bar, "colorbar": colorbar}
+    return axes
+
+
 def three_panels(
     panels: list[dict],
     titles: list[str],
@@ -238,27 +258,10 @@ def three_panels(
                 "font": {"size": 13},
             }
         )
-    # Vertical bars between or beside the panels covered panel 3 on a phone; under the panels
-    # they take no width, so they overlap nothing at any screen width.
-    under = {
-        "orientation": "h",
-        "thickness": 10,
-        "yref": "container",
-        "yanchor": "bottom",
-    }
     spans = [(domains[0][0], domains[min(1, len(panels) - 1)][1])]
     if len(panels) == 3:
         spans.append(domains[2])
-    names = ("coloraxis", "coloraxis2")[: len(spans)]
-    for name, bar, (left, right) in zip(names, colorbars[: len(spans)], spans, strict=True):
-        # Plotly.js draws a horizontal bar's "top" title over the bar; "right" puts it at the
-        # bar's left end, so the bar starts a quarter into its panels to leave the title room.
-        title = {**bar["colorbar"].get("title", {}), "side": "right"}
-        colorbar = {**bar["colorbar"], **under, "title": title}
-        colorbar["nticks"] = 5 if name == "coloraxis" else 3  # a short bar: labels stay upright
-        span = right - left
-        colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
-        layout[name] = {**bar, "colorbar": colorbar}
+    layout.update(bars_under(colorbars, spans))
     return panels, layout
 
 

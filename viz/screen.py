@@ -175,62 +175,98 @@ class Box:
     top: int = 0  # px the page's title margin already has (kept as the least top margin)
 
 
-def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
-    """A square map's (layout changes, its colour bar) for ``box``: the cells as large as the
-    room allows, the labels thinned to what fits at the box's font, the margins what they hold."""
-    trace = data[0]
-    xs, ys = list(trace["x"]), list(trace["y"])
-    f = box.font
-    x_title = layout["xaxis"].get("title", {}).get("text", "")
-    y_title = layout["yaxis"].get("title", {}).get("text", "")
-    both = f"{y_title} ↓ · {x_title} →"  # one line names both axes: beside the plot, or under it
-    title = layout.get("title", {}).get("text", "")
-    if box.phone:
-        title = wrap(title, 0.98 * box.width - 12, box.title)
+@dataclass
+class Room:
+    """Where a square map's parts go in a box, in px: the margins, the cell's side, every how
+    many cells a label stands, whether the x labels lie flat, how far below the plot they start."""
+
+    top: float
+    left: float
+    right: float
+    bottom: float = 0.0
+    cell: float = 0.0
+    step: int = 1
+    flat: bool = False
+    standoff: int = 0
+
+
+def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
+    """The margins around a square map of ``trace``'s labels and the cells' side in ``box``."""
+    f, n_x, n_y = box.font, len(trace["x"]), len(trace["y"])
     top = round(title_px(title, box.title) + 14)
     if box.height is not None and not box.phone and box.top:
         top = max(top, box.top)
-    y_px = _longest(ys, box.y_chars, f)
-    x_px = _longest(xs, box.x_chars, f)
-    shows_bar = trace.get("showscale", True) is not False  # a mask's colours are in its title
-    colorbar = trace.get("colorbar", {})
-    bar_chars = max(8, *(len(t) for t in colorbar.get("ticktext", [""])))
+    y_px = _longest(list(trace["y"]), box.y_chars, f)
+    x_px = _longest(list(trace["x"]), box.x_chars, f)
+    bar_chars = max(8, *(len(t) for t in trace.get("colorbar", {}).get("ticktext", [""])))
     if box.phone:  # the colour bar lies under the plot, the axes' names above it
-        left, right = y_px + 8, 6
+        room = Room(top, y_px + 8, 6)
         under = 1.6 * f + (14 + 2.8 * f if shows_bar else 4)
     else:  # the colour bar stands at the right, the axes' names upright at the left
-        left = y_px + 8 + 1.6 * f
         right = 16 + 12 + bar_chars * 0.7 * f + 1.6 * f + 8 if shows_bar else 16
-        under = 0
-    width = box.width - left - right
-
-    def fit(labels_h: float) -> tuple[float, float]:
-        """(cell px, bottom margin) with x labels ``labels_h`` px tall."""
-        bottom = labels_h + under
-        if box.height is None:
-            return width / len(xs), bottom
-        return min(width / len(xs), (box.height - top - bottom) / len(ys)), bottom
-
+        room, under = Room(top, y_px + 8 + 1.6 * f, right), 0
+    width = box.width - room.left - room.right
     # The x labels stand clear of the lowest query label, which reaches below the plot.
-    standoff = math.ceil(0.7 * f) + 2
-    cell, bottom = fit(x_px + standoff + 4)  # upright x labels: their length under the plot
-    flat = x_px + 6 <= cell * step_for(cell, f)
-    if flat:  # flat ones fit: the room upright ones would take goes to the cells
-        cell, bottom = fit(1.6 * f + standoff)
-        flat = x_px + 6 <= cell * step_for(cell, f)
-    step = step_for(cell, f)
-    height = box.height if box.height is not None else top + cell * len(ys) + bottom
+    room.standoff = math.ceil(0.7 * f) + 2
+
+    def fit(labels_h: float) -> None:  # the cells' side with x labels ``labels_h`` px tall
+        room.bottom = labels_h + under
+        room.cell = width / n_x
+        if box.height is not None:
+            room.cell = min(room.cell, (box.height - top - room.bottom) / n_y)
+        room.step = step_for(room.cell, f)
+        room.flat = x_px + 6 <= room.cell * room.step
+
+    fit(x_px + room.standoff + 4)  # upright x labels: their whole length under the plot
+    if room.flat:  # flat ones fit: the room upright ones would take goes to the cells
+        fit(1.6 * f + room.standoff)
+    return room
+
+
+def _phone_bar(bar: dict) -> dict:
+    """A colour bar under the plot, across it: the cells keep the figure's width."""
+    bar.update(
+        orientation="h",
+        x=0.5,
+        xanchor="center",
+        y=0,
+        yanchor="bottom",
+        yref="container",
+        len=0.92,  # its end labels stay inside the figure
+        lenmode="fraction",
+        thickness=10,
+        xpad=0,
+        ypad=4,
+    )
+    bar["title"]["side"] = "top"
+    return bar
+
+
+def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]:
+    """A square map's (layout changes, its colour bar or None) for ``box``: the cells as large as
+    the room allows, the labels thinned to what fits at the box's font, the margins what they
+    hold."""
+    trace, f = data[0], box.font
+    xs, ys = list(trace["x"]), list(trace["y"])
+    titles = [layout[key].get("title", {}).get("text", "") for key in ("yaxis", "xaxis")]
+    both = "{} ↓ · {} →".format(*titles)  # one line names both axes: beside or under the plot
+    title = layout.get("title", {}).get("text", "")
+    if box.phone:
+        title = wrap(title, 0.98 * box.width - 12, box.title)
+    shows_bar = trace.get("showscale", True) is not False  # a mask's colours are in its title
+    room = _room(trace, title, box, shows_bar)
+    height = box.height if box.height is not None else room.top + room.cell * len(ys) + room.bottom
     # The plot area as wide as its cells, so that the colour bar stands beside them (a wider
     # area would leave it at the figure's far edge): presented, the square stands in the
     # middle of the screen; on the page, the figure is only as wide as it needs.
-    spare = max(0.0, width - cell * len(xs))
+    spare = max(0.0, box.width - room.left - room.right - room.cell * len(xs))
     if box.centre:
-        left, right = left + spare / 2, right + spare / 2
-    figure_width = box.width if box.centre else box.width - spare
+        room.left, room.right = room.left + spare / 2, room.right + spare / 2
+    margin = {"t": room.top, "l": room.left, "r": room.right, "b": room.bottom}
     changes = {
         "height": round(height),
-        "width": round(figure_width),
-        "margin": {"t": top, "l": round(left), "r": round(right), "b": round(bottom), "pad": 0},
+        "width": round(box.width if box.centre else box.width - spare),
+        "margin": {**{k: round(v) for k, v in margin.items()}, "pad": 0},
         "title": {
             **layout.get("title", {}),
             "text": title,
@@ -239,14 +275,14 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
             "yanchor": "top",
         },
         # Ranges of their own: the axes are laid out without the cells (a figure drawn before
-        # the page has filled its numbers), the first query at the top.
+        # the page has filled its numbers), the first query at the top; square cells.
         "xaxis": {
             **layout["xaxis"],
             "range": [-0.5, len(xs) - 0.5],
             "autorange": False,
             "constrain": "domain",
-            **Ticks(step, 0 if flat else -90).props(xs, box.x_chars, f),
-            "ticklabelstandoff": standoff,
+            **Ticks(room.step, 0 if room.flat else -90).props(xs, box.x_chars, f),
+            "ticklabelstandoff": room.standoff,
             "title": {"text": both if box.phone else ""},
         },
         "yaxis": {
@@ -254,31 +290,16 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict]:
             "range": [len(ys) - 0.5, -0.5],
             "autorange": False,
             "constrain": "domain",
-            "scaleanchor": "x",  # square cells
-            **Ticks(step, 0).props(ys, box.y_chars, f),
+            "scaleanchor": "x",
+            **Ticks(room.step, 0).props(ys, box.y_chars, f),
             "title": {"text": "" if box.phone else both},
         },
     }
     if not shows_bar:
         return changes, None
-    bar = {**colorbar, "tickfont": {"size": f}}
+    bar = {**trace.get("colorbar", {}), "tickfont": {"size": f}}
     bar["title"] = {**bar.get("title", {}), "font": {"size": f}}
-    if box.phone:  # under the plot, across it: the cells keep the figure's width
-        bar.update(
-            orientation="h",
-            x=0.5,
-            xanchor="center",
-            y=0,
-            yanchor="bottom",
-            yref="container",
-            len=0.92,  # its end labels stay inside the figure
-            lenmode="fraction",
-            thickness=10,
-            xpad=0,
-            ypad=4,
-        )
-        bar["title"]["side"] = "top"
-    return changes, bar
+    return changes, _phone_bar(bar) if box.phone else bar
 
 
 def boxes(screen: Screen) -> tuple[Box, list[Box]]:
