@@ -449,6 +449,11 @@ def test_deploy_doc_tells_one_measured_story():
     assert "(0.037 + 0.040)" in sizing and abs((run + switch) / 1000 - 0.077) < 0.001
     for stale in ("46.5 core-ms", "21 core-ms", "20.1 ms", "34 ms"):
         assert stale not in deploy, stale
+    lm = deploy.split("**A class on a language model.**")[1].split("\n\n")[0]
+    day = re.search(r"Sizing's figures", lm) and re.search(r"Measured on (\d{4}-\d{2}-\d{2})", lm)
+    assert day and day.group(1) in sizing, lm  # Sizing's day, its own pass said beside it
+    assert re.search(r"pass at 128 tokens took \d+ ms", lm) and "load" in lm, lm
+    assert "scale these by your pass" not in lm  # another day's figures, scaled, no more
     assert "## Past one Space" in deploy and "do not run inside" in deploy
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in deploy
     assert "torch==2.13.0" in (ROOT / "requirements.txt").read_text(encoding="utf-8")
