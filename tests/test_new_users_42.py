@@ -249,6 +249,45 @@ def test_a_new_text_measures_its_own_pair_not_the_boxes_patch_filled_before(demo
     assert words not in typed["patch_said"] and "‹v›" in typed["patch_said"]
 
 
+@pytest.mark.browser
+@pytest.mark.slow
+def test_in_the_browser_a_new_text_patches_its_own_pair(browser):
+    """The page as a student meets it: a link patches the copy pair and its boxes show "v",
+    "h" and "10·w"; another text Run and patched measures its own ("e" at "10·d") and says the
+    boxes held another text's measure."""
+    from urllib.parse import urlencode
+
+    from tests.apphost import serve_app
+    from tests.test_patching_browser import COPY, wait_patched
+    from tests.test_phone import READY
+
+    box = "(id) => document.querySelector(`#${id} input`)?.value"
+    with serve_app() as (url, _):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            page = context.new_page()
+            page.goto(f"{url}?{urlencode(COPY)}")
+            page.wait_for_function(READY, timeout=60_000)
+            wait_patched(page)
+            page.wait_for_function(f"() => ({box})('read-at') === '10·w'", timeout=30_000)
+            shown = page.evaluate(box, "answer"), page.evaluate(box, "wrong")  # "‹v› 100%"
+            assert shown[0].startswith("‹v› ") and shown[1].startswith("‹h› "), shown
+            page.fill("#text textarea", "abcde abcd")
+            page.fill("#pair textarea", "fghij abcd")
+            page.click("#run")
+            page.wait_for_function(
+                "() => !document.querySelector('#patch-said')?.textContent.includes('%')",
+                timeout=60_000,
+            )
+            page.click("#patch-run")
+            said = "() => document.querySelector('#patch-said')?.textContent || ''"
+            page.wait_for_function(f"() => ({said})().includes('another text')", timeout=60_000)
+            page.wait_for_function(f"() => ({box})('read-at') === '10·d'", timeout=30_000)
+            assert page.evaluate(box, "answer").startswith("‹e› ")
+        finally:
+            context.close()
+
+
 def test_the_chinese_dates_pair_teaches_its_cross_attention_heads(demo):
     ask = Ask(tab="patching", page="dates-zh")
     filled = demo.handlers.patching.example(ask, "dates-zh")
