@@ -272,15 +272,12 @@ def test_in_the_browser_a_new_text_patches_its_own_pair(browser):
             page.wait_for_function(f"() => ({box})('read-at') === '10·w'", timeout=30_000)
             shown = page.evaluate(box, "answer"), page.evaluate(box, "wrong")  # "‹v› 100%"
             assert shown[0].startswith("‹v› ") and shown[1].startswith("‹h› "), shown
-            page.fill("#text textarea", "abcde abcd")
-            page.fill("#pair textarea", "fghij abcd")
-            page.click("#run")
-            page.wait_for_function(
-                "() => !document.querySelector('#patch-said')?.textContent.includes('%')",
-                timeout=60_000,
-            )
-            page.click("#patch-run")
+            for where, text in (("#text", "abcde abcd"), ("#pair", "fghij abcd")):
+                page.fill(f"{where} textarea", text)
+            page.click("#run")  # the new run clears the sentence: no "%" until the next Patch
             said = "() => document.querySelector('#patch-said')?.textContent || ''"
+            page.wait_for_function(f"() => !({said})().includes('%')", timeout=60_000)
+            page.click("#patch-run")
             page.wait_for_function(f"() => ({said})().includes('another text')", timeout=60_000)
             page.wait_for_function(f"() => ({box})('read-at') === '10·d'", timeout=30_000)
             assert page.evaluate(box, "answer").startswith("‹e› ")
