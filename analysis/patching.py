@@ -328,6 +328,45 @@ def _top(logits, position: int, k: int = 5) -> list[tuple[int, float]]:
     return [(int(i), float(v)) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
 
 
+def pair_measure(
+    clean_tr,
+    corrupt_tr,
+    clean_in: Mapping,
+    corrupt_in: Mapping,
+    answer: int | None = None,
+    wrong: int | None = None,
+    position: int | None = None,
+) -> tuple[Metric, str, int | None, int | None, int, list, list]:
+    """The measure of a pair and its defaults, as ``patch_pair`` documents them, from the two
+    runs' traces and inputs: (metric, its name, answer, wrong, position, the clean and corrupt
+    runs' top 5 at that position)."""
+    cfg = clean_tr.config
+    logits_a, logits_b = _head_logits(clean_tr), _head_logits(corrupt_tr)
+    if logits_a is None:  # no output head: the cosine to the clean run's output
+        length = clean_tr.hidden_states[cfg.first_stack].shape[2]
+        if position is None:
+            differ = (clean_in["input_ids"][0] != corrupt_in["input_ids"][0]).nonzero()
+            position = int(differ[0]) if len(differ) else length - 1
+        position = _in_range(position, length)
+        return cosine_to(clean_tr, position), "cosine", None, None, position, [], []
+    length = clean_tr.hidden_states[cfg.last_stream].shape[2]
+    if position is None:
+        position = length - 1
+        if cfg.arch != "decoder":  # the first position whose top prediction differs
+            for t in range(length):
+                if int(logits_a[0, t].argmax()) != int(logits_b[0, t].argmax()):
+                    position = t
+                    break
+    position = _in_range(position, length)
+    top_clean, top_corrupt = _top(logits_a, position), _top(logits_b, position)
+    if answer is None:
+        answer = top_clean[0][0]
+    if wrong is None:
+        wrong = next(i for i, _ in [*top_corrupt, *top_clean] if i != answer)
+    measure = logit_diff(answer, wrong, position)
+    return measure, "logit_diff", answer, wrong, position, top_clean, top_corrupt
+
+
 def patch_pair(
     net: nn.Module,
     clean: Mapping,
@@ -353,34 +392,10 @@ def patch_pair(
     with torch.no_grad():
         clean_tr = net.trace(**clean_in, with_logits=True)
         corrupt_tr = net.trace(**corrupt_in, with_logits=True)
-    stack = stack or ("encoder" if cfg.has_encoder else "decoder")
+    stack = stack or cfg.first_stack
     stream = "encoder" if cfg.has_encoder else "decoder"
-    logits_a, logits_b = _head_logits(clean_tr), _head_logits(corrupt_tr)
-    if logits_a is not None:
-        length = clean_tr.hidden_states["decoder" if cfg.has_decoder else "encoder"].shape[2]
-        if position is None:
-            position = length - 1
-            if cfg.arch != "decoder":
-                for t in range(length):
-                    if int(logits_a[0, t].argmax()) != int(logits_b[0, t].argmax()):
-                        position = t
-                        break
-        position = _in_range(position, length)
-        top_clean, top_corrupt = _top(logits_a, position), _top(logits_b, position)
-        if answer is None:
-            answer = top_clean[0][0]
-        if wrong is None:
-            wrong = next(i for i, _ in [*top_corrupt, *top_clean] if i != answer)
-        metric, name = logit_diff(answer, wrong, position), "logit_diff"
-    else:
-        length = clean_tr.hidden_states[stream].shape[2]
-        if position is None:
-            a, b = clean_in["input_ids"][0], corrupt_in["input_ids"][0]
-            differ = (a != b).nonzero()
-            position = int(differ[0]) if len(differ) else length - 1
-        position = _in_range(position, length)
-        top_clean, top_corrupt, answer, wrong = [], [], None, None
-        metric, name = cosine_to(clean_tr, position), "cosine"
+    found = pair_measure(clean_tr, corrupt_tr, clean_in, corrupt_in, answer, wrong, position)
+    metric, name, answer, wrong, position, top_clean, top_corrupt = found
     pair = _Pair(net, clean_in, corrupt_in, metric, traces=(clean_tr, corrupt_tr))
     heads, positions = _heads(pair, stack), _residual(pair, stream)  # no run traced again
     m_clean, m_corrupt = pair.m_clean, pair.m_corrupt

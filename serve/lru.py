@@ -6,6 +6,8 @@ once), so a module-level cache is read and written by several threads at a time.
 ``popitem`` evicted ``key`` between the check and the move. ``LockedLRU`` makes each call one step
 under its own lock; computing a missing value stays outside the lock (two threads may both
 compute it, the later ``put`` wins), so a slow computation never blocks readers of other keys.
+``once`` computes a missing value in one thread while the others asking for that key wait (a
+pair a class patches at once is measured once).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class LockedLRU(Generic[K, V]):
         self.size, self.max_bytes, self.weigh = size, max_bytes, weigh
         self._items: OrderedDict[K, V] = OrderedDict()
         self._weights: dict[K, int] = {}
+        self._making: dict[K, threading.Lock] = {}  # once(): the keys being made, a lock each
         self._lock = threading.Lock()
 
     def _evict(self) -> None:
@@ -57,6 +60,25 @@ class LockedLRU(Generic[K, V]):
                 return default
             self._items.move_to_end(key)
             return self._items[key]
+
+    def once(self, key: K, make: Callable[[], V]) -> V:
+        """The value for ``key``, made by ``make()`` in one thread while any other asking for the
+        same key waits for it; other keys are not held up. A ``make`` that raises leaves no lock
+        behind (the next one asking makes it again)."""
+        found = self.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            lock = self._making.setdefault(key, threading.Lock())
+        try:
+            with lock:
+                found = self.get(key)
+                if found is None:
+                    found = self.put(key, make())
+        finally:
+            with self._lock:
+                self._making.pop(key, None)
+        return found
 
     def put(self, key: K, value: V) -> V:
         """Keep ``value`` for ``key`` as the most recently used; returns ``value``."""

@@ -307,4 +307,4 @@ def test_a_refused_pair_leaves_no_lock_behind(demo):
         out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="twice", answer="v",
                       wrong="v")  # fmt: skip
         assert "patch_heads_plot" not in out or out["patch_heads_plot"] is None
-    assert patching._BUSY == {}
+    assert patching.MEASURED._making == {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -149,6 +150,37 @@ def test_the_head_switch_payloads_survive_many_threads(monkeypatch):
         assert 0 < len(cache) <= 8
     finally:
         cache.clear()
+
+
+def test_the_lru_makes_a_missing_value_once_however_many_threads_ask():
+    """LockedLRU.once (a pair a class patches at once, a circuit): one thread makes the value,
+    the others asking for that key wait and get it; a make that raises leaves no lock behind."""
+    cache: LockedLRU[str, int] = LockedLRU(4)
+    made, start = [], threading.Barrier(8)
+
+    def make() -> int:
+        made.append(1)
+        time.sleep(0.05)  # long enough for every other thread to be waiting
+        return 42
+
+    def ask() -> None:
+        start.wait()
+        assert cache.once("pair", make) == 42
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and cache._making == {}
+
+    def refuse() -> int:
+        raise ValueError("one answer for both texts")
+
+    for _ in range(2):  # the second ask is not kept waiting on the first one's lock
+        with pytest.raises(ValueError):
+            cache.once("refused", refuse)
+    assert cache._making == {} and "refused" not in cache
 
 
 def test_the_engine_caches_survive_many_threads(monkeypatch):

@@ -6,7 +6,6 @@ for, not measured twice."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,22 +15,11 @@ import torch
 
 import analysis
 from analysis.circuits import PAGE_STEPS
-from analysis.patching import _head_logits, _in_range, _top, cosine_to, logit_diff
+from analysis.patching import pair_measure
 from engine import InputError
 from lang import Msg
 from serve.lru import LockedLRU
-from ui.tabs.patching import (
-    check_lengths,
-    check_readable,
-    clean_inputs,
-    corrupt_inputs,
-    measure,
-    position_of,
-    read_position,
-    shipped,
-    stacks_of,
-    token_of,
-)
+from ui.tabs.patching import asked, clean_inputs, measure
 
 MB = 1 << 20
 # The circuits measured for the curve: a dozen sizes at most, denser where the small circuits
@@ -73,83 +61,19 @@ def _traced(loaded, inputs: dict):
 
 
 def spec_of(loaded, found, sel) -> PairSpec:
-    """The page's run and the patching tab's boxes as one pair, with patch_pair's defaults:
-    the clean run's top token, the corrupt run's (else the clean run's next), the last position
-    (a decoder) or the first that differs."""
+    """The page's run and the patching tab's boxes as one pair, read as that tab reads them,
+    with patch_pair's defaults: the clean run's top token, the corrupt run's (else the clean
+    run's next), the last position (a decoder) or the first that differs."""
     check_size(loaded)
-    cfg = loaded.net.config
-    clean = clean_inputs(found)
-    corrupt = corrupt_inputs(loaded, clean, sel.pair)
-    check_lengths(loaded, clean, corrupt)
-    check_readable(loaded, found.text, sel.pair, clean, corrupt)
-    answer = token_of(loaded, sel.answer, "The answer")
-    wrong = token_of(loaded, sel.wrong, "The wrong answer")
-    position = position_of(sel.read_at)
-    pair = shipped(loaded, found.text, sel.pair)
-    if position is None and pair is not None:
-        position = read_position(loaded, pair.clean, pair.read)
-    stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
-    clean_tr, corrupt_tr = _traced(loaded, clean), _traced(loaded, corrupt)
-    logits_a, logits_b = _head_logits(clean_tr), _head_logits(corrupt_tr)
-    if logits_a is not None:
-        length = clean_tr.hidden_states["decoder" if cfg.has_decoder else "encoder"].shape[2]
-        if position is None:
-            position = length - 1
-            if cfg.arch != "decoder":
-                differ = [
-                    t
-                    for t in range(length)
-                    if int(logits_a[0, t].argmax()) != int(logits_b[0, t].argmax())
-                ]
-                position = differ[0] if differ else position
-        position = _in_range(position, length)
-        top_clean, top_corrupt = _top(logits_a, position), _top(logits_b, position)
-        answer = top_clean[0][0] if answer is None else answer
-        if wrong is None:
-            wrong = next(i for i, _ in [*top_corrupt, *top_clean] if i != answer)
-        measure, metric = logit_diff(answer, wrong, position), "logit_diff"
-    else:
-        stream = "encoder" if cfg.has_encoder else "decoder"
-        length = clean_tr.hidden_states[stream].shape[2]
-        if position is None:
-            differ = (clean["input_ids"][0] != corrupt["input_ids"][0]).nonzero()
-            position = int(differ[0]) if len(differ) else length - 1
-        position = _in_range(position, length)
-        answer = wrong = None
-        measure, metric = cosine_to(clean_tr, position), "cosine"
-    key = (
-        loaded.model_id,
-        *(tuple(v.flatten().tolist()) for v in clean.values()),
-        tuple(corrupt["input_ids"].flatten().tolist()),
-        answer,
-        wrong,
-        position,
-        stack,
+    pair = asked(loaded, clean_inputs(found), sel, found.text)
+    clean_tr, corrupt_tr = _traced(loaded, pair.clean), _traced(loaded, pair.corrupt)
+    measure, metric, answer, wrong, position = pair_measure(
+        clean_tr, corrupt_tr, pair.clean, pair.corrupt, pair.answer, pair.wrong, pair.position
+    )[:5]
+    key = (loaded.model_id, *pair.key)
+    return PairSpec(
+        pair.clean, pair.corrupt, measure, metric, answer, wrong, position, pair.stack, key
     )
-    return PairSpec(clean, corrupt, measure, metric, answer, wrong, position, stack, key)
-
-
-# ---- once per key, server-wide ----------------------------------------------------------------
-_BUSY: dict[tuple, threading.Lock] = {}
-_BUSY_LOCK = threading.Lock()
-
-
-def once(cache: LockedLRU, key: tuple, compute: Callable):
-    """``cache``'s value for ``key``, computed by one thread while the others wait for it."""
-    found = cache.get(key)
-    if found is not None:
-        return found
-    with _BUSY_LOCK:
-        lock = _BUSY.setdefault(key, threading.Lock())
-    try:
-        with lock:
-            found = cache.get(key)
-            if found is None:
-                found = cache.put(key, compute())
-    finally:
-        with _BUSY_LOCK:
-            _BUSY.pop(key, None)
-    return found
 
 
 def _nbytes(value) -> int:
@@ -172,8 +96,7 @@ COMPOSITION: LockedLRU = LockedLRU(8, 64 * MB, _nbytes)
 
 def attribution_grid(loaded, spec: PairSpec, steps: int = 1) -> torch.Tensor:
     """analysis.attribute_heads of the pair: [L, H] (one step: EAP; more: EAP-IG)."""
-    return once(
-        GRIDS,
+    return GRIDS.once(
         ("grid", steps, *spec.key),
         lambda: analysis.attribute_heads(
             loaded.net, spec.clean, spec.corrupt, spec.measure, steps=steps, stack=spec.stack
@@ -200,7 +123,7 @@ def edges_of(loaded, spec: PairSpec, measure: bool = True) -> pd.DataFrame | Non
             loaded.net, spec.clean, spec.corrupt, spec.measure, steps=PAGE_STEPS
         )
 
-    return once(EDGES, ("edges", *spec.key), compute)
+    return EDGES.once(("edges", *spec.key), compute)
 
 
 def refused(loaded) -> str:
@@ -240,7 +163,7 @@ def circuit_of(loaded, spec: PairSpec, keep: int) -> analysis.circuits.Circuit:
             loaded.net, spec.clean, spec.corrupt, spec.measure, top, steps=PAGE_STEPS
         )
 
-    return once(CIRCUITS, ("circuit", keep, *spec.key), compute)
+    return CIRCUITS.once(("circuit", keep, *spec.key), compute)
 
 
 def curve_sizes(n_edges: int) -> list[int]:
@@ -269,7 +192,7 @@ def composition(loaded, stack: str) -> dict[str, torch.Tensor]:
             kind: analysis.composition_scores(loaded.net, kind, own) for kind in ("q", "k", "v")
         }
 
-    return once(COMPOSITION, ("composition", loaded.model_id, own), compute)
+    return COMPOSITION.once(("composition", loaded.model_id, own), compute)
 
 
 def pearson(a, b) -> float:

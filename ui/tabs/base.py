@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gradio as gr
 
-from engine import Analysis
+from engine import Analysis, InputError
+from lang import message_of
 from ui.state import API, Client, Selection, as_int
 
 
@@ -148,3 +150,36 @@ class Tab:
 
     def browser_redraws(self, field_name: str) -> bool:
         return any(field_name in fields_ for fields_ in self.in_browser.values())
+
+
+class Attempt:
+    """A measure a tab's outputs share, made once per draw: its value, or the sentence saying
+    why nothing was measured (the InputError it raised), and makers that draw from the value
+    or leave their output empty."""
+
+    def __init__(self, make: Callable) -> None:
+        self._make = make
+
+    @functools.cached_property
+    def outcome(self) -> tuple:
+        """(value, None) or (None, the sentence)."""
+        try:
+            return self._make(), None
+        except InputError as exc:
+            return None, message_of(exc)
+
+    @property
+    def value(self):
+        return self.outcome[0]
+
+    def drawn(self, draw: Callable) -> Callable:
+        """A maker: ``draw(value)``, or nothing when there is no value."""
+        return lambda: None if self.value is None else draw(self.value)
+
+
+def downloads(csv: tuple[str, str], npz: tuple[str, str]) -> tuple:
+    """A row of a tab's two downloads, each (label, elem_id): its CSV and its NPZ buttons."""
+    with gr.Row():
+        return tuple(
+            gr.DownloadButton(label, elem_id=elem_id, size="sm") for label, elem_id in (csv, npz)
+        )

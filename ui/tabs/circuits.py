@@ -19,7 +19,7 @@ from serve import exports
 from ui import circuit_measures as cm
 from ui.circuit_export import circuit_npz
 from ui.i18n import t
-from ui.tabs.base import Built, Slider, Tab, View, plot
+from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot
 from ui.tabs.patching import shipped, what_measured
 from viz.circuits import (
     attribution_grid_figure,
@@ -76,11 +76,10 @@ def build() -> Built:
         with gr.Column(scale=2):
             curve_plot = plot("circuit-curve-plot")
     comp_plot = plot("circuit-comp-plot")
-    with gr.Row():
-        csv = gr.DownloadButton(t("Circuit edges (CSV)"), elem_id="circuit-csv", size="sm")
-        npz = gr.DownloadButton(
-            t("Edges, grid, composition and curve (NPZ)"), elem_id="circuit-npz", size="sm"
-        )
+    csv, npz = downloads(
+        (t("Circuit edges (CSV)"), "circuit-csv"),
+        (t("Edges, grid, composition and curve (NPZ)"), "circuit-npz"),
+    )
     return Built(
         outputs={
             "circuit_said": said,
@@ -120,20 +119,8 @@ def makers(view: View) -> dict:
     loaded = found.model
     cfg = loaded.net.config
 
-    @functools.cache
-    def spec():
-        """(PairSpec, None) or (None, the sentence saying why nothing was measured)."""
-        try:
-            return cm.spec_of(loaded, found, sel), None
-        except InputError as exc:
-            return None, message_of(exc)
-
-    def with_spec(draw):
-        def make():
-            pair, _ = spec()
-            return draw(pair) if pair is not None else None
-
-        return make
+    attempt = Attempt(lambda: cm.spec_of(loaded, found, sel))
+    spec, with_spec = (lambda: attempt.outcome), attempt.drawn
 
     def said() -> str:
         pair, problem = spec()

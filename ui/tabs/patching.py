@@ -12,9 +12,7 @@ answered from a small cache, and one being measured is waited for, not measured 
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import threading
 from dataclasses import dataclass
 
 import gradio as gr
@@ -38,7 +36,7 @@ from ui.patching_inputs import (
     token_of,
     unknown_note,
 )
-from ui.tabs.base import Built, Dropdown, Tab, View, plot, tile_picker
+from ui.tabs.base import Attempt, Built, Dropdown, Tab, View, downloads, plot, tile_picker
 from viz.common import display_token, head_label, md_literal
 from viz.patching import (
     attention_shift_figure,
@@ -213,11 +211,10 @@ def build() -> Built:
     # the head is the page's selection already: the Attention tab shows it in its head view,
     # and on both texts of the pair under it
     opener.click(fn=None, js="() => ta.openTab('attention')")
-    with gr.Row():
-        csv = gr.DownloadButton(t("Patching results (CSV)"), elem_id="patch-csv", size="sm")
-        npz = gr.DownloadButton(
-            t("Patching results and both runs' attention (NPZ)"), elem_id="patch-npz", size="sm"
-        )
+    csv, npz = downloads(
+        (t("Patching results (CSV)"), "patch-csv"),
+        (t("Patching results and both runs' attention (NPZ)"), "patch-npz"),
+    )
     return Built(
         outputs={
             "pair_example": example,
@@ -242,8 +239,6 @@ def build() -> Built:
 
 # ---- the measurement, once per pair for the whole server ----------------------------------------
 MEASURED: LockedLRU = LockedLRU(8)  # key -> PairResult (texts of ≤ 64 tokens: a few MB each)
-_BUSY: dict[tuple, threading.Lock] = {}
-_BUSY_LOCK = threading.Lock()
 
 
 def clean_inputs(found) -> dict:
@@ -271,10 +266,34 @@ def pieces(loaded, ids) -> list[str]:
     return list(loaded.tokenizer.convert_ids_to_tokens(list(ids)))
 
 
-def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairResult:
-    """patch_pair for the page's run (``text``: as typed) and the tab's boxes, once per pair
-    server-wide."""
-    cfg = loaded.net.config
+@dataclass(frozen=True)
+class Asked:
+    """The tab's boxes read for the page's run, checked: the pair's inputs, the answer, wrong
+    answer and position as far as the boxes say (None: the measure's default), the stack."""
+
+    clean: dict
+    corrupt: dict
+    answer: int | None
+    wrong: int | None
+    position: int | None
+    stack: str
+
+    @property
+    def key(self) -> tuple:
+        """What a measure of this pair is kept by, server-wide (with the model's id)."""
+        return (
+            *(tuple(v.flatten().tolist()) for v in self.clean.values()),
+            tuple(self.corrupt["input_ids"].flatten().tolist()),
+            self.answer,
+            self.wrong,
+            self.position,
+            self.stack,
+        )
+
+
+def asked(loaded, clean: dict, sel, text: str = "") -> Asked:
+    """The tab's boxes for the page's run (``text``: as typed), as this tab and How the heads
+    connect read them."""
     corrupt = corrupt_inputs(loaded, clean, sel.pair)
     check_lengths(loaded, clean, corrupt)
     check_readable(loaded, text, sel.pair, clean, corrupt)
@@ -286,41 +305,25 @@ def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairR
     pair = shipped(loaded, text, sel.pair)
     if position is None and pair is not None:  # a link to the pair reads where its lesson does
         position = read_position(loaded, pair.clean, pair.read)
-    stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
-    key = (
-        loaded.model_id,
-        *(tuple(v.flatten().tolist()) for v in clean.values()),
-        tuple(corrupt["input_ids"].flatten().tolist()),
-        answer,
-        wrong,
-        position,
-        stack,
-    )
-    found = MEASURED.get(key)
-    if found is not None:
-        return found
-    with _BUSY_LOCK:
-        lock = _BUSY.setdefault(key, threading.Lock())
-    try:
-        with lock:  # a pair being measured for another page is waited for, not measured again
-            found = MEASURED.get(key)
-            if found is None:
-                try:
-                    found = analysis.patch_pair(
-                        loaded.net, clean, corrupt, answer, wrong, position, stack
-                    )
-                except ValueError as exc:  # the texts give one answer: a sentence, no failure
-                    raise InputError(Msg(message_of(exc))) from None
-                found = MEASURED.put(key, found)
-    finally:  # a refused or failed pair leaves no lock behind
-        with _BUSY_LOCK:
-            _BUSY.pop(key, None)
-    return found
+    stacks = loaded.net.config.stacks
+    stack = sel.stack if sel.stack in stacks else stacks[0]
+    return Asked(clean, corrupt, answer, wrong, position, stack)
 
 
-def stacks_of(cfg) -> list[str]:
-    """The stacks a pair may be patched in (the model's own: ``TransformerConfig.stacks``)."""
-    return list(cfg.stacks)
+def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairResult:
+    """patch_pair for the page's run (``text``: as typed) and the tab's boxes, once per pair
+    server-wide (a pair being measured for another page is waited for, not measured again)."""
+    pair = asked(loaded, clean, sel, text)
+
+    def make():
+        try:
+            return analysis.patch_pair(
+                loaded.net, clean, pair.corrupt, pair.answer, pair.wrong, pair.position, pair.stack
+            )
+        except ValueError as exc:  # the texts give one answer: a sentence, not a failure
+            raise InputError(Msg(message_of(exc))) from None
+
+    return MEASURED.once((loaded.model_id, *pair.key), make)
 
 
 # ---- what the tab shows ---------------------------------------------------------------------
@@ -449,20 +452,8 @@ def makers(view: View) -> dict:
     loaded = found.model
     cfg = loaded.net.config
 
-    @functools.cache
-    def outcome():
-        """(result, None) or (None, the sentence saying why nothing was measured)."""
-        try:
-            return measure(loaded, clean_inputs(found), sel, found.text), None
-        except InputError as exc:
-            return None, message_of(exc)
-
-    def shown(draw):
-        def make():
-            result, _ = outcome()
-            return draw(result) if result is not None else None
-
-        return make
+    attempt = Attempt(lambda: measure(loaded, clean_inputs(found), sel, found.text))
+    outcome, shown = (lambda: attempt.outcome), attempt.drawn
 
     def said() -> str:
         result, problem = outcome()
@@ -527,7 +518,7 @@ def makers(view: View) -> dict:
             clean, corrupt = pair_runs(loaded, found, sel)
         except InputError:
             return None  # the sentence above says why
-        stack = sel.stack if sel.stack in stacks_of(cfg) else stacks_of(cfg)[0]
+        stack = sel.stack if sel.stack in cfg.stacks else cfg.stacks[0]
         return pair_head_figure(clean, corrupt, stack, sel.layer, sel.head)
 
     return {
