@@ -365,7 +365,8 @@ def test_the_switch_makes_the_server_speak_chinese_too(app_url, browser):
         wait_tab(page, "attention", timeout=60_000, run=run_of("dogs bark"))
         seen = page.evaluate(HEAD_TITLE_JS)
         assert seen["title"].startswith("第 0 层，第 0 个头：编码器自注意力"), seen
-        assert (seen["x"], seen["y"]) == ("键", "查询"), seen
+        # the head view names both axes in one line beside the plot (viz/screen.py)
+        assert (seen["x"], seen["y"]) == ("", "查询 ↓ · 键 →"), seen
         assert seen["bar"].startswith("权重"), seen
         joins: list[str] = []
         page.on("request", lambda r: joins.append(r.url) if "/queue/join" in r.url else None)

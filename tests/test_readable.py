@@ -22,8 +22,8 @@ READY = "() => window.ta?.ready === true && !window.ta.opening"
 SHOWN = "() => document.querySelector('[data-ta-shown]')?.id === 'head-plot'"
 # The head view as drawn: its plot area, its tick labels (boxes, sizes, overlapping pairs), its
 # title, and which of its toolbar's buttons something else covers.
-MEASURE = """(block = '#head-plot') => {
-  const gd = document.querySelector(`${block} .js-plotly-plot`);
+MEASURE = """(block) => {
+  const gd = document.querySelector(`${block || '#head-plot'} .js-plotly-plot`);
   if (!gd.closest('[data-ta-shown]')) gd.scrollIntoView({block: 'center'});
   const svg = gd.querySelector('.main-svg').getBoundingClientRect();
   const area = gd.querySelector('.nsewdrag').getBoundingClientRect();
@@ -38,7 +38,12 @@ MEASURE = """(block = '#head-plot') => {
           && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5) overlaps++;
     }
   }
-  const title = gd.querySelector('.gtitle').getBoundingClientRect();
+  /* the title's last line (a fallback font's glyph, the masks' ■, draws a box taller than
+     its line: the lines above are measured by where the last one stands) */
+  const lines = gd.querySelectorAll('.gtitle tspan.line');
+  const title = (lines.length ? lines[lines.length - 1] : gd.querySelector('.gtitle'))
+    .getBoundingClientRect();
+  const titleTop = gd.querySelector('.gtitle').getBoundingClientRect().top;
   const covered = [...gd.querySelectorAll('.modebar-btn')].filter((b) => {
     const r = b.getBoundingClientRect();
     const at = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
@@ -49,7 +54,7 @@ MEASURE = """(block = '#head-plot') => {
           labels: labels.length, overlaps, sizes: [...new Set(labels.map((l) => l.size))],
           labelsLeft: Math.min(...labels.map((l) => l.box.left)),
           labelsRight: Math.max(...labels.map((l) => l.box.right)),
-          titleTop: title.top, titleBottom: title.bottom, covered,
+          titleTop, titleBottom: title.bottom, covered,
           pageWidth: document.documentElement.scrollWidth, window: innerWidth};
 }"""
 

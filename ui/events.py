@@ -55,6 +55,9 @@ TAIL = (*SELECTION_FIELDS, "tab_box", "language", "page")
 API_TAIL = (*SELECTION_FIELDS, "tab", "lang", "page")  # the same, as the API names them
 API_NAMES = [*RUN_INPUTS, *API_TAIL]  # the Run endpoint's parameters, in order
 STAMP = "(...args) => ta.stamp(...args)"
+# The on-demand actions a script may call by name (after /run: its session's last run); the
+# others stay the page's own.
+PUBLIC_ACTIONS = ("patch",)
 
 
 @dataclass(frozen=True)
@@ -376,7 +379,7 @@ def wire_selection(w: Wiring, views: Views) -> None:
         # One queue for every such action (Patch, and How the heads connect's comparison and
         # circuit, which patch too): two of them never hold the CPU share at once.
         queue = {"concurrency_id": "alone-patch", "concurrency_limit": 1} if alone else {}
-        if alone:  # an API client asks for it too: /patch, after /run (its session's last run)
+        if action in PUBLIC_ACTIONS:  # an API client asks for it too, after /run
             queue["api_name"] = action
         w.on([button.click], selecting(views, action), (), drawn_by, **queue)
     wire_gates(p)

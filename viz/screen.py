@@ -29,6 +29,7 @@ PRESENT_BAR = 58  # px the presentation's bar (48) and its gaps take from the wi
 PRESENT_PAD = 16  # px the presented block's padding takes from the window's width
 PRESENT_SHARE = 0.68  # of the window's height a presented map's plot takes at least
 LINE = 1.25  # a tick label's line box, in its font size: labels closer than this touch
+TOOLBAR = 30  # px: Plotly's toolbar at the top of a figure on a page wider than a phone
 WIDE = "\u3000-\u9fff\uff00-\uffef"  # CJK characters and punctuation: a line may break at each
 
 
@@ -115,9 +116,10 @@ def wrap(text: str, room: float, size: float) -> str:
 
 
 def title_px(text: str, size: float) -> float:
-    """The height a title's lines take: a main line 1.45 of its size, a <sup> line 1.1."""
+    """The height a title's lines take: a main line 1.5 of its size, a <sup> line 1.25 (a
+    glyph from a fallback font, the masks' ■, stands taller than the title's own)."""
     lines = re.split(r"<br\s*/?>", text, flags=re.I) if text else []
-    return sum(1.1 * size if line.lower().startswith("<sup>") else 1.45 * size for line in lines)
+    return sum(1.25 * size if line.lower().startswith("<sup>") else 1.5 * size for line in lines)
 
 
 @dataclass(frozen=True)
@@ -188,23 +190,27 @@ class Room:
     step: int = 1
     flat: bool = False
     standoff: int = 0
+    band: int = 0  # above the title: the toolbar's
 
 
 def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
     """The margins around a square map of ``trace``'s labels and the cells' side in ``box``."""
     f, n_x, n_y = box.font, len(trace["x"]), len(trace["y"])
-    top = round(title_px(title, box.title) + 14)
+    # On a page wider than a phone, Plotly's toolbar stands in the figure's top right corner:
+    # the title starts under it (a narrow figure's title ran under the toolbar).
+    band = 0 if box.phone or box.centre else TOOLBAR
+    top = round(title_px(title, box.title) + 14 + band)
     if box.height is not None and not box.phone and box.top:
         top = max(top, box.top)
     y_px = _longest(list(trace["y"]), box.y_chars, f)
     x_px = _longest(list(trace["x"]), box.x_chars, f)
     bar_chars = max(8, *(len(t) for t in trace.get("colorbar", {}).get("ticktext", [""])))
     if box.phone:  # the colour bar lies under the plot, the axes' names above it
-        room = Room(top, y_px + 8, 6)
+        room = Room(top, y_px + 8, 6, band=band)
         under = 1.6 * f + (14 + 2.8 * f if shows_bar else 4)
     else:  # the colour bar stands at the right, the axes' names upright at the left
         right = 16 + 12 + bar_chars * 0.7 * f + 1.6 * f + 8 if shows_bar else 16
-        room, under = Room(top, y_px + 8 + 1.6 * f, right), 0
+        room, under = Room(top, y_px + 8 + 1.6 * f, right, band=band), 0
     width = box.width - room.left - room.right
     # The x labels stand clear of the lowest query label, which reaches below the plot.
     room.standoff = math.ceil(0.7 * f) + 2
@@ -221,6 +227,17 @@ def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
     if room.flat:  # flat ones fit: the room upright ones would take goes to the cells
         fit(1.6 * f + room.standoff)
     return room
+
+
+def _fit_title(trace, title: str, box: Box, shows_bar: bool, room: Room, spare: float):
+    """(title, room) on a page: a figure narrower than its title gets the title's width in its
+    right margin; a title wider than the page is wrapped to it (and the room laid out again)."""
+    need = max((text_px(line, box.title) for line in title.split("<br>")), default=0) + 12
+    if need > box.width:
+        title = wrap(title, box.width - 12, box.title)
+        return title, _room(trace, title, box, shows_bar)
+    room.right += max(0.0, need - (box.width - spare))
+    return title, room
 
 
 def _phone_bar(bar: dict) -> dict:
@@ -255,11 +272,17 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
         title = wrap(title, 0.98 * box.width - 12, box.title)
     shows_bar = trace.get("showscale", True) is not False  # a mask's colours are in its title
     room = _room(trace, title, box, shows_bar)
-    height = box.height if box.height is not None else room.top + room.cell * len(ys) + room.bottom
     # The plot area as wide as its cells, so that the colour bar stands beside them (a wider
     # area would leave it at the figure's far edge): presented, the square stands in the
-    # middle of the screen; on the page, the figure is only as wide as it needs.
+    # middle of the screen; on the page, the figure is only as wide as it needs, and its
+    # title wrapped to that width.
     spare = max(0.0, box.width - room.left - room.right - room.cell * len(xs))
+    if not box.phone and not box.centre:
+        # the figure as wide as its title too (its room at the right: the bar stays beside
+        # the cells), the title wrapped only where the page is narrower than it
+        title, room = _fit_title(trace, title, box, shows_bar, room, spare)
+        spare = max(0.0, box.width - room.left - room.right - room.cell * len(xs))
+    height = box.height if box.height is not None else room.top + room.cell * len(ys) + room.bottom
     if box.centre:
         room.left, room.right = room.left + spare / 2, room.right + spare / 2
     margin = {"t": room.top, "l": room.left, "r": room.right, "b": room.bottom}
@@ -271,7 +294,8 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
             **layout.get("title", {}),
             "text": title,
             "yref": "container",
-            "y": 1 - (6 + box.title) / height,  # Plotly stands the first line's baseline on y
+            # Plotly stands the first line's baseline on y
+            "y": 1 - (6 + room.band + box.title) / height,
             "yanchor": "top",
         },
         # Ranges of their own: the axes are laid out without the cells (a figure drawn before
