@@ -201,13 +201,13 @@ def test_a_link_opens_the_tab_with_its_pair_and_draws_its_circuit(demo):
 
 
 def test_the_buttons_wait_in_the_patching_tabs_queue(demo):
-    config = demo.get_config_file()
-    for name in ("compare", "circuit"):
-        found = [d for d in config["dependencies"] if d.get("api_name") == name]
-        assert len(found) == 1
-        fn = demo.fns[found[0]["id"]]
-        assert (fn.concurrency_id, fn.concurrency_limit) == ("alone-patch", 1)
-    assert "compare" in circuits.TAB.own_queue
+    # Patch, Compare and Find the circuit: one queue of one; only Patch is public API
+    alone = [fn for fn in demo.fns.values() if fn.concurrency_id == "alone-patch"]
+    assert len(alone) == 3 and {fn.concurrency_limit for fn in alone} == {1}
+    assert [fn.api_name for fn in alone if fn.api_name in ("patch", "compare", "circuit")] == [
+        "patch"
+    ]
+    assert {"compare", "circuit"} <= set(circuits.TAB.own_queue)
 
 
 def test_a_model_past_the_bound_gets_a_sentence_and_nothing_measured(demo, monkeypatch):
