@@ -17,7 +17,7 @@ import analysis
 from analysis.circuits import PAGE_STEPS
 from analysis.patching import pair_measure
 from engine import InputError
-from lang import Msg
+from lang import Msg, message_of, tr
 from serve.lru import LockedLRU
 from ui.tabs.patching import asked, clean_inputs, measure
 
@@ -201,3 +201,31 @@ def pearson(a, b) -> float:
     if x.std() == 0 or y.std() == 0:
         return float("nan")
     return float(np.corrcoef(x, y)[0, 1])
+
+
+def comparison(loaded, found, sel, pair: PairSpec):
+    """(one-step attribution [L, H], exact patching [L, H], Pearson r of the two, r with the
+    page's steps), or the sentence saying why exact patching refused the pair."""
+    estimate = attribution_grid(loaded, pair)
+    try:
+        exact = exact_grid(loaded, found, sel)
+    except InputError as exc:
+        return message_of(exc)
+    integrated = attribution_grid(loaded, pair, PAGE_STEPS)
+    return estimate, exact, pearson(estimate, exact), pearson(integrated, exact)
+
+
+def circuit_view(loaded, pair: PairSpec, keep: int, pressed: bool):
+    """(the edges ranked, the circuit of ``keep`` edges — 0: the smallest measured that
+    restores most of the answer —, the faithfulness curve, its size), or the sentence why none.
+    ``pressed``: Find the circuit measures the edges; otherwise only edges measured already
+    are used (a move of the slider measures one more circuit)."""
+    try:
+        edges = edges_of(loaded, pair, measure=pressed)
+    except InputError as exc:
+        return message_of(exc)
+    if edges is None:
+        return tr("Press Find the circuit first: it measures the edges.")
+    points = curve(loaded, pair)
+    keep = min(keep, len(edges)) or default_keep(points)
+    return ranked(edges), circuit_of(loaded, pair, keep), points, keep

@@ -13,8 +13,7 @@ import hashlib
 import gradio as gr
 
 from analysis.export import stats_csv
-from engine import InputError
-from lang import message_of, tr
+from lang import tr
 from serve import exports
 from ui import circuit_measures as cm
 from ui.circuit_export import circuit_npz
@@ -136,103 +135,15 @@ def makers(view: View) -> dict:
     @functools.cache
     def compared():
         pair, _ = spec()
-        if pair is None:
-            return None
-        estimate = cm.attribution_grid(loaded, pair)
-        try:
-            exact = cm.exact_grid(loaded, found, sel)
-        except InputError as exc:
-            return message_of(exc)
-        integrated = cm.attribution_grid(loaded, pair, cm.PAGE_STEPS)
-        return estimate, exact, cm.pearson(estimate, exact), cm.pearson(integrated, exact)
-
-    def compare_said() -> str:
-        result = compared()
-        if result is None or isinstance(result, str):
-            return "" if result is None else "⚠️ " + md_literal(result)
-        return tr(
-            "Attribution (one step) against exact patching on this pair: Pearson r = **{r:.2f}** "
-            "over the heads; with {steps} integrated-gradient steps r = **{r_ig:.2f}**. "
-            "Published: 0.98 for attention outputs on GPT-2 small's indirect-object task, 0.75 "
-            "for the residual stream (Nanda 2023; arXiv 2508.21258).",
-            r=result[2],
-            steps=cm.PAGE_STEPS,
-            r_ig=result[3],
-        )
-
-    def compare_plot():
-        result = compared()
-        if result is None or isinstance(result, str):
-            return None
-        return compare_figure(result[0], result[1], cfg, result[2])
+        return None if pair is None else cm.comparison(loaded, found, sel, pair)
 
     @functools.cache
     def measured():
-        """(edges ranked, the circuit shown, the curve, its size) or the sentence why none. The
-        edges are measured by the button (its queue); a move of the slider measures one more
-        circuit of edges measured already."""
         pair, problem = spec()
         if pair is None:
             return problem
-        pressed = "circuit_csv" in view.drawing  # the button draws it; the slider does not
-        try:
-            edges = cm.edges_of(loaded, pair, measure=pressed)
-        except InputError as exc:
-            return message_of(exc)
-        if edges is None:
-            return tr("Press Find the circuit first: it measures the edges.")
-        points = cm.curve(loaded, pair)
-        keep = min(sel.keep, len(edges)) or cm.default_keep(points)
-        return cm.ranked(edges), cm.circuit_of(loaded, pair, keep), points, keep
-
-    def edges_said() -> str:
-        result = measured()
-        if isinstance(result, str):
-            return "⚠️ " + md_literal(result)
-        edges, shown, _, keep = result
-        text = tr(
-            "**{n} edges** kept of {total}: they alone restore **{share:.0%}** of the answer "
-            "(faithfulness {value:.3f}; {steps} integrated-gradient steps).",
-            n=keep,
-            total=len(edges),
-            share=shown.faithfulness,
-            value=shown.faithfulness,
-            steps=cm.PAGE_STEPS,
-        )
-        return text + lesson(loaded, found, sel, edges)
-
-    def graph_plot():
-        result = measured()
-        if isinstance(result, str):
-            return None
-        edges, shown, _, _ = result
-        return circuit_figure(
-            shown.edges.iloc[: cm.SHOWN_EDGES], cfg, shown.faithfulness, len(edges)
-        )
-
-    def curve_plot():
-        result = measured()
-        return None if isinstance(result, str) else curve_figure(result[2], result[3])
-
-    def download(kind: str):
-        """The edges as CSV, or everything measured as NPZ (ui/circuit_export.py)."""
-        result = measured()
-        if isinstance(result, str):
-            return None
-        edges, shown, points, _ = result
-        pair, _ = spec()
-        model = exports.model_part(loaded.model_id)
-        meta = {"model": model, "measure": what_measured(loaded, pair)}
-        if kind == "csv":
-            data = stats_csv(edges, {**meta, "steps": cm.PAGE_STEPS})
-        else:
-            grid, composition = (
-                cm.attribution_grid(loaded, pair),
-                cm.composition(loaded, pair.stack),
-            )
-            data = circuit_npz(edges, grid, composition, points, pair, shown, meta)
-        digest = hashlib.sha256(repr(pair.key).encode()).hexdigest()[:10]
-        return exports.EXPORTS.write(f"circuit_{model}_{digest}.{kind}", data)
+        # the button draws the CSV and measures the edges (its queue); the slider does not
+        return cm.circuit_view(loaded, pair, sel.keep, pressed="circuit_csv" in view.drawing)
 
     return {
         "circuit_said": said,
@@ -241,17 +152,88 @@ def makers(view: View) -> dict:
                 cm.attribution_grid(loaded, p), cfg, p.stack, what_measured(loaded, p)
             )
         ),
-        "circuit_compare_said": compare_said,
-        "circuit_compare_plot": compare_plot,
-        "circuit_edges_said": edges_said,
-        "circuit_graph_plot": graph_plot,
-        "circuit_curve_plot": curve_plot,
+        "circuit_compare_said": lambda: compare_sentence(compared()),
+        "circuit_compare_plot": lambda: compare_view(compared(), cfg),
+        "circuit_edges_said": lambda: edges_sentence(measured(), loaded, found, sel),
+        "circuit_graph_plot": lambda: graph_view(measured(), cfg),
+        "circuit_curve_plot": lambda: curve_view(measured()),
         "circuit_comp_plot": with_spec(
             lambda p: composition_figure(cm.composition(loaded, p.stack), cfg, p.stack)
         ),
-        "circuit_csv": lambda: download("csv"),
-        "circuit_npz": lambda: download("npz"),
+        "circuit_csv": lambda: circuit_download("csv", loaded, spec()[0], measured()),
+        "circuit_npz": lambda: circuit_download("npz", loaded, spec()[0], measured()),
     }
+
+
+def compare_view(result, cfg):
+    """Attribution against exact patching as a scatter, when both were measured."""
+    if result is None or isinstance(result, str):
+        return None
+    return compare_figure(result[0], result[1], cfg, result[2])
+
+
+def graph_view(result, cfg):
+    """The circuit kept, drawn as a graph of its strongest edges, when it was measured."""
+    if isinstance(result, str):
+        return None
+    edges, shown, _, _ = result
+    return circuit_figure(shown.edges.iloc[: cm.SHOWN_EDGES], cfg, shown.faithfulness, len(edges))
+
+
+def curve_view(result):
+    """Faithfulness over circuit sizes, when it was measured."""
+    return None if isinstance(result, str) else curve_figure(result[2], result[3])
+
+
+def compare_sentence(result) -> str:
+    """What the comparison of attribution with exact patching found, or why there is none."""
+    if result is None or isinstance(result, str):
+        return "" if result is None else "⚠️ " + md_literal(result)
+    return tr(
+        "Attribution (one step) against exact patching on this pair: Pearson r = **{r:.2f}** "
+        "over the heads; with {steps} integrated-gradient steps r = **{r_ig:.2f}**. "
+        "Published: 0.98 for attention outputs on GPT-2 small's indirect-object task, 0.75 "
+        "for the residual stream (Nanda 2023; arXiv 2508.21258).",
+        r=result[2],
+        steps=cm.PAGE_STEPS,
+        r_ig=result[3],
+    )
+
+
+def edges_sentence(result, loaded, found, sel) -> str:
+    """How many edges the circuit keeps and what they restore, with its lesson; or why none."""
+    if isinstance(result, str):
+        return "⚠️ " + md_literal(result)
+    edges, shown, _, keep = result
+    text = tr(
+        "**{n} edges** kept of {total}: they alone restore **{share:.0%}** of the answer "
+        "(faithfulness {value:.3f}; {steps} integrated-gradient steps).",
+        n=keep,
+        total=len(edges),
+        share=shown.faithfulness,
+        value=shown.faithfulness,
+        steps=cm.PAGE_STEPS,
+    )
+    return text + lesson(loaded, found, sel, edges)
+
+
+def circuit_download(kind: str, loaded, pair, result):
+    """The edges as CSV, or everything measured as NPZ (ui/circuit_export.py)."""
+    if isinstance(result, str):
+        return None
+    edges, shown, points, _ = result
+    model = exports.model_part(loaded.model_id)
+    meta = {"model": model, "measure": what_measured(loaded, pair)}
+    if kind == "csv":
+        data = stats_csv(edges, {**meta, "steps": cm.PAGE_STEPS})
+    else:
+        grid, composition = (
+            cm.attribution_grid(loaded, pair),
+            cm.composition(loaded, pair.stack),
+        )
+        data = circuit_npz(edges, grid, composition, points, pair, shown, meta)
+    digest = hashlib.sha256(repr(pair.key).encode()).hexdigest()[:10]
+    return exports.EXPORTS.write(f"circuit_{model}_{digest}.{kind}", data)
 
 
 TAB = Tab(
