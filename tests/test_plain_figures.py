@@ -16,6 +16,7 @@ from viz.attention import compare_figure, head_figure, overview_figure
 from viz.block import block_figure
 from viz.common import figure, token_labels
 from viz.heads import distance_figure, flow_figure, rollout_figure
+from viz.hidden import norms_heatmap, norms_lines
 from viz.masks import (
     causal_mask_figure,
     cross_mask_figure,
@@ -75,15 +76,20 @@ def test_the_bundled_berts_plain_figures_validate(bert, texts):
     assert_valid(causal_mask_figure(trace.tokens[0], "encoder"))
 
 
-@pytest.mark.parametrize("preset", ["seed001-prenorm", "seed001-decoder", "seed004-encoder"])
-def test_every_stack_of_every_architecture_validates(preset):
+def preset_trace(preset: str):
+    """(a preset's random model, its trace of two padded texts; a target side where it has one)."""
     net = Transformer(PRESETS[preset]).eval()
     enc = net.tokenizer(["abc de", "x"], padding=True)
     extra = {}
     if net.config.arch == "encoder-decoder":
         dec = net.tokenizer(["xyz", "pq"], padding=True)
         extra = {"tgt_ids": dec["input_ids"], "tgt_attention_mask": dec["attention_mask"]}
-    trace = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"], **extra)
+    return net, net.trace(enc["input_ids"], attention_mask=enc["attention_mask"], **extra)
+
+
+@pytest.mark.parametrize("preset", ["seed001-prenorm", "seed001-decoder", "seed004-encoder"])
+def test_every_stack_of_every_architecture_validates(preset):
+    net, trace = preset_trace(preset)
     for stack in trace.stacks:
         for fig in views(trace, stack, net):
             assert_valid(fig)
@@ -115,3 +121,18 @@ def test_one_head_on_both_texts_is_drawn_as_two_heads_compared_are(bert, corrupt
         :panels
     ]
     assert plain["data"][1]["y"] == token_labels(other.tokens[0])
+
+
+@pytest.mark.parametrize("preset", ["seed001-prenorm", "seed001-decoder", "seed003-encdec"])
+def test_the_hidden_state_figures_validate(preset):
+    _, trace = preset_trace(preset)
+    for stack in trace.hidden_states:
+        assert_valid(norms_heatmap(trace, stack))
+        assert_valid(norms_lines(trace, stack))
+
+
+def test_a_long_texts_lines_in_position_blocks_validate(bert):
+    net, tok = bert
+    trace = net.trace(**tok(["The cat sat on the mat. " * 5], return_tensors="pt"))
+    assert_valid(norms_heatmap(trace, "encoder"))
+    assert_valid(norms_lines(trace, "encoder"))

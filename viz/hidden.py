@@ -14,7 +14,14 @@ import torch
 from plotly.colors import sample_colorscale
 
 from lang import tr
-from viz.common import SEQUENTIAL_SCALE, base_layout, heatmap, square_axes, stack_tokens
+from viz.common import (
+    SEQUENTIAL_SCALE,
+    figure,
+    heatmap,
+    layout_of,
+    square_axis_props,
+    stack_tokens,
+)
 from viz.common import token_labels as _token_labels
 
 LEGEND_MAX_TOKENS = 20  # beyond this, one line per token but one legend entry per block
@@ -76,52 +83,51 @@ def norms_heatmap(trace, stack: str | None = None, batch: int = 0) -> go.Figure:
     stack = _default_stack(trace, stack)
     norms, tokens = hidden_norms(trace, stack, batch)
     rows = layer_names(norms.shape[0] - 1)
-    fig = go.Figure(
-        heatmap(
-            norms,
-            _token_labels(tokens),
-            rows,
-            x_title=tr("token"),
-            y_title=tr("after"),
-            value_name="‖h‖₂",
-            colorscale=SEQUENTIAL_SCALE,
-            fmt=".2f",
-        )
+    cells = heatmap(
+        norms,
+        _token_labels(tokens),
+        rows,
+        x_title=tr("token"),
+        y_title=tr("after"),
+        value_name="‖h‖₂",
+        colorscale=SEQUENTIAL_SCALE,
+        fmt=".2f",
     )
-    square_axes(fig, len(tokens), len(rows))
-    fig.update_yaxes(nticks=None)  # every layer named: there are few
-    fig.data[0].colorbar.update(thickness=10, title={"text": "‖h‖₂"})
+    cells["colorbar"] = {"thickness": 10, "title": {"text": "‖h‖₂"}}
+    x_axis, y_axis = square_axis_props(len(tokens), len(rows))
+    del y_axis["nticks"]  # every layer named: there are few
     height = 150 + 26 * len(rows) + (70 if len(tokens) > 12 else 40)
     title = tr(
         "Hidden-state norms ‖h‖₂ · {stack} · {note}", stack=tr(stack), note=_norm_note(trace.config)
     )
-    return base_layout(fig, title, height)
+    return figure([cells], {**layout_of(title, height), "xaxis": x_axis, "yaxis": y_axis})
 
 
-def _token_lines(norms: np.ndarray, labels: list[str], x: list[str]) -> list[go.Scatter]:
+def _token_lines(norms: np.ndarray, labels: list[str], x: list[str]) -> list[dict]:
     """One trace per token, named in the legend (short texts)."""
     colours = sample_colorscale(SEQUENTIAL_SCALE, list(np.linspace(0, 0.9, max(len(labels), 2))))
     return [
-        go.Scatter(
-            x=x,
-            y=norms[:, t],
-            mode="lines+markers",
-            name=label,
-            line={"width": 1.6, "color": colours[t]},
-            marker={"size": 5},
-            opacity=0.9,
+        {
+            "type": "scatter",
+            "x": x,
+            "y": norms[:, t],
+            "mode": "lines+markers",
+            "name": label,
+            "line": {"width": 1.6, "color": colours[t]},
+            "marker": {"size": 5},
+            "opacity": 0.9,
             # the name is in fullData, never parsed as a template: a token "%{y}" stays text
-            hovertemplate="%{fullData.name}<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
-        )
+            "hovertemplate": "%{fullData.name}<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
+        }
         for t, label in enumerate(labels)
     ]
 
 
-def _binned_lines(norms: np.ndarray, labels: list[str], x: list[str]) -> list[go.Scatter]:
+def _binned_lines(norms: np.ndarray, labels: list[str], x: list[str]) -> list[dict]:
     """Long texts: one trace per block of consecutive tokens, lines broken by NaN.
 
-    Eight traces instead of hundreds: the JSON and the Python build stay small (a go.Scatter
-    costs ~0.4 ms to validate), and the legend explains the colours (position blocks).
+    Eight traces instead of hundreds: the JSON stays small and the legend explains the colours
+    (position blocks).
     """
     n_layers1, n = norms.shape
     n_bins = min(BINS, n)
@@ -134,16 +140,17 @@ def _binned_lines(norms: np.ndarray, labels: list[str], x: list[str]) -> list[go
         gap = np.full((1, hi - lo), np.nan, dtype=np.float32)
         y = np.vstack([block, gap]).T.reshape(-1)  # (m·(L+2),) token after token, NaN between
         traces.append(
-            go.Scatter(
-                x=(x + [None]) * (hi - lo),
-                y=y.astype(np.float32),
-                text=[label for label in labels[lo:hi] for _ in range(n_layers1 + 1)],
-                mode="lines",
-                name=tr("tokens {lo}–{hi}", lo=lo, hi=hi - 1),
-                line={"width": 1, "color": colours[b]},
-                opacity=0.6,
-                hovertemplate="%{text}<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
-            )
+            {
+                "type": "scatter",
+                "x": (x + [None]) * (hi - lo),
+                "y": y.astype(np.float32),
+                "text": [label for label in labels[lo:hi] for _ in range(n_layers1 + 1)],
+                "mode": "lines",
+                "name": tr("tokens {lo}–{hi}", lo=lo, hi=hi - 1),
+                "line": {"width": 1, "color": colours[b]},
+                "opacity": 0.6,
+                "hovertemplate": "%{text}<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
+            }
         )
     return traces
 
@@ -155,24 +162,26 @@ def norms_lines(trace, stack: str | None = None, batch: int = 0) -> go.Figure:
     x = layer_names(norms.shape[0] - 1)
     labels = _token_labels(tokens)
     many = len(tokens) > LEGEND_MAX_TOKENS
-    fig = go.Figure(_binned_lines(norms, labels, x) if many else _token_lines(norms, labels, x))
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=norms.mean(axis=1),
-            mode="lines",
-            name=tr("mean over tokens"),
-            line={"width": 4.5, "color": "#111827"},
-            hovertemplate=tr("mean over tokens") + "<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
-        )
-    )
+    lines = _binned_lines(norms, labels, x) if many else _token_lines(norms, labels, x)
+    mean = {
+        "type": "scatter",
+        "x": x,
+        "y": norms.mean(axis=1),
+        "mode": "lines",
+        "name": tr("mean over tokens"),
+        "line": {"width": 4.5, "color": "#111827"},
+        "hovertemplate": tr("mean over tokens") + "<br>%{x}<br>‖h‖₂ %{y:.2f}<extra></extra>",
+    }
     title = tr(
         "‖h‖₂ per token across layers · {stack} · {note}",
         stack=tr(stack),
         note=_norm_note(trace.config),
     )
-    base_layout(fig, title, 420, hovermode="closest")
-    fig.update_yaxes(title_text="‖h‖₂", rangemode="tozero")
-    fig.update_xaxes(type="category")
-    fig.update_layout(legend={"font": {"size": 11}, "tracegroupgap": 0})
-    return fig
+    layout = {
+        **layout_of(title, 420),
+        "hovermode": "closest",
+        "xaxis": {"type": "category"},
+        "yaxis": {"title": {"text": "‖h‖₂"}, "rangemode": "tozero"},
+        "legend": {"font": {"size": 11}, "tracegroupgap": 0},
+    }
+    return figure([*lines, mean], layout)
