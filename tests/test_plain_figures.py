@@ -10,13 +10,16 @@ import json
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
+import torch
 
-from model import PRESETS, Transformer
+from analysis import logit_lens, logit_lens_top
+from model import PRESETS, Transformer, load_trained
 from viz.attention import compare_figure, head_figure, overview_figure
 from viz.block import block_figure
 from viz.common import figure, token_labels
 from viz.heads import distance_figure, flow_figure, rollout_figure
 from viz.hidden import norms_heatmap, norms_lines
+from viz.logit_lens import figure_for, lens_answers, logit_lens_figure, top_figure
 from viz.masks import (
     causal_mask_figure,
     cross_mask_figure,
@@ -136,3 +139,19 @@ def test_a_long_texts_lines_in_position_blocks_validate(bert):
     trace = net.trace(**tok(["The cat sat on the mat. " * 5], return_tensors="pt"))
     assert_valid(norms_heatmap(trace, "encoder"))
     assert_valid(norms_lines(trace, "encoder"))
+
+
+@pytest.mark.parametrize("n_pos", [3, 90])
+def test_the_logit_lens_validates_with_its_cell_text_and_without(n_pos):
+    probs = torch.softmax(torch.randn(4, n_pos, 5) * 3, dim=-1)  # (L+1, T, V)
+    answers = [t % 5 if t % 2 else None for t in range(n_pos)]
+    assert_valid(logit_lens_figure(probs, ["<b>"] * n_pos, list("abcde"), answers, title="a<b"))
+
+
+def test_the_logit_lens_of_a_trace_validates_whole_and_its_last_positions():
+    net = load_trained("induction")
+    trace = net.trace(torch.tensor([[net.tokenizer.bos_token_id, *net.tokenizer.encode("ab ab")]]))
+    assert_valid(figure_for(logit_lens(net, trace), trace, net.tokenizer, typed=3))
+    answers = lens_answers(trace)
+    top = logit_lens_top(net, trace, answers=answers, top=1, first=2)
+    assert_valid(top_figure(top, trace, net.tokenizer, first=2))

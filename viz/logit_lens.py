@@ -19,8 +19,9 @@ import torch
 from lang import Msg, tr
 from viz.common import (
     SEQUENTIAL_SCALE,
-    base_layout,
     display_token,
+    figure,
+    layout_of,
     safe,
     stack_tokens,
     token_labels,
@@ -134,33 +135,29 @@ def lens_heatmap(
     x = labels if labels is not None else token_labels(tokens)
     font = cell_font(texts, n_pos)
     shown = font >= MIN_CELL_FONT
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=x,
-            y=rows,
-            zmin=0.0,
-            zmax=1.0,
-            colorscale=SEQUENTIAL_SCALE,
-            text=texts if shown else None,
-            texttemplate="%{text}" if shown else None,
-            customdata=np.array(hovers, dtype=object),
-            hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>",
-            colorbar={"thickness": 10, "title": {"text": tr("top p"), "side": "right"}},
-        )
-    )
-    fig.update_xaxes(
-        type="category",
-        tickangle=-60,
-        tickfont={"size": TEXT_PX},
-        title=tr("reading position (predicts the next token)"),
-    )
-    fig.update_yaxes(type="category", autorange="reversed", tickfont={"size": TEXT_PX})
+    cells = {
+        "type": "heatmap",
+        "z": z,
+        "x": x,
+        "y": rows,
+        "zmin": 0.0,
+        "zmax": 1.0,
+        "colorscale": SEQUENTIAL_SCALE,
+        "customdata": np.array(hovers, dtype=object),
+        "hovertemplate": "%{y} · %{x}<br>%{customdata}<extra></extra>",
+        "colorbar": {"thickness": 10, "title": {"text": tr("top p"), "side": "right"}},
+    }
+    if shown:
+        cells.update(text=texts, texttemplate="%{text}")
+    x_axis = {"type": "category", "tickangle": -60, "tickfont": {"size": TEXT_PX}}
+    x_axis["title"] = {"text": tr("reading position (predicts the next token)")}
+    y_axis = {"type": "category", "autorange": "reversed", "tickfont": {"size": TEXT_PX}}
     row = math.ceil(2 * LINE_SPACING * TEXT_PX) + 4 if shown else ROW_PX  # two lines a cell
     height = TOP_PX + n_rows * row + below_labels(x)
-    fig.layout.meta = {"min_cell_font": MIN_CELL_FONT}  # narrower pages drop it (ui/js/figures.js)
     title = tr("Logit lens: what each layer would predict next") if title is None else title
-    return base_layout(fig, safe(title), height)
+    layout = {**layout_of(safe(title), height), "xaxis": x_axis, "yaxis": y_axis}
+    layout["meta"] = {"min_cell_font": MIN_CELL_FONT}  # narrower pages drop it (ui/js/figures.js)
+    return figure([cells], layout)
 
 
 def cell_font(texts: list[list[str]], n_pos: int, width: int = PAGE_PLOT_PX) -> int:
