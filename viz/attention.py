@@ -201,6 +201,21 @@ def bars_under(colorbars: tuple[dict, ...], spans: list[tuple[float, float]]) ->
     return axes
 
 
+def panel_title(text: str, domain: tuple[float, float]) -> dict:
+    """A panel's title of ``three_panels``: an annotation centred over its x domain."""
+    return {
+        "text": text,
+        "x": (domain[0] + domain[1]) / 2,
+        "y": 1.0,
+        "xref": "paper",
+        "yref": "paper",
+        "xanchor": "center",
+        "yanchor": "bottom",
+        "showarrow": False,
+        "font": {"size": 13},
+    }
+
+
 def three_panels(
     panels: list[dict],
     titles: list[str],
@@ -245,19 +260,7 @@ def three_panels(
             "title": {"text": x_title},
             **x_props,
         }
-        layout["annotations"].append(
-            {
-                "text": titles[i],
-                "x": (dom[0] + dom[1]) / 2,
-                "y": 1.0,
-                "xref": "paper",
-                "yref": "paper",
-                "xanchor": "center",
-                "yanchor": "bottom",
-                "showarrow": False,
-                "font": {"size": 13},
-            }
-        )
+        layout["annotations"].append(panel_title(titles[i], dom))
     spans = [(domains[0][0], domains[min(1, len(panels) - 1)][1])]
     if len(panels) == 3:
         spans.append(domains[2])
@@ -432,24 +435,7 @@ def head_figure(
         zmin=0.0,
         zmax=zmax,
     )
-    bar = head_bar(scale, zmax)
-    # The colour bar sits at the plot's right edge, inside a right margin that holds it for any
-    # head: a bar that pushes the margin out makes Plotly replot the whole figure, both axes'
-    # labels included (256 of them at 128 tokens), where a head switch in the browser otherwise
-    # redraws only cells and texts. Its labels (head_ticks) are up to 8 characters wide.
-    tickvals, ticktext = head_ticks(zmax)
-    cells.update(
-        hoverongaps=False,
-        colorbar={
-            "title": {"text": bar, "side": "right"},
-            "x": 1.0,
-            "xpad": 12,
-            "thickness": 16,
-            "tickmode": "array",
-            "tickvals": tickvals,
-            "ticktext": ticktext,
-        },
-    )
+    cells.update(hoverongaps=False, colorbar=head_colorbar(scale, zmax))
     x_axis, y_axis = square_axis_props(len(x_lab), len(y_lab))
     n = max(len(x_lab), len(y_lab))
     title = head_title(stack, layer, head_label(trace.config, head), note, scale, zmax)
@@ -469,6 +455,23 @@ def head_figure(
         },
     )
     return figure([cells], layout)
+
+
+def head_colorbar(scale: str, zmax: float) -> dict:
+    """The head view's colour bar, at the plot's right edge inside a right margin that holds it
+    for any head: a bar that pushes the margin out makes Plotly replot the whole figure, both
+    axes' labels included, where a head switch in the browser otherwise redraws only cells and
+    texts. Its labels (head_ticks) are up to 8 characters wide."""
+    tickvals, ticktext = head_ticks(zmax)
+    return {
+        "title": {"text": head_bar(scale, zmax), "side": "right"},
+        "x": 1.0,
+        "xpad": 12,
+        "thickness": 16,
+        "tickmode": "array",
+        "tickvals": tickvals,
+        "ticktext": ticktext,
+    }
 
 
 # px: the head view's colour bar, its labels and title (see head_figure); measured in Chromium,
@@ -587,18 +590,43 @@ def overview_figure(
     k_lab = pool_labels(token_labels(k_tok), k_k)
     n_q, n_k = len(q_lab), len(k_lab)
     assert tiles.shape == (n_layers * n_q, n_heads * n_k)
+    cells = overview_cells(trace, stack, tiles, weights if scale == "head" else None, q_lab, k_lab)
+    pooled = ""
+    if k_q > 1 or k_k > 1:
+        pooled = tr(
+            " · {n_tok} tokens max-pooled to {n_cell} a tile",
+            n_tok=max(len(q_tok), len(k_tok)),
+            n_cell=max(n_q, n_k),
+        )
+    title = overview_title(stack, n_layers, n_heads, scale, float(peaks.max()), pooled)
+    tile_px = min(110, (OVERVIEW_WIDTH_PX - 90) / n_heads)  # few heads: no giant tiles
+    plot_px = n_layers * tile_px * n_q / n_k
+    # On a narrow screen the page makes it only as tall as its square tiles (ui/js/figures.js).
+    meta = {"fit_height": {"below": 560, "pad": 16}}
+    layout = layout_of(title, height=int(min(900, max(260, plot_px + 90))))
+    layout["margin"].update(l=40, t=78)
+    layout.update(
+        overview_axes(trace.config, n_layers, n_heads, n_q, n_k),
+        shapes=tile_lines(n_layers, n_heads, n_q, n_k),
+        meta=meta,
+    )
+    return figure([cells], layout)
+
+
+def overview_cells(trace, stack: str, tiles, real, q_lab: list[str], k_lab: list[str]) -> dict:
+    """The overview's one heatmap of every tile; ``real``: the real weights the hover reads when
+    the colours are each head's share of its max (else None: the colours are the weights)."""
+    _, n_layers, n_heads = trace.attentions[stack].shape[:3]
     y_title, x_title = axis_titles(stack)
-    if scale == "head":
+    if real is not None:
         # Colours show the shape; the hover still gives the real weight (a second byte a cell).
         bar, ticks = tr("% of each head's max"), ["0", "25 %", "50 %", "75 %", "100 %"]
         hover = tr("weight %{customdata} % of the row (%{z} % of this head's max)")
-        real = weights
     else:
         bar, ticks = tr("weight"), ["0", "0.25", "0.5", "0.75", "1"]
         hover = tr("weight %{z} % of the row")  # a query's weights sum to 100 %
-        real = None
     # Built here rather than with heatmap(), which widens z to float32: uint8 is ¼ of the bytes.
-    cells = dict(
+    return dict(
         type="heatmap",
         z=tiles,
         x=[f"{column_head(trace.config, h)} · {lab}" for h in range(n_heads) for lab in k_lab],
@@ -615,21 +643,17 @@ def overview_figure(
         customdata=real,
         hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{hover}<extra></extra>",
     )
-    pooled = ""
-    if k_q > 1 or k_k > 1:
-        pooled = tr(
-            " · {n_tok} tokens max-pooled to {n_cell} a tile",
-            n_tok=max(len(q_tok), len(k_tok)),
-            n_cell=max(n_q, n_k),
-        )
+
+
+def overview_title(
+    stack: str, n_layers: int, n_heads: int, scale: str, peak: float, pooled: str
+) -> str:
+    """The overview's title: the grid, what the colour means, how the text was pooled."""
     if scale == "head":
         note = tr("each head scaled to its own max (compare shapes, not brightness)")
     else:
-        note = tr(
-            "colour = weight 0–1 as in the head view; strongest weight {peak:.2f}",
-            peak=peaks.max(),
-        )
-    title = tr(
+        note = tr("colour = weight 0–1 as in the head view; strongest weight {peak:.2f}", peak=peak)
+    return tr(
         "All {n_layers} layers × {n_heads} heads — {stack}"
         "<br><sup>{note}{pooled} · click a tile to open that head</sup>",
         n_layers=n_layers,
@@ -638,25 +662,30 @@ def overview_figure(
         note=note,
         pooled=pooled,
     )
-    tile_px = min(110, (OVERVIEW_WIDTH_PX - 90) / n_heads)  # few heads: no giant tiles
-    plot_px = n_layers * tile_px * n_q / n_k
-    # White lines between the tiles, set at once (add_shape one by one revalidates every shape
-    # so far: most of BERT-large's overview time, 0.30 s → 0.08 s with the faster pooling).
+
+
+def tile_lines(n_layers: int, n_heads: int, n_q: int, n_k: int) -> list[dict]:
+    """White lines between the overview's tiles, as one list of shapes (add_shape one by one
+    revalidates every shape so far)."""
     line = {"type": "line", "line": {"color": "white", "width": 2}}
-    shapes = [
+    return [
         {**line, "x0": x, "x1": x, "y0": 0, "y1": 1, "yref": "y domain"}
         for x in (h * n_k - 0.5 for h in range(1, n_heads))
     ] + [
         {**line, "y0": y, "y1": y, "x0": 0, "x1": 1, "xref": "x domain"}
         for y in (layer * n_q - 0.5 for layer in range(1, n_layers))
     ]
-    axes = {
+
+
+def overview_axes(config, n_layers: int, n_heads: int, n_q: int, n_k: int) -> dict:
+    """The overview's axes: one tick a head (top) and a layer (left), square cells."""
+    return {
         "xaxis": {
             "type": "category",
             "side": "top",
             "tickmode": "array",
             "tickvals": [h * n_k + (n_k - 1) / 2 for h in range(n_heads)],
-            "ticktext": [overview_head(trace.config, h) for h in range(n_heads)],
+            "ticktext": [overview_head(config, h) for h in range(n_heads)],
             "tickangle": 0,
             "showgrid": False,
             "zeroline": False,
@@ -674,12 +703,6 @@ def overview_figure(
             "constrain": "domain",
         },
     }
-    # On a narrow screen the page makes it only as tall as its square tiles (ui/js/figures.js).
-    meta = {"fit_height": {"below": 560, "pad": 16}}
-    layout = layout_of(title, height=int(min(900, max(260, plot_px + 90))))
-    layout["margin"].update(l=40, t=78)
-    layout.update(axes, shapes=shapes, meta=meta)
-    return figure([cells], layout)
 
 
 # ---------------------------------------------------------------- two heads compared
@@ -712,17 +735,8 @@ def compare_figure(
     """
     scale = "fixed" if scale == "auto" else scale  # "auto" is the head view's: A, B share 0–1
     q_tok, k_tok = stack_tokens(trace, stack, batch)
-    pair = torch.from_numpy(
-        np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])
-    )  # (2, T_q, T_k)
-    # Long texts: each cell is its window's mean (the mean of a difference is the difference of
-    # the means, so A − B stays a difference of the two panels).
     k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
-    # The shown numbers (see the docstring), as thousandths: exact in float64.
-    shown_a, shown_b = np.floor(
-        pool(pair, k_q, k_k, "mean").numpy().astype(np.float64) * 1000 + 0.5
-    )
-    pat_a, pat_b, diff = shown_a / 1000, shown_b / 1000, (shown_a - shown_b) / 1000
+    pat_a, pat_b, diff = shown_pair(trace, stack, a, b, batch, k_q, k_k)
     x_lab = pool_labels(token_labels(k_tok), k_k)
     y_lab = pool_labels(token_labels(q_tok), k_q)
     y_title, x_title = axis_titles(stack)
@@ -737,12 +751,50 @@ def compare_figure(
         # float32 (0.028999999165534973); negative differences still show their minus sign.
         heatmap(diff, x_lab, y_lab, value_name="A − B:", fmt=".3f", **common),
     ]
+    colorbars = compare_colorbars(scale, pat_a, pat_b, diff)
+    data, layout = three_panels(
+        panels, [name_a, name_b, "A − B"], len(x_lab), len(y_lab), x_title, y_title, colorbars
+    )
+    span = tr("A − B from {low:+.3f} to {high:+.3f}", low=float(diff.min()), high=float(diff.max()))
+    pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "mean")
+    title = tr(
+        "Two heads compared — {stack}{pooled}<br><sup>{span}</sup>",
+        stack=stack_title(stack),
+        pooled=pooled,
+        span=span,
+    )
+    layout.update(layout_of(title, panel_height(x_lab, max(len(q_tok), len(k_tok)))))
+    layout["margin"]["t"] = 70
+    layout["meta"] = {"heads": [list(a), list(b)]}
+    return colorbars_below(data, layout)
+
+
+def shown_pair(
+    trace, stack: str, a: tuple[int, int], b: tuple[int, int], batch: int, k_q: int, k_k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A, B, A − B) as ``compare_figure``'s panels show them: each cell its window's mean (the
+    mean of a difference is the difference of the means, so A − B stays a difference of the two
+    panels), rounded to three decimals, A − B the difference of the rounded numbers."""
+    pair = torch.from_numpy(
+        np.stack([head_pattern(trace, stack, *a, batch), head_pattern(trace, stack, *b, batch)])
+    )  # (2, T_q, T_k)
+    # The shown numbers, as thousandths: exact in float64.
+    shown_a, shown_b = np.floor(
+        pool(pair, k_q, k_k, "mean").numpy().astype(np.float64) * 1000 + 0.5
+    )
+    return shown_a / 1000, shown_b / 1000, (shown_a - shown_b) / 1000
+
+
+def compare_colorbars(
+    scale: str, pat_a: np.ndarray, pat_b: np.ndarray, diff: np.ndarray
+) -> tuple[dict, dict]:
+    """The two colour axes of ``compare_figure``: A and B's weights, and A − B's difference."""
     peak = max(float(pat_a.max()), float(pat_b.max()), 1e-6)
     cmax = 1.0 if scale == "fixed" else peak  # A and B share one scale: the head view's
     # The difference is drawn on ±(the weights' own scale), never stretched to its own extremes:
     # two near-uniform heads differing by 0.004 stay near white instead of saturating red/blue.
     top = max(cmax, float(np.abs(diff).max()))
-    colorbars = (
+    return (
         {
             "colorscale": ATTENTION_SCALE,
             "cmin": 0.0,
@@ -762,21 +814,6 @@ def compare_figure(
             "colorbar": {"title": {"text": "A − B", "side": "right"}, "thickness": 12},
         },
     )
-    data, layout = three_panels(
-        panels, [name_a, name_b, "A − B"], len(x_lab), len(y_lab), x_title, y_title, colorbars
-    )
-    span = tr("A − B from {low:+.3f} to {high:+.3f}", low=float(diff.min()), high=float(diff.max()))
-    pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "mean")
-    title = tr(
-        "Two heads compared — {stack}{pooled}<br><sup>{span}</sup>",
-        stack=stack_title(stack),
-        pooled=pooled,
-        span=span,
-    )
-    layout.update(layout_of(title, panel_height(x_lab, max(len(q_tok), len(k_tok)))))
-    layout["margin"]["t"] = 70
-    layout["meta"] = {"heads": [list(a), list(b)]}
-    return colorbars_below(data, layout)
 
 
 # ---------------------------------------------------------------- figures the browser fills

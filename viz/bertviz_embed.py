@@ -181,17 +181,7 @@ def bertviz_document(
     arr = _to_numpy(attention)
     n_layers, n_heads, n_total, _ = arr.shape
     tokens = [str(t) for t in tokens]
-    if len(tokens) != n_total:
-        raise ValueError(f"attention has {n_total} positions but {len(tokens)} tokens were given")
-    if n_layers == 0 or n_heads == 0 or n_total == 0:
-        raise ValueError(f"nothing to show for attention of shape {arr.shape}")
-    if layer is not None and not 0 <= layer < n_layers:
-        raise ValueError(f"layer {layer} out of range 0..{n_layers - 1}")
-    if heads is not None:
-        heads = [int(h) for h in heads]
-        if not heads or any(not 0 <= h < n_heads for h in heads):
-            raise ValueError(f"heads must be a non-empty subset of 0..{n_heads - 1}, got {heads}")
-
+    heads = _checked_selection(arr.shape, len(tokens), layer, heads)
     n = min(n_total, int(max_tokens))
     arr = arr[:, :, :n, :n]
     tokens = tokens[:n]
@@ -204,7 +194,6 @@ def bertviz_document(
 
     q = np.rint(np.clip(np.nan_to_num(arr, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0) * 255)
     attn_b64 = base64.b64encode(q.astype(np.uint8).tobytes()).decode("ascii")
-
     params = {
         "shape": [n_layers, n_heads, n],
         "tokens": tokens,
@@ -214,15 +203,39 @@ def bertviz_document(
         "heads": heads,
         "display_mode": display_mode,
     }
-
     note_html = ""
     if n < n_total:
         note_html = (
             f'<div class="bv-note" id="bv-note">{html.escape(truncation_note(n_total, n))}</div>'
         )
+    doc = _page(view, params, attn_b64, note_html, _controls(view, sentence_b_start is not None))
+    height = _content_height(view, n, n_layers, n_heads) + 16 + (110 if note_html else 0)
+    return doc, height
 
+
+def _checked_selection(
+    shape: tuple[int, ...], n_tokens: int, layer: int | None, heads: list[int] | None
+) -> list[int] | None:
+    """The heads as ints, once the weights, the tokens, the layer and the heads agree; else a
+    ValueError that says which does not."""
+    n_layers, n_heads, n_total, _ = shape
+    if n_tokens != n_total:
+        raise ValueError(f"attention has {n_total} positions but {n_tokens} tokens were given")
+    if n_layers == 0 or n_heads == 0 or n_total == 0:
+        raise ValueError(f"nothing to show for attention of shape {shape}")
+    if layer is not None and not 0 <= layer < n_layers:
+        raise ValueError(f"layer {layer} out of range 0..{n_layers - 1}")
+    if heads is not None:
+        heads = [int(h) for h in heads]
+        if not heads or any(not 0 <= h < n_heads for h in heads):
+            raise ValueError(f"heads must be a non-empty subset of 0..{n_heads - 1}, got {heads}")
+    return heads
+
+
+def _controls(view: str, pair: bool) -> str:
+    """The view's controls above the drawing: the head view's layer, a pair's filter."""
     filter_html = ""
-    if sentence_b_start is not None:
+    if pair:
         # bertviz's own filter names, in its order (the loader cuts the blocks in that order)
         names = [
             tr("All"),
@@ -236,13 +249,17 @@ def bertviz_document(
         )
         filter_html = f'{html.escape(tr("Attention:"))} <select id="filter">{options}</select>'
     layer_html = f'{tr("Layer:")} <select id="layer"></select>' if view == "head" else ""
+    return f"{layer_html} {filter_html}"
 
-    doc = (
+
+def _page(view: str, params: dict, attn_b64: str, note_html: str, controls: str) -> str:
+    """The standalone document: the note, the controls, the weights and every script inline."""
+    return (
         "<!DOCTYPE html>\n"
         '<html><head><meta charset="utf-8"><title>bertviz</title>'
         f"<style>{_CSS}</style></head><body>"
         f'{note_html}<div id="bv-error"></div>'
-        f'<div id="{_ROOT_ID}"><span style="user-select:none">{layer_html} {filter_html}</span>'
+        f'<div id="{_ROOT_ID}"><span style="user-select:none">{controls}</span>'
         "<div id='vis'></div></div>"
         f'<script type="application/json" id="bv-params">{_script_json(params)}</script>'
         f'<script type="application/octet-stream" id="bv-attn">{attn_b64}</script>'
@@ -253,8 +270,6 @@ def bertviz_document(
         f"<script>{_bertviz_js(view)}</script>"
         "</body></html>"
     )
-    height = _content_height(view, n, n_layers, n_heads) + 16 + (110 if note_html else 0)
-    return doc, height
 
 
 def bertviz_iframe(

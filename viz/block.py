@@ -69,46 +69,9 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
     )
     shared = scale != "head"
     top = float(block.max()) or 1.0
-    y_title, x_title = axis_titles(stack)
+    traces = block_tiles(block, stack, q_tok, k_tok, cells, top if shared else None)
     labelled = max(len(q_tok), len(k_tok)) <= LABELLED_TOKENS
-    x_labels, y_labels = token_labels(k_tok), token_labels(q_tok)
-    traces = []
-    for layer in range(n_layers):
-        cells_of_layer = heatmap(
-            block[layer],
-            x_labels,
-            y_labels,
-            x_title=x_title,
-            y_title=y_title,
-            value_name=tr("norm"),
-            zmin=0.0,
-            zmax=top if shared else float(block[layer].max()) or 1.0,
-            showscale=shared and layer == 0,
-        )
-        xaxis, yaxis = cells[layer]
-        # name: a click on the tile opens this layer (ui/js/figures.js)
-        cells_of_layer.update(name=f"L{layer}", xaxis=xaxis, yaxis=yaxis)
-        if shared:
-            cells_of_layer.update(coloraxis="coloraxis")
-        traces.append(cells_of_layer)
-    # Tiles share their column's x axis and their row's y axis (zoom one, zoom its row/column);
-    # the query labels once a row, at the left.
-    for n, (xaxis, yaxis) in enumerate(cells):
-        bottom = cells[min(len(cells) - 1, (rows - 1) * cols + n % cols)][0]
-        first = cells[n - n % cols][1]
-        layout[axis_key(xaxis)].update(
-            type="category", showgrid=False, showticklabels=labelled, tickangle=-60
-        )
-        layout[axis_key(yaxis)].update(
-            type="category",
-            showgrid=False,
-            showticklabels=labelled and n % cols == 0,
-            autorange="reversed",
-        )
-        if xaxis != bottom:
-            layout[axis_key(xaxis)]["matches"] = bottom
-        if yaxis != first:
-            layout[axis_key(yaxis)]["matches"] = first
+    share_axes(layout, cells, rows, cols, labelled)
     if shared:
         layout["coloraxis"] = {
             "colorscale": ATTENTION_SCALE,
@@ -128,6 +91,56 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
     layout.update(layout_of(title, height=int(rows * TILE_PX + 110)))
     layout["margin"]["t"] = 96
     return figure(traces, layout)
+
+
+def block_tiles(
+    block: np.ndarray, stack: str, q_tok, k_tok, cells: list, top: float | None
+) -> list[dict]:
+    """One heatmap a layer, in its grid cell; ``top``: the one colour scale's end they share
+    (None: each layer coloured 0 → its own largest norm)."""
+    y_title, x_title = axis_titles(stack)
+    x_labels, y_labels = token_labels(k_tok), token_labels(q_tok)
+    traces = []
+    for layer in range(block.shape[0]):
+        cells_of_layer = heatmap(
+            block[layer],
+            x_labels,
+            y_labels,
+            x_title=x_title,
+            y_title=y_title,
+            value_name=tr("norm"),
+            zmin=0.0,
+            zmax=top if top is not None else float(block[layer].max()) or 1.0,
+            showscale=top is not None and layer == 0,
+        )
+        xaxis, yaxis = cells[layer]
+        # name: a click on the tile opens this layer (ui/js/figures.js)
+        cells_of_layer.update(name=f"L{layer}", xaxis=xaxis, yaxis=yaxis)
+        if top is not None:
+            cells_of_layer.update(coloraxis="coloraxis")
+        traces.append(cells_of_layer)
+    return traces
+
+
+def share_axes(layout: dict, cells: list, rows: int, cols: int, labelled: bool) -> None:
+    """Tiles share their column's x axis and their row's y axis (zoom one, zoom its row or
+    column); the query labels once a row, at the left, and only where ``labelled``."""
+    for n, (xaxis, yaxis) in enumerate(cells):
+        bottom = cells[min(len(cells) - 1, (rows - 1) * cols + n % cols)][0]
+        first = cells[n - n % cols][1]
+        layout[axis_key(xaxis)].update(
+            type="category", showgrid=False, showticklabels=labelled, tickangle=-60
+        )
+        layout[axis_key(yaxis)].update(
+            type="category",
+            showgrid=False,
+            showticklabels=labelled and n % cols == 0,
+            autorange="reversed",
+        )
+        if xaxis != bottom:
+            layout[axis_key(xaxis)]["matches"] = bottom
+        if yaxis != first:
+            layout[axis_key(yaxis)]["matches"] = first
 
 
 def ratio_figure(stack: str, ratio: np.ndarray, n_tokens: int) -> go.Figure:

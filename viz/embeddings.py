@@ -167,61 +167,71 @@ def embedding_figure(
     )
     for annotation in layout["annotations"]:  # panel titles at the left
         annotation.update(x=0, xanchor="left")
-    traces = []
-    for row, ((_, name, z, rows), r, h) in enumerate(
-        zip(panels, ranges, heights, strict=True), start=1
-    ):
-        axis = "coloraxis" if row == 1 else f"coloraxis{row}"
-        xaxis, yaxis = cells[row - 1]
-        trace_ = heatmap(
-            z,
-            list(range(z.shape[1])),
-            rows,
-            x_title=tr("dimension"),
-            y_title=tr("token"),
-            value_name=tr(name),
-        )
-        trace_.update(
-            x=None,  # numeric dimension axis: no labels to send
-            xaxis=xaxis,
-            yaxis=yaxis,
-            coloraxis=axis,
-            hovertemplate=safe(tr(name))
-            + tr("<br>%{y}<br>dimension %{x}<br>value %{z:.4f}")
-            + "<extra></extra>",
-        )
-        traces.append(trace_)
-        domain = layout[axis_key(yaxis)]["domain"]
-        layout[axis] = {
-            "colorscale": DIVERGING_SCALE,
-            "cmin": -r,
-            "cmax": r,
-            "cmid": 0,
-            "showscale": h >= 90,
-            "colorbar": _colorbar(r, (domain[0] + domain[1]) / 2, domain[1] - domain[0]),
-        }
-        step = max(1, int(np.ceil(len(rows) / max(2, h // 13))))
-        layout[axis_key(yaxis)].update(
-            type="category",
-            autorange="reversed",
-            tickmode="array",
-            tickvals=rows[::step],
-            tickfont={"size": 10},
-        )
-        if row < len(panels):  # one dimension axis for every panel, labelled at the bottom
-            layout[axis_key(xaxis)].update(matches=cells[-1][0], showticklabels=False)
+    traces = [
+        _panel_trace(layout, cells, row, panel, r, h)
+        for row, (panel, r, h) in enumerate(zip(panels, ranges, heights, strict=True), start=1)
+    ]
     layout[axis_key(cells[-1][0])]["title"] = {"text": tr("dimension")}
     fig = go.Figure(data=traces, layout=layout)
+    base_layout(fig, _embedding_title(trace, stack, n, n_total), height)
+    fig.update_layout(margin={"l": 10, "r": 10, "t": top, "b": bottom})
+    return fig
+
+
+def _panel_trace(layout: dict, cells: list, row: int, panel, r: float, h: int) -> dict:
+    """One panel's heatmap (row ``row`` of the grid, ``h`` px tall, coloured ±``r``); sets its
+    colour axis and its token axis in ``layout``."""
+    _, name, z, rows = panel
+    axis = "coloraxis" if row == 1 else f"coloraxis{row}"
+    xaxis, yaxis = cells[row - 1]
+    cells_of_panel = heatmap(
+        z,
+        list(range(z.shape[1])),
+        rows,
+        x_title=tr("dimension"),
+        y_title=tr("token"),
+        value_name=tr(name),
+    )
+    cells_of_panel.update(
+        x=None,  # numeric dimension axis: no labels to send
+        xaxis=xaxis,
+        yaxis=yaxis,
+        coloraxis=axis,
+        hovertemplate=safe(tr(name))
+        + tr("<br>%{y}<br>dimension %{x}<br>value %{z:.4f}")
+        + "<extra></extra>",
+    )
+    domain = layout[axis_key(yaxis)]["domain"]
+    layout[axis] = {
+        "colorscale": DIVERGING_SCALE,
+        "cmin": -r,
+        "cmax": r,
+        "cmid": 0,
+        "showscale": h >= 90,
+        "colorbar": _colorbar(r, (domain[0] + domain[1]) / 2, domain[1] - domain[0]),
+    }
+    step = max(1, int(np.ceil(len(rows) / max(2, h // 13))))
+    layout[axis_key(yaxis)].update(
+        type="category",
+        autorange="reversed",
+        tickmode="array",
+        tickvals=rows[::step],
+        tickfont={"size": 10},
+    )
+    if row < len(cells):  # one dimension axis for every panel, labelled at the bottom
+        layout[axis_key(xaxis)].update(matches=cells[-1][0], showticklabels=False)
+    return cells_of_panel
+
+
+def _embedding_title(trace, stack: str, n: int, n_total: int) -> str:
+    """The embeddings figure's title: the stack, a final LayerNorm and a cut text said."""
     note = []
     if trace.config.embedding_norm:
         note.append(tr("then LayerNorm → the input of layer 1"))
     if n < n_total:
         note.append(tr("showing the first {n} of {n_total} tokens", n=n, n_total=n_total))
     title = tr("Input embeddings · {stack}", stack=tr(stack))
-    title += tr(" — {notes}", notes=tr("; ").join(note)) if note else ""
-    base_layout(fig, title, height)
-    fig.update_layout(margin={"l": 10, "r": 10, "t": top, "b": bottom})
-    return fig
+    return title + (tr(" — {notes}", notes=tr("; ").join(note)) if note else "")
 
 
 # ---- the position table and its curves ----------------------------------------------------------
