@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from analysis import logit_lens, logit_lens_top
-from model import PRESETS, Transformer, load_trained
+from model import PRESETS, Transformer, TransformerConfig, load_trained
+from viz import rope
 from viz.attention import compare_figure, head_figure, overview_figure
 from viz.block import block_figure
 from viz.common import figure, token_labels
@@ -26,7 +27,13 @@ from viz.masks import (
     padding_masks_figure,
     score_steps_figure,
 )
-from viz.patching import pair_head_figure
+from viz.patching import (
+    attention_shift_figure,
+    attribution_figure,
+    pair_head_figure,
+    restored_heads_figure,
+    restored_positions_figure,
+)
 
 
 def as_json(fig) -> dict:
@@ -155,3 +162,36 @@ def test_the_logit_lens_of_a_trace_validates_whole_and_its_last_positions():
     answers = lens_answers(trace)
     top = logit_lens_top(net, trace, answers=answers, top=1, first=2)
     assert_valid(top_figure(top, trace, net.tokenizer, first=2))
+
+
+GQA = TransformerConfig(
+    arch="decoder", vocab_size=50, d_model=64, n_heads=8, n_kv_heads=2, n_layers=2, d_ff=96,
+    norm="pre", norm_kind="rms", positions="rotary", mlp="gated", activation="silu",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("config", [PRESETS["seed001-decoder"], GQA], ids=["mha", "gqa"])
+def test_the_four_patching_grids_validate(config):
+    """Which heads, which positions (a short text with a value in each cell, a long one without),
+    direct logit attribution and the attention shift: one skeleton, valid each time."""
+    n_layers, n_heads = config.n_layers, config.n_heads
+    grid = torch.randn(n_layers, n_heads)
+    assert_valid(restored_heads_figure(grid, config, "decoder", "logit difference"))
+    for n in (5, 40):
+        tokens = [f"t{i}" for i in range(n)]
+        shares = torch.randn(n_layers, n)
+        assert_valid(restored_positions_figure(shares, tokens, tokens[::-1], "decoder", "cos"))
+    dla = {"heads": grid, "mlp": torch.randn(n_layers), "attn_bias": torch.zeros(n_layers)}
+    dla.update(embed=torch.tensor(0.2), bias=torch.tensor(0.1), logit_diff=torch.tensor(2.0))
+    assert_valid(attribution_figure(dla, config, "logit difference"))
+    assert_valid(attention_shift_figure(grid.abs() / 4, config, "decoder"))
+
+
+@pytest.mark.parametrize("llama3", [None, (8.0, 1.0, 4.0, 8192)])
+def test_the_rope_figures_validate(llama3):
+    config = GQA.replace(rope_llama3=llama3, rope_theta=500000.0)
+    assert_valid(rope.frequency_figure(config))
+    assert_valid(rope.frequency_figure(config, 12))
+    net = Transformer(config).eval()
+    trace = net.trace(torch.tensor([[1, 5, 7, 9, 3, 2]]))
+    assert_valid(rope.distance_figure(trace, "decoder", 1, 3))

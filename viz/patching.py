@@ -22,8 +22,8 @@ from viz.attention import (
 from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
-    base_layout,
     display_token,
+    figure,
     head_label,
     heatmap,
     layout_of,
@@ -44,23 +44,31 @@ def _meaning(what: str) -> str:
     return tr("{what}: 0 = nothing restored, 1 = all of it", what=what)
 
 
-def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    """base_layout with the title hung from the top (its second line under it, never on the
-    grid: a phone wraps both lines, and Plotly anchors only a title's first line)."""
-    base_layout(fig, title, height=height, meta=CELLS)
-    fig.layout.title.update(yref="container", y=1, yanchor="top", pad={"t": TITLE_TOP})
-    fig.layout.margin.t = TITLE_TOP + TITLE_LINES
-    return fig
-
-
-def _grid(z, x, y, *, x_title, y_title, value_name, bar, zmin, zmax, zmid=None, custom=None):
-    """One heatmap of a grid: a value in every cell that fits, the colour bar's title upright."""
+def _grid_figure(
+    z: np.ndarray,
+    x: list[str],
+    *,
+    x_name: str,
+    x_axis: dict,
+    value_name: str,
+    bar: str,
+    zmin: float,
+    zmax: float,
+    zmid: float | None = None,
+    custom: np.ndarray | None = None,
+    title: str,
+    note: str,
+) -> go.Figure:
+    """The skeleton of every grid here: layers down (L0 at the top), ``x`` across, a value in
+    every cell that fits, and the title's second line ``note`` hung under it from the top (never
+    on the grid: a phone wraps both lines, and Plotly anchors only a title's first line)."""
+    y = [f"L{layer}" for layer in range(z.shape[0])]
     trace = heatmap(
         z,
         x,
         y,
-        x_title=x_title,
-        y_title=y_title,
+        x_title=x_name,
+        y_title=tr("layer"),
         value_name=value_name,
         colorscale=DIVERGING_SCALE if zmid is not None else ATTENTION_SCALE,
         zmin=zmin,
@@ -74,55 +82,72 @@ def _grid(z, x, y, *, x_title, y_title, value_name, bar, zmin, zmax, zmid=None, 
         trace["texttemplate"] = "%{text}"
     if custom is not None:
         trace["customdata"] = custom
-    return trace
+    turned = 20 if x_axis.get("tickangle") else 0  # room for labels turned under the grid
+    height = min(720, 170 + 34 * len(y) + turned)
+    layout = layout_of(f"{title}<br><sup>{safe(note)}</sup>", height)
+    layout["title"].update(yref="container", y=1, yanchor="top", pad={"t": TITLE_TOP})
+    layout["margin"]["t"] = TITLE_TOP + TITLE_LINES
+    layout["meta"] = dict(CELLS)
+    layout["xaxis"] = x_axis
+    layout["yaxis"] = {"autorange": "reversed", "title": {"text": tr("layer")}}
+    return figure([trace], layout)
 
 
-def _share_trace(z: np.ndarray, x: list[str], y: list[str], x_title: str, y_title: str, custom):
+def _head_names(config, n_heads: int) -> list[str]:
+    return [f"H{head_label(config, h)}" for h in range(n_heads)]
+
+
+def _head_cells(n_layers: int, heads: list[int]) -> np.ndarray:
+    """[layer, head] of every cell, [L, len(heads), 2]: what a click on a cell selects."""
+    return np.array([[[layer, h] for h in heads] for layer in range(n_layers)])
+
+
+def _shares() -> dict:
+    """The colours and names of a grid of shares restored: fixed at [-1, 1] around 0."""
     shares = tr("share restored")
-    return _grid(z, x, y, x_title=x_title, y_title=y_title, value_name=shares, bar=shares,
-                 zmin=-1.0, zmax=1.0, zmid=0.0, custom=custom)  # fmt: skip
+    return {"value_name": shares, "bar": shares, "zmin": -1.0, "zmax": 1.0, "zmid": 0.0}
 
 
 def restored_heads_figure(shares, config, stack: str, what: str) -> go.Figure:
     """The [L, H] grid of patch_heads: each head's output taken from the clean run."""
     z = np.asarray(shares, dtype=np.float32)
     n_layers, n_heads = z.shape
-    heads = [f"H{head_label(config, h)}" for h in range(n_heads)]
-    layers = [f"L{layer}" for layer in range(n_layers)]
-    custom = np.array([[[layer, h] for h in range(n_heads)] for layer in range(n_layers)])
-    fig = go.Figure(_share_trace(z, heads, layers, tr("head"), tr("layer"), custom))
-    title = tr(
-        "Which heads restore the answer — {stack}",
-        stack=stack_title(stack),
+    x_axis = {"title": {"text": tr("head (click one to see it on both texts)")}, "side": "bottom"}
+    title = tr("Which heads restore the answer — {stack}", stack=stack_title(stack))
+    return _grid_figure(
+        z,
+        _head_names(config, n_heads),
+        x_name=tr("head"),
+        x_axis=x_axis,
+        **_shares(),
+        custom=_head_cells(n_layers, list(range(n_heads))),
+        title=title,
+        note=_meaning(what),
     )
-    title += f"<br><sup>{safe(_meaning(what))}</sup>"
-    _layout(fig, title, min(720, 170 + 34 * n_layers))
-    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
-    fig.update_xaxes(title_text=tr("head (click one to see it on both texts)"), side="bottom")
-    return fig
 
 
 def restored_positions_figure(shares, clean_tokens, corrupt_tokens, stack: str, what: str):
     """The [L, T] grid of patch_residual: the stream entering each layer at each position."""
     z = np.asarray(shares, dtype=np.float32)
-    n_layers, t = z.shape
+    t = z.shape[1]
     labels = []
     for i, (a, b) in enumerate(zip(clean_tokens[:t], corrupt_tokens[:t], strict=False)):
         shown = display_token(a) if a == b else f"{display_token(a)}→{display_token(b)}"
         labels.append(safe(f"{i}·{shown}"))
-    layers = [f"L{layer}" for layer in range(n_layers)]
-    fig = go.Figure(
-        _share_trace(z, labels, layers, tr("position (clean→corrupt)"), tr("layer"), None)
-    )
+    name = tr("position (clean→corrupt)")
     title = tr(
         "Which positions carry it — {stack}, the stream entering each layer",
         stack=stack_title(stack),
     )
-    title += f"<br><sup>{safe(_meaning(what))}</sup>"
-    _layout(fig, title, min(720, 190 + 34 * n_layers))
-    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
-    fig.update_xaxes(title_text=tr("position (clean→corrupt)"), tickangle=-45)
-    return fig
+    return _grid_figure(
+        z,
+        labels,
+        x_name=name,
+        x_axis={"title": {"text": name}, "tickangle": -45},
+        **_shares(),
+        title=title,
+        note=_meaning(what),
+    )
 
 
 def attribution_figure(dla: dict, config, what: str) -> go.Figure:
@@ -132,65 +157,52 @@ def attribution_figure(dla: dict, config, what: str) -> go.Figure:
     mlp = dla["mlp"].numpy()[:, None]  # (L, 1)
     z = np.concatenate([heads, mlp], axis=1).astype(np.float32)
     n_layers, n_heads = heads.shape
-    x = [f"H{head_label(config, h)}" for h in range(n_heads)] + [tr("MLP")]
-    y = [f"L{layer}" for layer in range(n_layers)]
     bound = float(np.abs(z).max()) or 1.0
-    # [layer, head] per cell, the MLP column's head -1 (a click on it selects no head)
-    custom = np.array([[[layer, h] for h in [*range(n_heads), -1]] for layer in range(n_layers)])
-    trace = _grid(
+    rest = float(dla["embed"] + dla["bias"] + dla["attn_bias"].sum())
+    note = tr(
+        "{what}: the cells + embeddings and biases ({rest:+.2f}) = the model's {total:+.2f}",
+        what=what,
+        rest=rest,
+        total=float(dla["logit_diff"]),
+    )
+    name = tr("component")
+    return _grid_figure(
         z,
-        x,
-        y,
-        x_title=tr("component"),
-        y_title=tr("layer"),
+        [*_head_names(config, n_heads), tr("MLP")],
+        x_name=name,
+        x_axis={"title": {"text": name}},
         value_name=tr("logit difference written"),
         bar=tr("logits"),
         zmin=-bound,
         zmax=bound,
         zmid=0.0,
-        custom=custom,
+        custom=_head_cells(n_layers, [*range(n_heads), -1]),  # the MLP's head -1: selects none
+        title=tr("Direct logit attribution: what each head and MLP writes into the answer"),
+        note=note,
     )
-    fig = go.Figure(trace)
-    rest = float(dla["embed"] + dla["bias"] + dla["attn_bias"].sum())
-    title = tr("Direct logit attribution: what each head and MLP writes into the answer")
-    title += "<br><sup>" + safe(
-        tr(
-            "{what}: the cells + embeddings and biases ({rest:+.2f}) = the model's {total:+.2f}",
-            what=what,
-            rest=rest,
-            total=float(dla["logit_diff"]),
-        )
-    )
-    title += "</sup>"
-    _layout(fig, title, min(720, 170 + 34 * n_layers))
-    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
-    fig.update_xaxes(title_text=tr("component"))
-    return fig
 
 
 def attention_shift_figure(shift, config, stack: str) -> go.Figure:
     """Per head, how differently it attends on the two texts (analysis.attention_shift)."""
     z = np.asarray(shift, dtype=np.float32)
     n_layers, n_heads = z.shape
-    heads = [f"H{head_label(config, h)}" for h in range(n_heads)]
-    layers = [f"L{layer}" for layer in range(n_layers)]
     moved = tr("attention moved")
-    custom = np.array([[[layer, h] for h in range(n_heads)] for layer in range(n_layers)])
-    trace = _grid(z, heads, layers, x_title=tr("head"), y_title=tr("layer"), value_name=moved,
-                  bar=moved, zmin=0.0, zmax=max(float(z.max()), 1e-6), custom=custom)  # fmt: skip
-    fig = go.Figure(trace)
-    title = tr(
-        "How far each head's attention moves between the texts — {stack}",
-        stack=stack_title(stack),
+    return _grid_figure(
+        z,
+        _head_names(config, n_heads),
+        x_name=tr("head"),
+        x_axis={"title": {"text": tr("head")}},
+        value_name=moved,
+        bar=moved,
+        zmin=0.0,
+        zmax=max(float(z.max()), 1e-6),
+        custom=_head_cells(n_layers, list(range(n_heads))),
+        title=tr(
+            "How far each head's attention moves between the texts — {stack}",
+            stack=stack_title(stack),
+        ),
+        note=tr("½·Σ|A − A′| per query, averaged: 0 = the same pattern, 1 = no key in common"),
     )
-    title += "<br><sup>" + safe(
-        tr("½·Σ|A − A′| per query, averaged: 0 = the same pattern, 1 = no key in common")
-    )
-    title += "</sup>"
-    _layout(fig, title, min(720, 170 + 34 * n_layers))
-    fig.update_yaxes(autorange="reversed", title_text=tr("layer"))
-    fig.update_xaxes(title_text=tr("head"))
-    return fig
 
 
 def pair_head_figure(clean, corrupt, stack: str, layer: int, head: int) -> go.Figure:
