@@ -19,7 +19,7 @@ import torch
 
 from lang import tr
 from model.rotary import RotaryEmbedding
-from viz.common import base_layout, display_token, figure, grid, layout_of, safe
+from viz.common import display_token, figure, grid, layout_of, safe
 
 MAX_DISTANCE = 512  # distances drawn at most (the curve's shape is set well before)
 
@@ -41,17 +41,16 @@ def frequency_figure(config, n_tokens: int | None = None) -> go.Figure:
         "pair %{x}: dimensions %{x} and %{customdata[0]}<br>θ = %{y:.3g} rad per token<br>"
         "one full turn every %{customdata[1]:,.1f} tokens"
     )
-    fig = go.Figure(
-        go.Scatter(
-            x=pairs,
-            y=theta,
-            mode="lines+markers",
-            marker={"size": 5},
-            customdata=np.stack([pairs + half, waves], axis=1),
-            hovertemplate=hover + "<extra></extra>",
-            name="θ_i",
-        )
-    )
+    line = {
+        "type": "scatter",
+        "x": pairs,
+        "y": theta,
+        "mode": "lines+markers",
+        "marker": {"size": 5},
+        "customdata": np.stack([pairs + half, waves], axis=1),
+        "hovertemplate": hover + "<extra></extra>",
+        "name": "θ_i",
+    }
     title = tr(
         "RoPE frequencies · θ_i = {base:g}^(−2i/{d_head}) per dimension pair",
         base=config.rope_theta,
@@ -71,10 +70,13 @@ def frequency_figure(config, n_tokens: int | None = None) -> go.Figure:
             n=n_tokens,
         )
         title += "</sup>"
-    base_layout(fig, title, 360, showlegend=False)
-    fig.update_xaxes(title_text=tr("dimension pair i (0 = fastest)"), dtick=max(1, len(pairs) // 8))
-    fig.update_yaxes(title_text=tr("θ_i (radians per token, log scale)"), type="log")
-    return fig
+    layout = {**layout_of(title, 360), "showlegend": False}
+    layout["xaxis"] = {
+        "title": {"text": tr("dimension pair i (0 = fastest)")},
+        "dtick": max(1, len(pairs) // 8),
+    }
+    layout["yaxis"] = {"title": {"text": tr("θ_i (radians per token, log scale)")}, "type": "log"}
+    return figure([line], layout)
 
 
 def score_at_distances(q: torch.Tensor, k: torch.Tensor, config, distances) -> np.ndarray:
