@@ -1,10 +1,12 @@
-"""The words the server writes (status line, figure titles and axes, table headers) in the page's
-language: English or 简体中文.
+"""Our words in the page's language, English or 简体中文: the one table and the one lookup.
 
 Code keeps its English where it is and says it through ``tr``: ``tr("Layer {layer}", layer=2)``.
-The English pattern is the key; ``ui/zh_CN_server.json`` maps it to Chinese with the same
-``{fields}`` (the page's own labels live beside it, in ``ui/zh_CN.json``, for Gradio's i18n). Text
-with no entry stays English; tokens, numbers and model ids are fields, never translated.
+The English pattern is the key; ``ui/zh_CN.json``, the one table of our words, maps it to Chinese
+with the same ``{fields}``. Text with no entry stays English; tokens, numbers and model ids are
+fields, never translated. The same table names the page's labels (``ui.i18n.t`` hands them to
+Gradio's i18n, which says them in the browser) and the words of the page's scripts
+(``ta.t('…')``, ui/js/__init__.py); only Gradio's own words keep a file of their own
+(``ui/zh_CN_gradio.json``).
 
 The language is a context variable, set once per request where the event enters the app
 (``speaking(lang)`` in app.App) and reset when it leaves, so every function below it, viz
@@ -25,7 +27,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-ZH_SERVER_FILE = Path(__file__).resolve().parent / "ui" / "zh_CN_server.json"
+WORDS_FILE = Path(__file__).resolve().parent / "ui" / "zh_CN.json"
 BOLD = re.compile(r"\*\*(.+?)\*\*", re.S)
 
 
@@ -36,10 +38,10 @@ def bold_tags(text: str) -> str:
 
 
 ZH: dict[str, str] = {
-    en: bold_tags(zh) for en, zh in json.loads(ZH_SERVER_FILE.read_text(encoding="utf-8")).items()
+    en: bold_tags(zh) for en, zh in json.loads(WORDS_FILE.read_text(encoding="utf-8")).items()
 }
 LOCALE: ContextVar[str] = ContextVar("transformer_anatomy_locale", default="en")
-USED: set[str] = set()  # the English patterns tr() was asked for (tests find missing entries)
+USED: set[str] = set()  # the English tr() and ui.i18n.t were asked for (tests find missing words)
 
 
 def locale_of(value: object) -> str:

@@ -1,23 +1,16 @@
-"""What each step of a layer does, in one English sentence, and the same said in Chinese
-(analysis.layer_steps gives both to every Step; the page shows them on the step's card).
+"""What each step of a layer does, in one English sentence (analysis.layer_steps gives it to
+every Step; the page shows it on the step's card, ``lang.tr(step.note)``).
 
-The Chinese is in ui/zh_CN_server.json, the one table of the server's words, under each English
-sentence (or pattern, with its {fields}), as every other text the server writes.
+A note is a ``lang.Msg``: English text that remembers its pattern, so the card says it in the
+reader's language. The Chinese is in ui/zh_CN.json, the one table of our words, under each
+English sentence (or pattern, with its {fields}); there the names a Chinese sentence keeps in
+English (Pre-norm, d_model, a tensor's name) are marked as code, `d_model`.
 """
 
 from __future__ import annotations
 
 from analysis.layer_lines import LLAMA_FILE
-from lang import speaking, tr
-
-
-def both(text: str, /, **fields) -> tuple[str, str]:
-    """(English, Chinese) of one sentence or pattern, whatever the request's language."""
-    with speaking("en"):
-        en = tr(text, **fields)
-    with speaking("zh-CN"):
-        return en, tr(text, **fields)
-
+from lang import Msg
 
 # ---- notes ----------------------------------------------------------------------------------
 SAID: dict[str, str] = {
@@ -134,23 +127,28 @@ CONVENTION = {  # how the quoted tutorial hides a score, said beside this model'
 }
 
 
-POSITIONS_OFF = both(
+POSITIONS_OFF = Msg(
     "Positional encoding is switched off for this run: RoPE turns nothing, the heads pass "
     "unchanged."
 )
-GATED_HIDDEN = both(
+GATED_HIDDEN = Msg(
     "The gate through SiLU times the up features, one by one: the d_ff neurons W_down reads."
 )
 
 
-NOTES: dict[str, tuple[str, str]] = {name: both(text) for name, text in SAID.items()}
+NOTES: dict[str, Msg] = {name: Msg(text) for name, text in SAID.items()}
 
 
-def mask_note(
-    kind: str, hidden: int, total: int, seed: str, window: int | None = None
-) -> tuple[str, str]:
+def joined(first: Msg, more: Msg) -> Msg:
+    """Two sentences as one note, each said in the reader's language."""
+    return Msg("{first}{more}", first=first, more=more)
+
+
+def mask_note(kind: str, hidden: int, total: int, seed: str, window: int | None = None) -> Msg:
+    """The masked scores' note: which mask, how many scores it hides, and how the quoted code
+    hides a score beside this model's -inf."""
     if kind == "causal" and window is not None:
-        en, zh = both(
+        said = Msg(
             "The causal mask with a sliding window of {window} (Mistral): a token sees only "
             "itself and the {before} tokens before it; {hidden} of the {total} scores per "
             "head (above the diagonal, or too far back) become -inf.",
@@ -160,35 +158,32 @@ def mask_note(
             total=total,
         )
     elif kind == "causal":
-        en, zh = both(
+        said = Msg(
             "The causal mask: a token sees only itself and earlier tokens; {hidden} of the "
             "{total} scores per head (above the diagonal) become -inf.",
             hidden=hidden,
             total=total,
         )
     elif hidden:
-        en, zh = both(
+        said = Msg(
             "The padding mask: {hidden} of the {total} scores per head become -inf.",
             hidden=hidden,
             total=total,
         )
     else:
-        en, zh = both(
+        said = Msg(
             "The padding mask hides padded keys (-inf); among this text's real tokens it hides "
             "none, so the scores pass unchanged."
         )
     convention = "llama" if seed.startswith(LLAMA_FILE) else seed.removeprefix("seed ")
-    extra = both(CONVENTION[convention]) if convention in CONVENTION else ("", "")
-    return en + extra[0], zh + extra[1]
+    return joined(said, Msg(CONVENTION[convention])) if convention in CONVENTION else said
 
 
-def head_mask_note(kept: str, mean: bool) -> tuple[str, str]:
+def head_mask_note(kept: str, mean: bool) -> Msg:
     """The concat step's note when a head mask removes heads (zeroed, or their mean kept)."""
-    en, zh = NOTES["concat"]
     said = (
         " Head mask m = [{kept}]: a removed head's context is replaced by its mean over the tokens."
         if mean
         else " Head mask m = [{kept}]: a removed head's context is zeroed."
     )
-    more = both(said, kept=kept)
-    return en + more[0], zh + more[1]
+    return joined(NOTES["concat"], Msg(said, kept=kept))

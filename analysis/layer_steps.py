@@ -35,6 +35,7 @@ from analysis.layer_lines import LLAMA_LINES, llama_line, llama_style, seed_line
 from analysis.layer_notes import GATED_HIDDEN, NOTES, POSITIONS_OFF, head_mask_note, mask_note
 from analysis.tokens import check_stack
 from analysis.weights import model_of
+from lang import Msg
 from model.trace import Trace
 
 # Every step name, in the order data flows; each architecture's list is a subsequence of this
@@ -97,6 +98,8 @@ class Step:
     seed, seed_line: the tutorial ("seed 000" … "seed 004"), or transformers' LLaMA code for a
         LLaMA-style layer ("modeling_llama.py:297"), and its own line(s) of code that do this
         step, verbatim; several lines are joined by newlines (analysis/layer_lines.py).
+    note: what the step does, one English sentence (a ``lang.Msg``: ``lang.tr(note)`` says it
+        in the reader's language; analysis/layer_notes.py).
     """
 
     name: str
@@ -105,8 +108,7 @@ class Step:
     value: torch.Tensor
     seed: str
     seed_line: str
-    note_en: str
-    note_zh: str
+    note: Msg
     reads: tuple[str, ...] = ()
 
 
@@ -170,9 +172,9 @@ class _Steps:
 
     def add(self, name, value, formula, shape, place, reads=(), note=None) -> None:
         seed, line = self.quote(name, place)
-        en, zh = note or NOTES[name]
         value = value.detach().to("cpu", torch.float32)
-        self.steps.append(Step(name, formula, shape, value, seed, line, en, zh, tuple(reads)))
+        note = note or NOTES[name]
+        self.steps.append(Step(name, formula, shape, value, seed, line, note, tuple(reads)))
 
 
 def _detail(s: _Steps, parts: dict, block: dict) -> None:

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import lang
 from analysis import layer_steps
 from analysis.layer_lines import seed_order
 from analysis.layer_steps import STEP_NAMES, Step, step_count, unsupported
@@ -85,6 +86,12 @@ TEXTS = {
     "roles": (["Tom helps Ann.", "我喜欢你"], None),
 }
 MODELS = [*PRESETS, "bert", "dates", "induction", "roles"]
+
+
+def in_chinese(note: lang.Msg) -> str:
+    """A step's note as a Chinese page's card says it."""
+    with lang.speaking("zh-CN"):
+        return lang.tr(note)
 
 
 def trace_texts(net, texts, targets=None, **options):
@@ -392,9 +399,9 @@ def test_the_causal_mask_hides_the_future_with_minus_infinity(traced):
     assert torch.isinf(masked[:, future]).all() and (masked[:, future] < 0).all()
     assert torch.isfinite(masked[:, ~future]).all()
     assert (steps["attention weights"].value[:, future] == 0).all()
-    note = steps["masked scores"].note_en
+    note = steps["masked scores"].note
     assert "causal" in note and f"{t * (t - 1) // 2} of the {t * t}" in note
-    assert "因果掩码" in steps["masked scores"].note_zh
+    assert "因果掩码" in in_chinese(steps["masked scores"].note)
 
 
 def test_an_encoders_real_tokens_hide_nothing_and_the_note_says_which_value_the_seed_writes(
@@ -404,8 +411,8 @@ def test_an_encoders_real_tokens_hide_nothing_and_the_note_says_which_value_the_
     steps = {s.name: s for s in layer_steps(tr, "encoder", 0, item=1)}  # the padded text
     assert steps["masked scores"].value is not None
     torch.testing.assert_close(steps["masked scores"].value, steps["scores"].value)
-    assert "hides none" in steps["masked scores"].note_en
-    assert "-1e9" in steps["masked scores"].note_en  # seed 000's masked_fill value
+    assert "hides none" in steps["masked scores"].note
+    assert "-1e9" in steps["masked scores"].note  # seed 000's masked_fill value
     assert steps["masked scores"].seed_line == "scores = scores.masked_fill(mask == 0, -1e9)"
 
 
@@ -450,7 +457,8 @@ def test_every_step_quotes_its_tutorial_and_says_what_it_does_in_two_languages(t
             for step in layer_steps(tr, stack):
                 assert re.fullmatch(r"seed 00[0-4]", step.seed), step
                 assert step.seed_line.strip() and step.formula.strip()
-                assert step.note_en.strip() and re.search(r"[\u4e00-\u9fff]", step.note_zh)
+                said = in_chinese(step.note)
+                assert step.note.strip() and re.search(r"[\u4e00-\u9fff]", said)
                 assert all(r in STEP_NAMES for r in step.reads)
 
 
@@ -484,7 +492,7 @@ def test_removed_heads_are_removed_before_the_concat(ablation):
     steps = layer_steps(tr, "encoder", 1, item=1)
     check_every_step(net, tr, "encoder", 1, 1, steps)
     concat = {s.name: s for s in steps}["concat"]
-    assert "m_H·head_H" in concat.formula and "Head mask" in concat.note_en
+    assert "m_H·head_H" in concat.formula and "Head mask" in concat.note
 
 
 def test_a_trace_without_its_model_asks_for_net(traced):

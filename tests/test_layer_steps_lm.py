@@ -25,6 +25,7 @@ from analysis import layer_steps
 from analysis.layer_lines import LLAMA_FILE, LLAMA_LINES, LLAMA_VERSION
 from analysis.layer_steps import STEP_NAMES, step_count
 from model import load_lm
+from tests.test_layer_steps import in_chinese
 from tests.test_lm import save_checkpoint
 
 TOL = 1e-5
@@ -311,8 +312,8 @@ def test_the_sliding_window_hides_keys_too_far_back(lm):
     assert t > window
     far = torch.ones(t, t, dtype=torch.bool).tril(-window)
     assert torch.isinf(masked[:, far]).all() and (by["attention weights"].value[:, far] == 0).all()
-    assert f"sliding window of {window}" in by["masked scores"].note_en
-    assert f"滑动窗口 {window}" in by["masked scores"].note_zh
+    assert f"sliding window of {window}" in by["masked scores"].note
+    assert f"滑动窗口 {window}" in in_chinese(by["masked scores"].note)
 
 
 def test_llama_steps_quote_transformers_own_lines_that_the_installed_file_holds():
@@ -336,7 +337,7 @@ def test_every_lm_step_quotes_its_code_and_says_what_it_does_in_two_languages(lm
         else:
             assert re.fullmatch(rf"{LLAMA_FILE}:\d+(, \d+)*", step.seed), step.name
         assert step.seed_line.strip() and step.formula.strip()
-        assert step.note_en.strip() and re.search(r"[\u4e00-\u9fff]", step.note_zh)
+        assert step.note.strip() and re.search(r"[\u4e00-\u9fff]", in_chinese(step.note))
 
 
 def test_positions_off_turns_nothing_and_says_so(lm):
@@ -346,7 +347,7 @@ def test_positions_off_turns_nothing_and_says_so(lm):
     trace = net.trace(enc["input_ids"], enc["attention_mask"], positions=False)
     by = {s.name: s for s in layer_steps(trace, "decoder", 0, 1)}
     torch.testing.assert_close(by["RoPE on Q"].value, by["Q heads"].value)
-    assert "switched off" in by["RoPE on Q"].note_en
+    assert "switched off" in by["RoPE on Q"].note
 
 
 def test_a_llama_layer_at_512_tokens_is_fast_and_returns_full_tensors(lm):

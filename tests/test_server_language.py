@@ -1,15 +1,13 @@
 """What the server writes, in 简体中文 (issue 9): every tab's figures (titles, axis titles, colour
 bars, panel titles, hover text), table headers, markdown and the status line, drawn under
-lang.speaking("zh-CN"), hold no English sentence; every pattern the code says has a translation
-with the same fields; English stays English; the head switch's titles follow the language."""
+lang.speaking("zh-CN"), hold no English sentence; what they said has its Chinese; English stays
+English; the head switch's titles follow the language."""
 
 from __future__ import annotations
 
-import ast
 import html
 import json
 import re
-import string
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +16,6 @@ import pytest
 
 import app
 import lang
-import ui.js as ui_js
 from engine import BUNDLED, Engine
 from lang import Msg, message_of, speaking, tr
 from ui import state as views
@@ -28,6 +25,7 @@ from viz import attention
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "time flies like an arrow"
+TABLE = json.loads(lang.WORDS_FILE.read_text(encoding="utf-8"))  # as written: bold as **
 # Words that are names or symbols in both languages: formulas, model and library names, units.
 SYMBOLS = set(
     """softmax inf LayerNorm QK QKᵀ d_k d_model d_head d_ff PE BERT CLS SEP PAD UNK CPU CUDA GPU ms
@@ -159,73 +157,12 @@ def test_notices_and_errors_made_earlier_are_said_in_the_readers_language():
     )
 
 
-def source_patterns() -> dict[str, str]:
-    """Every literal first argument of tr(…) or Msg(…) in the code, with where it is; a module
-    constant given instead (Msg(CANNOT_READ, …)) counts as its text."""
-    files = [ROOT / "app.py", ROOT / "engine.py", ROOT / "shelf.py", *ROOT.glob("[uv]i*/**/*.py")]
-    files += [*ROOT.glob("model/*.py"), *ROOT.glob("serve/*.py")]  # checkpoint errors, refusals
-    files += [*ROOT.glob("train/*.py")]  # what a live model says of its lesson
-    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
-    constants = {  # NAME = "text" at the top of a module
-        target.id: node.value.value
-        for tree in trees.values()
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-    found = {}
-    for path, tree in trees.items():
-        for node in ast.walk(tree):
-            if not (
-                isinstance(node, ast.Call)
-                and getattr(node.func, "id", None) in ("tr", "Msg")
-                and node.args
-            ):
-                continue
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                found[first.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
-            elif isinstance(first, ast.Name) and first.id in constants:
-                found[constants[first.id]] = f"{path.relative_to(ROOT)}:{node.lineno}"
-    return found
-
-
-def fields_of(pattern: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
-
-
-def test_every_pattern_the_code_says_has_a_translation_with_the_same_fields(drawn_in_chinese):
-    patterns = source_patterns()
-    assert len(patterns) > 100
-    used = set(patterns) | lang.USED  # also what was said through a name (STACK_TITLES[stack])
-    said_as_is = {"", " — {notes}"}  # punctuation-only patterns may stay as they are
-    missing = sorted(p for p in used - set(lang.ZH) - said_as_is if re.search("[A-Za-z]", p))
-    assert not missing, f"add to ui/zh_CN_server.json: {missing}"
-    for english, chinese in lang.ZH.items():
-        # The same fields (Chinese may leave out one English needs: "3rd" is "3" in Chinese).
-        assert fields_of(chinese) <= fields_of(english), (english, chinese)
-        assert len(fields_of(english) - fields_of(chinese)) <= 1, (english, chinese)
-        assert english.count("<br>") == chinese.count("<br>"), (english, chinese)
-
-
-def test_no_translation_is_stale():
-    strings = set()
-    code = [ROOT / "app.py", ROOT / "engine.py", ROOT / "shelf.py", *ROOT.glob("[uv]i*/**/*.py")]
-    code += [*ROOT.glob("analysis/*.py"), *ROOT.glob("model/*.py")]  # reasons, role labels
-    code += [*ROOT.glob("serve/*.py")]  # the server's refusals (serve.exports)
-    code += [*ROOT.glob("train/*.py")]  # a live model's lesson (train.progress.BELOW_LESSON)
-    for path in code:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                strings.add(node.value)
-    strings |= set(ui_js.page_words())  # the page's scripts' words (ta.t in ui/js/*.js)
-    for card in ROOT.glob("assets/trained/*/card.json"):  # a trained model's "source"
-        strings.add(json.loads(card.read_text(encoding="utf-8"))["config"]["source"])
-    stale = sorted(set(lang.ZH) - strings - {"Layers", "Norm"} - set(source_patterns()))
-    assert not stale, f"ui/zh_CN_server.json translates text the code no longer says: {stale}"
+def test_everything_the_views_said_has_its_chinese(drawn_in_chinese):
+    """What was said while drawing, through a name too (STACK_TITLES[stack]), which no scan of
+    the code's literals finds (tests/test_words.py scans those)."""
+    said_as_is = {"", " — {notes}", "{first}{more}"}  # punctuation and fields only
+    missing = sorted(p for p in lang.USED - set(lang.ZH) - said_as_is if re.search("[A-Za-z]", p))
+    assert not missing, f"add to ui/zh_CN.json: {missing}"
 
 
 def test_english_is_the_default_and_the_language_is_reset_after_a_request():
@@ -258,10 +195,9 @@ def test_the_head_statistics_caption_names_the_columns_as_the_table_heads_them()
     """The caption over the Heads table names each statistic in bold with the very word its
     column header shows: "**prev**ious" in English, "**前一个**" in 简体中文."""
     from analysis.head_stats import COLUMNS
-    from ui.i18n import ZH_TEXT
     from ui.tabs.heads import STATS_CAPTION, shown_columns
 
-    for language, caption in (("en", STATS_CAPTION), ("zh-CN", ZH_TEXT[STATS_CAPTION])):
+    for language, caption in (("en", STATS_CAPTION), ("zh-CN", TABLE[STATS_CAPTION])):
         with speaking(language):
             headers = list(shown_columns(pd.DataFrame(columns=list(COLUMNS))).columns)
         named = [header for header in headers[2:] if f"**{header}**" in caption]  # not layer, head
@@ -273,14 +209,13 @@ def test_the_ablation_caption_names_what_the_table_and_the_switch_show():
     says it, the two summary rows as the table labels them and the two modes as the switch
     does, in both languages."""
     from analysis.ablation import EFFECTS
-    from ui.i18n import ZH_TEXT
     from ui.tabs.heads import ABLATION_CAPTION, shown_columns
 
-    for language, caption in (("en", ABLATION_CAPTION), ("zh-CN", ZH_TEXT[ABLATION_CAPTION])):
+    for language, caption in (("en", ABLATION_CAPTION), ("zh-CN", TABLE[ABLATION_CAPTION])):
         with speaking(language):
             headers = list(shown_columns(pd.DataFrame(columns=list(EFFECTS))).columns)
             rows = [tr("set"), tr("sum of singles")]
-        modes = ["zero", "mean"] if language == "en" else [ZH_TEXT[m] for m in ("zero", "mean")]
+        modes = ["zero", "mean"] if language == "en" else [TABLE[m] for m in ("zero", "mean")]
         missing = [w for w in headers + rows + modes if f"**{w}**" not in caption]
         assert not missing, (language, missing, caption)
 

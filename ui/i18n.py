@@ -1,9 +1,11 @@
 """The page's words in English and 简体中文, through Gradio's own i18n (gr.I18n).
 
-Code keeps its English text where it is and wraps it: ``label=t("Layer")``. ``t`` returns a
-``gr.I18n`` marker whose key is a short hash of the English, so the browser shows the page in its
-own language (zh-CN / zh-* → 简体中文, anything else English). The Chinese lives in one data file,
-``ui/zh_CN.json`` (English → Chinese), readable side by side; text with no entry stays English.
+Code keeps its English text where it is and wraps it: ``label=t("Layer")``. The Chinese is in the
+one table of our words (``ui/zh_CN.json``, ``lang.ZH``), the same the server's ``lang.tr`` reads;
+``t`` returns a ``gr.I18n`` marker whose key is a short hash of the English, so the browser shows
+the page in its own language (zh-CN / zh-* → 简体中文, anything else English). Text with no entry
+stays English. Gradio's dictionaries hold the whole table, fixed when this module is imported:
+building the page adds no word.
 
 The language switch (``LANG_SWITCH``) and ``?lang=zh-CN`` change the locale in the browser with
 Gradio's ``changeLocale`` (the same call as the footer's Settings panel); the choice is kept in
@@ -14,8 +16,8 @@ Gradio's examples table never translates its column headers and choice names (a 
 raw): they stay English in the config (``plain_headers``) and ``relabel_examples`` names them in
 the browser from the same dictionaries, again after each switch and page turn. A table's headers
 are no marker either: the tables drawn only on demand show their empty value's headers in English
-in the config, and the browser names them in the page's language until they are drawn
-(``empty_table``; keys ``th-…``, ta.relabelHeaders in ui/js/language.js).
+in the config (``empty_table``), and the browser names them in the page's language from the same
+dictionaries until they are drawn (ta.relabelHeaders in ui/js/language.js).
 
 Gradio's own words: its dictionaries lack a few keys in Chinese (the footer's "Runs", a queue's
 "In queue: 2 of 5"), and its frontend writes some words as fixed English: labels ("Fullscreen",
@@ -37,36 +39,35 @@ import gradio as gr
 import pandas as pd
 from gradio.i18n import I18nData
 
-from lang import bold_tags, speaking
+from lang import USED, ZH, speaking
 
-ZH_FILE = Path(__file__).with_name("zh_CN.json")
-ZH_TEXT: dict[str, str] = json.loads(ZH_FILE.read_text(encoding="utf-8"))
+ZH_TEXT = ZH  # the one table's old name here (ui/deck.py reads a tab's label in it)
 GRADIO_FILE = Path(__file__).with_name("zh_CN_gradio.json")
 GRADIO_ZH: dict[str, dict[str, str]] = json.loads(GRADIO_FILE.read_text(encoding="utf-8"))
 LOCALES = (("English", "en"), ("简体中文", "zh-CN"))
 PAGES = "Pages:"  # Gradio's own word before an examples table's page numbers
-USED: set[str] = set()  # the English strings t() was asked for (tests find stale entries)
 
 
 def key_of(english: str, kind: str = "ta") -> str:
     """A stable translation key: Gradio's lookup splits keys at dots, so no text as key. The
-    browser finds some words by their kind: ``th`` a table's header, ``gradio`` Gradio's own
-    word, ``plotly`` a figure toolbar's."""
+    browser finds some words by their kind: ``ta`` ours, ``gradio`` Gradio's own word,
+    ``plotly`` a figure toolbar's."""
     return f"{kind}-" + hashlib.sha1(english.encode("utf-8")).hexdigest()[:12]
 
 
 def t(english: str) -> I18nData | str:
-    """The English text as a translatable marker, or as is when it has no translation."""
+    """The English text as a marker the browser says in the page's language, or as is when the
+    table has no entry for it."""
     USED.add(english)
-    return gr.I18n()(key_of(english)) if english in ZH_TEXT else english
+    return gr.I18n()(key_of(english)) if english in ZH else english
 
 
 def english(value):
     """The English text behind a marker (what API clients see); anything else unchanged."""
     if isinstance(value, I18nData):
-        return EN.get(value.key, value.key)
+        return PAGE_EN.get(value.key, value.key)
     if isinstance(value, dict) and value.get("__type__") == "translation_metadata":
-        return EN.get(value.get("key"), value.get("key"))
+        return PAGE_EN.get(value.get("key"), value.get("key"))
     return value
 
 
@@ -76,7 +77,7 @@ def plain_headers(dataset: gr.Dataset) -> list[str]:
     translation keys of those words (and of Gradio's "Pages:" under the table), for
     ``relabel_examples`` to name them in the page's language in the browser."""
     t(PAGES)  # a page word with a translation, like any other
-    keys = [key_of(PAGES)] if PAGES in ZH_TEXT else []
+    keys = [key_of(PAGES)] if PAGES in ZH else []
 
     def plain(value):
         if isinstance(value, I18nData):
@@ -97,37 +98,34 @@ def relabel_examples(elem_id: str, keys: list[str]) -> str:
     return f"() => ta.relabelExamples({json.dumps(elem_id)}, {json.dumps(keys)})"
 
 
-EN = {key_of(en): en for en in ZH_TEXT}
-ZH = {key_of(en): bold_tags(zh) for en, zh in ZH_TEXT.items()}  # no literal ** beside CJK
+# The whole table, not only the labels: the page's scripts name the empty tables' headers from
+# it (ta.relabelHeaders), and a word the page shows has its entry however the page was built.
+PAGE_EN = {key_of(en): en for en in ZH}
+PAGE_ZH = {key_of(en): zh for en, zh in ZH.items()}  # bold as <b>: no literal ** beside CJK
 # Gradio's fixed English (its labels, its status line's words), for ui/js/gradio_words.js; its
 # own keys its Chinese lacks.
 GRADIO_WORDS = GRADIO_ZH["labels"] | GRADIO_ZH["status"]
-EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
-ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
-ZH |= GRADIO_ZH["keys"]
+PAGE_EN |= {key_of(en, "gradio"): en for en in GRADIO_WORDS}
+PAGE_ZH |= {key_of(en, "gradio"): zh for en, zh in GRADIO_WORDS.items()}
+PAGE_ZH |= GRADIO_ZH["keys"]
 # The figures' Plotly toolbar ("Zoom", "Reset axes"), for ta.plotConfig (the same JS file).
-EN |= {key_of(en, "plotly"): en for en in GRADIO_ZH["plotly"]}
-ZH |= {key_of(en, "plotly"): zh for en, zh in GRADIO_ZH["plotly"].items()}
+PAGE_EN |= {key_of(en, "plotly"): en for en in GRADIO_ZH["plotly"]}
+PAGE_ZH |= {key_of(en, "plotly"): zh for en, zh in GRADIO_ZH["plotly"].items()}
 I18N = gr.I18n(
     # Gradio shows messages verbatim (no ICU formatting): braces and quotes need no escaping.
-    en=EN,
+    en=PAGE_EN,
     # zh-CN is picked from the browser's language; "zh" catches zh-TW, zh-HK and the Settings
     # panel's other Chinese (Gradio falls back from a locale to its base language).
-    **{"zh-CN": ZH, "zh": ZH},
+    **{"zh-CN": PAGE_ZH, "zh": PAGE_ZH},
 )
 
 
 def empty_table(make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """A table's value before it is drawn: ``make()`` (its headers through ``lang.tr``) in
-    English for the config, its headers also page words (key ``th-…``) that the browser says in
-    the page's language, as the page opens and after a switch (ta.relabelHeaders)."""
-    english = make()
-    with speaking("zh-CN"):
-        chinese = make()
-    for en, zh in zip(english.columns, chinese.columns, strict=True):
-        if en != zh:
-            EN[key_of(en, "th")], ZH[key_of(en, "th")] = en, zh
-    return english
+    English, for the config; the browser says the headers in the page's language from the same
+    table, as the page opens and after a switch (ta.relabelHeaders)."""
+    with speaking("en"):
+        return make()
 
 
 class Blocks(gr.Blocks):

@@ -1,5 +1,6 @@
 /* Transformer Anatomy's page code: the page's language, English or Simplified Chinese, through
-   Gradio's own i18n dictionaries (ui/zh_CN.json, gr.I18n). */
+   Gradio's own i18n dictionaries, which hold the one table of our words (ui/zh_CN.json, keys
+   "ta-…", ui/i18n.py) and Gradio's own missing words (ui/zh_CN_gradio.json). */
 (() => {
   const ta = (window.ta = window.ta || {});
 
@@ -100,25 +101,27 @@
     return lang;
   };
 
-  /* An examples table (Gradio's Dataset never translates its headers or choice names): text
-     nodes whose words are one of `keys`' translations, in any language, are said in <html
-     lang>'s (Gradio sets it on every locale change). Setting a node to the words it already has
-     changes nothing, so the observer's own writes end the loop. */
-  const relabel = (box, words, keyOf) => {
-    const lang = document.documentElement.lang || 'en';
+  /* Text nodes of `box` that `say` knows are written as it says them (in <html lang>'s words:
+     Gradio sets it on every locale change). Setting a node to the words it already has changes
+     nothing, so an observer's own writes end its loop. */
+  const relabel = (box, say) => {
     const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
     for (let node = walk.nextNode(); node; node = walk.nextNode()) {
-      const text = node.nodeValue.trim(), k = keyOf[text], want = k && pick(words, lang, k);
+      const text = node.nodeValue.trim(), want = say(text);
       if (want && want !== text) node.nodeValue = node.nodeValue.replace(text, want);
     }
   };
+  /* An examples table (Gradio's Dataset never translates its headers or choice names): text
+     nodes whose words are one of `keys`' translations, in any language, are said in the page's. */
   ta.relabelExamples = (elemId, keys) => {
     const words = wordsOf(), keyOf = {};
     for (const loc in words) for (const k of keys) if (words[loc]?.[k]) keyOf[words[loc][k]] = k;
+    const say = (text) => keyOf[text] && pick(words, document.documentElement.lang || 'en',
+                                              keyOf[text]);
     const start = (tries) => {
       const box = document.getElementById(elemId);
       if (!box) return tries > 0 && setTimeout(() => start(tries - 1), 200);
-      const again = () => relabel(box, words, keyOf);
+      const again = () => relabel(box, say);
       again();
       new MutationObserver(again).observe(box, {subtree: true, childList: true,
                                                 characterData: true});
@@ -129,22 +132,57 @@
   };
 
   /* The tables drawn on demand (ablation, corpus, a model's steps …) show their empty value's
-     headers, English in the page's config (ui/i18n.py empty_table, keys "th-…"): a header of a
-     table in the tabs said in another language is said in <html lang>'s, as a tab opens and
-     mounts its tables, when a table redraws, and after a switch (a drawn table's headers too,
-     where they are such words). Only <thead>: a table's cells are data. */
-  ta.relabelHeaders = () => {
-    const tabs = document.getElementById('tabs'), words = wordsOf(), keyOf = {};
-    for (const loc in words) {
-      for (const k in words[loc]) if (k.startsWith('th-')) keyOf[words[loc][k]] = k;
+     headers, English in the page's config (ui.i18n.empty_table). Each of those headers is said
+     from the table of words: a word of its own ("layer"), or a pattern with one field holding
+     such a word ("entropy_mean" is "{measure}_mean" with "entropy", as lang.tr says it).
+     Returns {header in either language: {en, 'zh-CN'}}: only the config's headers, so a Chinese
+     word that several English words share ("Layer", "layer") goes back to the header's own. */
+  const headerWords = () => {
+    const words = wordsOf(), en = words.en || {}, zh = words['zh-CN'] || {};
+    const said = {}, patterns = [];
+    for (const k in en) {
+      if (!k.startsWith('ta-') || !zh[k]) continue;
+      const slots = en[k].match(/\{[^}]*\}/g) || [], slot = slots[0];
+      if (!slots.length) said[en[k]] = zh[k];
+      else if (slots.length === 1 && /^\{\w+\}$/.test(slot) && zh[k].includes(slot)) {
+        patterns.push([en[k], zh[k], slot]);
+      }
     }
-    if (!tabs || ta._headersWatched || !Object.keys(keyOf).length) return;
+    const inChinese = (header) => {
+      if (header in said) return said[header];
+      for (const [english, chinese, slot] of patterns) {
+        const [before, after] = english.split(slot);
+        const inner = header.slice(before.length, header.length - after.length);
+        if (header.startsWith(before) && header.endsWith(after) && inner in said
+            && header === before + inner + after) return chinese.replace(slot, said[inner]);
+      }
+      return null;
+    };
+    const both = {};
+    for (const c of window.gradio_config?.components || []) {
+      for (const header of (c.type === 'dataframe' && c.props?.value?.headers) || []) {
+        const chinese = typeof header === 'string' && inChinese(header);
+        if (!chinese || chinese === header) continue;
+        both[header] = both[chinese] = {en: header, 'zh-CN': chinese};
+      }
+    }
+    return both;
+  };
+
+  /* A header of a table in the tabs said in another language is said in <html lang>'s, as a
+     tab opens and mounts its tables, when a table redraws, and after a switch (a drawn table's
+     headers too, where they are such words). Only <thead>: a table's cells are data. */
+  ta.relabelHeaders = () => {
+    const tabs = document.getElementById('tabs'), both = headerWords();
+    if (!tabs || ta._headersWatched || !Object.keys(both).length) return;
     ta._headersWatched = true;
     const again = () => {
+      const lang = (document.documentElement.lang || 'en').startsWith('zh') ? 'zh-CN' : 'en';
+      const say = (text) => both[text]?.[lang];
       for (const head of tabs.querySelectorAll('thead')) {
-        relabel(head, words, keyOf);
+        relabel(head, say);
         for (const th of head.querySelectorAll('th[title]')) {
-          const k = keyOf[th.title], want = k && pick(words, document.documentElement.lang, k);
+          const want = say(th.title);
           if (want && want !== th.title) th.title = want;
         }
       }

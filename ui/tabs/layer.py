@@ -104,20 +104,13 @@ def switch_payload(view: View, steps: list[Step], tokens, token, keys, group) ->
     return found
 
 
-# The Chinese notes keep a few English words of their own; the page says those it has words for
-# (as its other views do), and sets the names that stay (Pre-norm, Add & Norm, decoder, a
-# tensor's name) as code.
-NOTE_WORDS = ("token", "padding", "causal")
-NOTE_WORD = re.compile(rf" ?\b({'|'.join(NOTE_WORDS)})s?\b ?")
-NAMES = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*(?:\[[^\]]*\]| &amp; [A-Za-z]+)?")
+# A name the table's Chinese keeps in English is marked `so` (analysis/layer_notes.py).
+CODE = re.compile(r"`([^`]+)`")
 
 
 def note_html(step: Step) -> str:
-    """What the step does, in the page's language, escaped (a Chinese note's names as code)."""
-    if LOCALE.get() != "zh-CN":
-        return safe(step.note_en)
-    text = NOTE_WORD.sub(lambda m: tr(m[1]), step.note_zh)
-    return NAMES.sub(lambda m: f"<code>{m[0]}</code>", safe(text))
+    """What the step does, in the page's language, escaped, its marked names as code."""
+    return CODE.sub(r"<code>\1</code>", safe(tr(step.note)))
 
 
 def source(seed: str) -> str:
