@@ -12,7 +12,7 @@ import plotly.io as pio
 import pytest
 import torch
 
-from analysis import logit_lens, logit_lens_top
+from analysis import layer_steps, logit_lens, logit_lens_top
 from model import PRESETS, Transformer, TransformerConfig, load_trained
 from viz import rope
 from viz.attention import compare_figure, head_figure, overview_figure
@@ -20,6 +20,7 @@ from viz.block import block_figure
 from viz.common import figure, token_labels
 from viz.heads import distance_figure, flow_figure, rollout_figure
 from viz.hidden import norms_heatmap, norms_lines
+from viz.layer_steps import step_figure
 from viz.logit_lens import figure_for, lens_answers, logit_lens_figure, top_figure
 from viz.masks import (
     causal_mask_figure,
@@ -195,3 +196,28 @@ def test_the_rope_figures_validate(llama3):
     net = Transformer(config).eval()
     trace = net.trace(torch.tensor([[1, 5, 7, 9, 3, 2]]))
     assert_valid(rope.distance_figure(trace, "decoder", 1, 3))
+
+
+@pytest.mark.parametrize("preset", ["seed002-encoder", "seed003-encdec", "gqa"])
+def test_every_step_of_a_layer_validates(preset):
+    """The layer walk's figures: vectors, per-head steps (grouped-query attention's shared key /
+    value heads too), scores, the FFN's top neurons; cross-attention's keys its own tokens."""
+    if preset == "gqa":
+        net = Transformer(GQA).eval()
+        trace = net.trace(torch.tensor([[1, 5, 7, 9, 3, 2]]))
+    else:
+        net, trace = preset_trace(preset)
+    group = net.config.n_heads // net.config.kv_heads
+    for stack in trace.stacks:
+        queries, keys = (tokens[0] for tokens in trace.tokens_for(stack))
+        for step in layer_steps(trace, stack, 0, 0):
+            assert_valid(step_figure(step, queries, 1, net.config.n_heads - 1, keys, group))
+
+
+def test_a_folded_vector_and_a_long_texts_window_validate(bert):
+    net, tok = bert
+    trace = net.trace(**tok(["The cat sat on the mat. " * 12], return_tensors="pt"))
+    tokens = trace.tokens[0]
+    steps = {step.name: step for step in layer_steps(trace, "encoder", 0, 0)}
+    assert_valid(step_figure(steps["input"], tokens, 40))  # d_model 384: folded
+    assert_valid(step_figure(steps["Q heads"], tokens, 40, 2))  # a window of rows

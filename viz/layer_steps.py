@@ -25,16 +25,23 @@ ui/zh_CN_server.json with every other word the server writes.
 from __future__ import annotations
 
 import base64
-import html
 import math
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.colors import get_colorscale
 
 from lang import tr
-from viz.common import ATTENTION_SCALE, DIVERGING_SCALE, FONT, CompactFigure, safe, token_labels
+from viz.common import (
+    ATTENTION_SCALE,
+    DIVERGING_SCALE,
+    colorscale,
+    figure,
+    fixed_margins_json,
+    layout_of,
+    safe,
+    token_labels,
+)
 
 FOLD_AT = 384  # a vector this wide or wider is folded into a rectangle
 TOP_NEURONS = 20  # bars of the FFN step
@@ -110,9 +117,10 @@ def _outline(row: int, n_cols: int) -> dict:
     }
 
 
-# The colour scales as lists of [position, colour], as plotly.py writes a named one into a figure
-# (Plotly.js knows "Blues" but not plotly.py's reversed names such as "RdBu_r").
-SCALES = {name: get_colorscale(name) for name in (ATTENTION_SCALE, DIVERGING_SCALE)}
+# The colour scales as [position, colour] stops, as plotly.py writes a named one into a figure
+# (Plotly.js knows "Blues" but not plotly.py's reversed names such as "RdBu_r"): the browser's
+# step switch draws these specs without plotly.py.
+SCALES = {name: colorscale(name) for name in (ATTENTION_SCALE, DIVERGING_SCALE)}
 
 
 def _scale(step) -> dict:
@@ -138,37 +146,13 @@ def _heatmap(z, x, y, x_title: str, y_title: str, value: str, **colours) -> dict
     }
 
 
-def _chars(values) -> int:
-    """Longest string label in characters (viz.common.fixed_margins' measure)."""
-    if not isinstance(values, list):  # numbers (an array), or none
-        return 0
-    texts = [v for v in values if isinstance(v, str)]
-    return max((len(html.unescape(t)) for t in texts), default=0)
-
-
 def _spec(trace: dict, title: str, height: int, x: dict, y: dict, shapes=()) -> dict:
-    """One figure as a dict: viz.common.base_layout's look, and margins sized to the tick labels
-    as viz.common.fixed_margins sizes them (so finishing the figure changes nothing)."""
-    rotated = bool(x.get("tickangle"))
-    y_title, x_title = bool(y.get("title")), bool(x.get("title"))
-    left = 16 + 6.5 * max(_chars(trace.get("y")), 3) + (22 if y_title else 0)
-    bottom = 16 + (5.5 * max(_chars(trace.get("x")), 3) if rotated else 16) + (22 if x_title else 0)
-    layout = {
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
-        "height": height,
-        "margin": {
-            "l": int(max(10, min(left, 220))),
-            "r": 10,
-            "t": 48,
-            "b": int(max(10, min(bottom, 200))),
-        },  # fmt: skip
-        "font": {"family": FONT, "size": 12},
-        "xaxis": {**x, "automargin": False},
-        "yaxis": {**y, "automargin": False},
-    }
+    """One figure as a dict: viz.common.layout_of's look, and margins sized to the tick labels
+    by viz.common.fixed_margins_json (so finishing the figure for the page changes nothing)."""
+    layout = {**layout_of(title, height), "xaxis": x, "yaxis": y}
     if shapes:
         layout["shapes"] = list(shapes)
-    return {"data": [trace], "layout": layout}
+    return fixed_margins_json({"data": [trace], "layout": layout})
 
 
 def _shown(n: int, start: int, stop: int) -> str:
@@ -318,7 +302,7 @@ def step_spec(
 
 
 def _figure(spec: dict) -> go.Figure:
-    return CompactFigure(spec)  # validated: the specs use Plotly's shorthands
+    return figure(spec["data"], spec["layout"])
 
 
 def vector_figure(step, tokens: list[str], token: int) -> go.Figure:
