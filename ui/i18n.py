@@ -166,6 +166,10 @@ def language_switch() -> gr.Radio:
 
 def wire_language(demo: gr.Blocks, switch: gr.Radio) -> None:
     """Browser-only events (no request, not in the API): apply ?lang / the saved choice on load,
-    and change the locale when the switch is used."""
-    demo.load(fn=None, js="() => ta.loadLocale()", outputs=[switch])
+    and change the locale when the switch is used. The page's script names the tab buttons
+    Gradio leaves alone by the tabs' own keys: one Chinese word says several English ones (the
+    Tokens tab's also says "token" and "word")."""
+    tabs = [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
+    keys = [label.key for label in tabs if isinstance(label, I18nData)]
+    demo.load(fn=None, js=f"() => ta.loadLocale({json.dumps(keys)})", outputs=[switch])
     switch.input(fn=None, js="(lang) => ta.setLocale(lang)", inputs=[switch])

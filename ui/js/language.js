@@ -63,12 +63,16 @@
 
   /* Every tab button in the page's language. Gradio redraws the strip (a resize, a tab
      chosen) with its own words for tabs not yet opened: the strip is relabelled whenever it
-     changes (a change made here changes nothing the second time, so the observer settles). */
+     changes (a change made here changes nothing the second time, so the observer settles).
+     Only the tabs' own words (ta._tabKeys, from ui.i18n.wire_language): the table says "token"
+     with the Tokens tab's Chinese too. */
   const relabelTabs = () => {
     const lang = ta._tabLang;
     if (!lang) return;
     const words = wordsOf(), keyOf = {};
-    for (const loc in words) for (const k in words[loc]) keyOf[words[loc][k]] = k;
+    for (const loc in words) {
+      for (const k of ta._tabKeys || []) if (words[loc][k]) keyOf[words[loc][k]] = k;
+    }
     for (const button of document.querySelectorAll('.tab-wrapper button')) {
       for (const node of button.childNodes) {
         const k = node.nodeType === 3 && keyOf[node.nodeValue.trim()];
@@ -89,7 +93,8 @@
   /* As the page opens: the switch shows the locale in use. The first view came with the page,
      drawn in English: a page that opens in Chinese with no view in its address (a linked view
      is drawn in the page's language anyway) asks the server to draw it again (#relang-go). */
-  ta.loadLocale = async () => {
+  ta.loadLocale = async (tabKeys = []) => {
+    ta._tabKeys = tabKeys;
     ta.sayGradio();  /* Gradio's own fixed labels (ui/js/gradio_words.js) */
     ta.relabelHeaders();
     const wanted = ta.wantedLang();
