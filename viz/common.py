@@ -36,8 +36,8 @@ def _white_template() -> go.layout.Template:
 
 TEMPLATE = "ta_white"
 pio.templates[TEMPLATE] = _white_template()
-# Every figure starts from it (make_subplots and go.Figure() otherwise build Plotly's full
-# default template first, ~5 ms each, only for base_layout to replace it).
+# Every figure starts from it (a figure otherwise builds Plotly's full default template first,
+# ~5 ms each).
 pio.templates.default = TEMPLATE
 
 
@@ -114,7 +114,8 @@ def layout_of(title: str, height: int) -> dict:
 
 
 def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
-    """``layout_of``'s look on a go.Figure (then ``update_layout(**kw)``)."""
+    """``layout_of``'s look on a figure built through Plotly's object model (then
+    ``update_layout(**kw)``); a figure built as plain JSON takes ``layout_of`` itself."""
     # Leaf by leaf, as update_layout merges them, at an eighth of its cost (1.4 -> 0.17 ms:
     # update_layout parses every path through Plotly's object model). The template: TEMPLATE,
     # every figure's default (set above).
@@ -127,6 +128,25 @@ def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
     if kw:
         fig.update_layout(**kw)
     return fig
+
+
+class CompactFigure(go.Figure):
+    """A go.Figure whose JSON leaves "/" unescaped.
+
+    Plotly's to_json writes "/" as "\\u002f" (six characters) so that its JSON can sit inside an
+    HTML <script>; base64 typed arrays are full of "/", which inflates a heatmap's payload by
+    10-60 %. gr.Plot sends the JSON inside a JSON response, never as raw HTML; "<" and ">" stay
+    escaped anyway.
+    """
+
+    def to_json(self, *args, **kwargs) -> str:
+        return super().to_json(*args, **kwargs).replace("\\u002f", "/")
+
+
+def compact_json(figure: dict) -> str:
+    """A figure's plain JSON ({"data", "layout"}, as ``to_plotly_json`` gives it) written as
+    CompactFigure writes it, without validating it again."""
+    return pio.to_json(figure, validate=False).replace("\\u002f", "/")
 
 
 def figure(data: list[dict], layout: dict) -> go.Figure:
@@ -192,28 +212,9 @@ def heatmap(
     return {key: value for key, value in trace.items() if value is not None}  # None: unset
 
 
-def axes_of(fig: go.Figure, letter: str) -> list[str]:
-    """The layout keys of a figure's x (or y) axes."""
-    return [key for key in fig.layout if key.startswith(f"{letter}axis")]
-
-
-def update_axes(fig: go.Figure, x: dict, y: dict) -> go.Figure:
-    """``update_xaxes(**x)`` and ``update_yaxes(**y)`` as one layout update: Plotly's per-axis
-    selectors cost a few milliseconds a call."""
-    changes = {key: x for key in axes_of(fig, "x")}
-    changes.update({key: y for key in axes_of(fig, "y")})
-    fig.update_layout(changes)
-    return fig
-
-
-def square_axes(fig: go.Figure, n_x: int, n_y: int) -> go.Figure:
-    """Categorical axes with the first token at the top-left, ticks thinned for long texts."""
-    update_axes(fig, *square_axis_props(n_x, n_y))
-    return fig
-
-
 def square_axis_props(n_x: int, n_y: int) -> tuple[dict, dict]:
-    """(x axis, y axis) properties of ``square_axes``."""
+    """(x axis, y axis) of a map of tokens: categorical axes with the first token at the
+    top-left, ticks thinned for long texts."""
     step = max(1, int(np.ceil(max(n_x, n_y) / 48)))
     x = {"type": "category", "tickangle": -60, "nticks": max(2, n_x // step)}
     y = {"type": "category", "autorange": "reversed", "nticks": max(2, n_y // step)}
@@ -229,25 +230,6 @@ def stack_tokens(trace, stack: str, batch: int = 0) -> tuple[list[str], list[str
     n_q = src_len if stack == "encoder" else tgt_len
     n_k = src_len if stack in ("encoder", "cross") else tgt_len
     return q_all[batch][:n_q], k_all[batch][:n_k]
-
-
-class CompactFigure(go.Figure):
-    """A go.Figure whose JSON leaves "/" unescaped.
-
-    Plotly's to_json writes "/" as "\\u002f" (six characters) so that its JSON can sit inside an
-    HTML <script>; base64 typed arrays are full of "/", which inflates a heatmap's payload by
-    10-60 %. gr.Plot sends the JSON inside a JSON response, never as raw HTML; "<" and ">" stay
-    escaped anyway.
-    """
-
-    def to_json(self, *args, **kwargs) -> str:
-        return super().to_json(*args, **kwargs).replace("\\u002f", "/")
-
-
-def compact_json(figure: dict) -> str:
-    """A figure's plain JSON ({"data", "layout"}, as ``to_plotly_json`` gives it) written as
-    CompactFigure writes it, without validating it again."""
-    return pio.to_json(figure, validate=False).replace("\\u002f", "/")
 
 
 def _label_chars(values) -> int:
@@ -331,8 +313,8 @@ def grid(
     """``make_subplots``' grid as plain layout: (the layout's axes and panel titles, each panel's
     (x axis, y axis) names row by row, top row first). The same domains and titles as
     ``make_subplots(rows, cols, horizontal_spacing, vertical_spacing, subplot_titles)``, built
-    in microseconds instead of ~30 ms: a figure built from it in one go.Figure(data, layout)
-    validates once (a tab's figures are a third of a tab switch's server time)."""
+    in microseconds instead of ~30 ms (a tab's figures are a third of a tab switch's server
+    time)."""
     h_space = 0.2 / cols if h_space is None else h_space
     v_space = 0.3 / rows if v_space is None else v_space
     width = (1 - h_space * (cols - 1)) / cols
