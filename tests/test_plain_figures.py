@@ -14,6 +14,7 @@ import torch
 
 from analysis import layer_steps, logit_lens, logit_lens_top
 from model import PRESETS, Transformer, TransformerConfig, load_trained
+from train import Progress
 from viz import rope
 from viz.attention import compare_figure, head_figure, overview_figure
 from viz.block import block_figure
@@ -35,6 +36,7 @@ from viz.patching import (
     restored_heads_figure,
     restored_positions_figure,
 )
+from viz.training import progress_figure
 
 
 def as_json(fig) -> dict:
@@ -221,3 +223,12 @@ def test_a_folded_vector_and_a_long_texts_window_validate(bert):
     steps = {step.name: step for step in layer_steps(trace, "encoder", 0, 0)}
     assert_valid(step_figure(steps["input"], tokens, 40))  # d_model 384: folded
     assert_valid(step_figure(steps["Q heads"], tokens, 40, 2))  # a window of rows
+
+
+def test_a_live_trainings_progress_figure_validates():
+    progress = Progress(
+        name="roles", step=3, elapsed=2.4, seconds=30.0, losses=[3.0, 2.0, 1.0], score=0.5,
+        score_name="held-out sentences all tagged right", stack="encoder", layer=1, head=2,
+        queries=["<b>", "a"], keys=["<b>", "a"], attention=torch.tensor([[1.0, 0.0], [0.5, 0.5]]),
+    )  # fmt: skip
+    assert_valid(progress_figure(progress))
