@@ -233,6 +233,39 @@ def head_scores(trace, stack: str, layer: int, head: int, batch: int = 0) -> tor
     return (q * q.shape[-1] ** -0.5) @ k.T  # (T_q, T_k)
 
 
+def _step_maps(
+    trace, stack: str, layer: int, head: int, batch: int, k_q: int, k_k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, torch.Tensor]:
+    """(scores, masked scores, weights) of one head, each mean-pooled k_q × k_k (a masked cell
+    is the mean over its allowed pairs, NaN where it has none), and the mask (T_q, T_k)."""
+    scores = head_scores(trace, stack, layer, head, batch)
+    allowed = trace.masks[stack][batch].detach().cpu().float()  # (T_q, T_k) 1 = may attend
+    weights = trace.attentions[stack][batch, layer, head].detach().cpu().float()
+    maps = pool(torch.stack([scores, scores * allowed, allowed, weights]), k_q, k_k, "mean")
+    raw, kept_sum, kept_frac, probs = maps.numpy()  # (T_q', T_k') each
+    with np.errstate(invalid="ignore", divide="ignore"):
+        masked = np.where(kept_frac > 0, kept_sum / kept_frac, np.nan)  # mean over allowed pairs
+    return raw, masked, probs, allowed
+
+
+def _step_colorbars(top: float) -> tuple[dict, dict]:
+    """The scores' diverging axis (±top, panels 1 and 2) and the weights' [0, 1] (panel 3)."""
+    return (
+        {"colorscale": DIVERGING_SCALE, "cmin": -top, "cmax": top, "cmid": 0.0,
+         "colorbar": {"title": {"text": "QKᵀ/√d_k", "side": "right"}, "thickness": 12}},
+        {"colorscale": ATTENTION_SCALE, "cmin": 0.0, "cmax": 1.0,
+         "colorbar": {"title": {"text": tr("weight"), "side": "right"}, "thickness": 12}},
+    )  # fmt: skip
+
+
+def _mask_note(allowed: torch.Tensor) -> str:
+    """The title's line on what the mask hides."""
+    if bool(allowed.all()):
+        return tr("<br><sup>this mask hides nothing here (no padding, no causal mask): 1 = 2</sup>")
+    hidden = int((allowed == 0).sum())
+    return tr("<br><sup>{n} hidden pairs become −∞, then weight 0</sup>", n=hidden)
+
+
 def score_steps_figure(
     trace, stack: str, layer: int, head: int, batch: int = 0, max_cells: int = MAX_PANEL_CELLS
 ) -> go.Figure:
@@ -244,14 +277,8 @@ def score_steps_figure(
     check_selection(trace, stack, layer, head)
     q_all, k_all = trace.tokens_for(stack)
     q_tok, k_tok = q_all[batch], k_all[batch]
-    scores = head_scores(trace, stack, layer, head, batch)
-    allowed = trace.masks[stack][batch].detach().cpu().float()  # (T_q, T_k) 1 = may attend
-    weights = trace.attentions[stack][batch, layer, head].detach().cpu().float()
     k_q, k_k = math.ceil(len(q_tok) / max_cells), math.ceil(len(k_tok) / max_cells)
-    maps = pool(torch.stack([scores, scores * allowed, allowed, weights]), k_q, k_k, "mean")
-    raw, kept_sum, kept_frac, probs = maps.numpy()  # (T_q', T_k') each
-    with np.errstate(invalid="ignore", divide="ignore"):
-        masked = np.where(kept_frac > 0, kept_sum / kept_frac, np.nan)  # mean over allowed pairs
+    raw, masked, probs, allowed = _step_maps(trace, stack, layer, head, batch, k_q, k_k)
     x_lab, y_lab = pool_labels(token_labels(k_tok), k_k), pool_labels(token_labels(q_tok), k_q)
     y_title, x_title = axis_titles(stack)
     common = {"x_title": x_title, "y_title": y_title}
@@ -261,37 +288,15 @@ def score_steps_figure(
         heatmap(probs, x_lab, y_lab, value_name=tr("weight"), **common),
     ]
     panels[1].update(hoverongaps=False)
-    top = max(float(np.abs(raw).max()), 1e-6)
-    colorbars = (
-        {
-            "colorscale": DIVERGING_SCALE,
-            "cmin": -top,
-            "cmax": top,
-            "cmid": 0.0,
-            "colorbar": {"title": {"text": "QKᵀ/√d_k", "side": "right"}, "thickness": 12},
-        },
-        {
-            "colorscale": ATTENTION_SCALE,
-            "cmin": 0.0,
-            "cmax": 1.0,
-            "colorbar": {"title": {"text": tr("weight"), "side": "right"}, "thickness": 12},
-        },
-    )
+    colorbars = _step_colorbars(max(float(np.abs(raw).max()), 1e-6))
     titles = ["1 · S = QKᵀ/√d_k", tr("2 · masked: hidden → −∞ (grey)"), "3 · softmax(S)"]
     data, layout = three_panels(panels, titles, len(x_lab), len(y_lab), x_title, y_title, colorbars)
-    if bool(allowed.all()):
-        note = tr("<br><sup>this mask hides nothing here (no padding, no causal mask): 1 = 2</sup>")
-    else:
-        note = tr(
-            "<br><sup>{n} hidden pairs become −∞, then weight 0</sup>", n=int((allowed == 0).sum())
-        )
-    pooled = pool_note(q_tok, k_tok, y_lab, x_lab, "mean")
     title = tr(
         "Layer {layer}, head {head} — {stack}{note}",
         layer=layer,
         head=head_label(trace.config, head),  # "5 (kv 1)" under grouped-query attention
         stack=stack_title(stack),
-        note=pooled + note,
+        note=pool_note(q_tok, k_tok, y_lab, x_lab, "mean") + _mask_note(allowed),
     )
     layout.update(layout_of(title, panel_height(x_lab, max(len(x_lab), len(y_lab))) + 20))
     layout["margin"]["t"] = 90
