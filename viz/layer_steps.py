@@ -19,7 +19,7 @@ token at once (``switch_data``) and switch steps in the browser (ui/js/layer_swi
 server's own figure of a step is the same dict (``step_figure``).
 
 Words are in the page's language (lang.tr): the English is written here, the Chinese is in
-ui/zh_CN_server.json with every other word the server writes.
+ui/zh_CN.json with every other word of ours.
 """
 
 from __future__ import annotations
