@@ -7,6 +7,7 @@ sentences; tensors stay in the server-side cache, never in a browser session's s
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from analysis.layer_steps import step_count
 from lang import Msg, Note
 from model import PRESETS, TRAINED, Trace, Transformer, pick_device
 from model.tokenizers import CharTokenizer
@@ -42,9 +44,9 @@ MAX_CHARS = 20_000  # longer input is cut before tokenization: cheap, and 512 to
 # default batch is visibly padded ("time flies like an arrow" is 7 BERT tokens, this 4).
 DEFAULT_SECOND = "Dogs bark."
 MAX_NEW_TOKENS = 24  # a trained model's greedy continuation / translation, at most
-# A language model's greedy continuation: 12 tokens, fewer for a long text (each step reads the
-# whole text again, no key/value cache: LM_POSITIONS positions in all), none past 384 tokens
-# (GPT-2 small on one core: ~0.5 s a step at 116 tokens, its LM head included).
+# A language model's greedy continuation: 12 tokens, fewer for a long text, none where fewer than
+# two fit: steps × text length stays within LM_POSITIONS, so what a continuation adds to a Run
+# grows no faster than the text it continues.
 LM_NEW_TOKENS, LM_MIN_NEW_TOKENS, LM_POSITIONS = 12, 2, 768
 LM_MAX_TOKENS = 512  # a language model's text is cut here, as BERT's (its attention: L·H·T²)
 CACHE_BYTES = 384 * 1024**2  # the trace cache's bound, and so the longest language-model text
@@ -261,6 +263,47 @@ class Analysis:
     typed: int | None = None
     text: str = ""  # the first text as the user typed it (cut as read), without a continuation
 
+    @functools.cached_property
+    def bounds(self) -> Bounds:
+        """What a selection may name in this analysis, asked once (it is kept with the trace)."""
+        return bounds_of(self.trace)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a selection may name in one trace: its stacks (data-flow order) and, per stack, the
+    last layer, head, token (of the first text's queries) and step of the layer walk."""
+
+    stacks: tuple[str, ...]
+    last: dict[str, dict[str, int]]  # stack -> {"layer", "head", "token", "step"} -> last index
+
+    def stack(self, asked) -> str:
+        """The asked stack where this model has it, else its first."""
+        return asked if asked in self.stacks else self.stacks[0]
+
+
+def bounds_of(trace: Trace) -> Bounds:
+    """A trace's ``Bounds``: the config's layers and heads, the text's tokens, the walk's steps."""
+    cfg = trace.config
+    last = {
+        stack: {
+            "layer": cfg.n_layers - 1,
+            "head": cfg.n_heads - 1,
+            "token": text_length(trace, stack) - 1,
+            "step": step_count(cfg, stack) - 1,
+        }
+        for stack in trace.stacks
+    }
+    return Bounds(tuple(trace.stacks), last)
+
+
+def text_length(trace: Trace, stack: str) -> int:
+    """The real tokens of the stack's queries (the first text), at least 1."""
+    mask = trace.attention_mask
+    if stack != "encoder" and trace.tgt_attention_mask is not None:
+        mask = trace.tgt_attention_mask
+    return max(int(mask[0].sum()), 1)
+
 
 # A language model's greedy continuations, by model and ids (strings only, small).
 LM_CONTINUATIONS: LockedLRU[tuple, str] = LockedLRU(256)
@@ -291,6 +334,17 @@ def lm_continuation(analysis: Analysis, item: int = 0) -> str | None:
         out = net.generate(ids.to(net.device), max_new_tokens=room, positions=trace.positions)
     words = loaded.tokenizer.text(out[0, ids.shape[1] :].tolist())
     return LM_CONTINUATIONS.put(key, words)
+
+
+def cache_key(model_id: str, texts: list, targets: list | None, typed, positions: bool) -> tuple:
+    """What an analysis is kept by: the model, the texts, the targets, where the typed text ends
+    and whether the positional encoding is off."""
+    key = (model_id, tuple(texts), tuple(targets) if targets else None)
+    if typed is not None:  # "ab" + "cab…" and "abc" + "ab…" are one stream, typed apart
+        key += (("typed", typed),)
+    if not positions:
+        key += ("no positional encoding",)
+    return key
 
 
 class TraceCache:
@@ -537,6 +591,32 @@ class Engine:
         return words, note
 
     # ---- analysis ---------------------------------------------------------------------------
+    @staticmethod
+    def forward(loaded: LoadedModel, inputs: dict, notices: list) -> Trace:
+        """The trace of ``inputs`` in the CPU's lane for its size; where the GPU fails it (out of
+        memory, a lost device), on the CPU instead, said in ``notices``."""
+        size = trace_bytes(loaded.net.config, inputs)
+        small = loaded.net.config.vocab_size <= 4096 and not loaded.is_lm  # (LMs: Output tab)
+        if loaded.net.lm_head is not None and small:
+            inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
+        try:
+            with cpu_share(positions_of(inputs), n_params(loaded.net), size):
+                return run_trace(loaded.net, inputs)
+        except Exception as exc:
+            if not is_device_failure(exc):
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            with cpu_share(positions_of(inputs), n_params(loaded.net), size):
+                trace = loaded.on_cpu().trace(**inputs).cpu()
+            notices.append(
+                Msg(
+                    "The GPU could not run this text ({kind}); it was analysed on the CPU instead.",
+                    kind=type(exc).__name__,
+                )
+            )
+            return trace
+
     def analyse(
         self,
         text: str,
@@ -582,11 +662,8 @@ class Engine:
                 target = None
                 notices.append(Note("No target text: the decoder reads the source text."))
             targets = [target or text] + ([second] if second is not None else [])
-        key = (model_id, tuple(texts), tuple(targets) if targets else None)
-        if typed is not None:  # "ab" + "cab…" and "abc" + "ab…" are one stream, typed apart
-            key += (("typed", typed),)
+        key = cache_key(model_id, texts, targets, typed, positions)
         if not positions:
-            key += ("no positional encoding",)
             notices.append(
                 Note("Positional encoding is off: the model sees the tokens without order.")
             )
@@ -595,28 +672,8 @@ class Engine:
             return cached
         inputs, cut = self.encode(loaded, texts, targets)
         inputs["positions"] = positions
-        size = trace_bytes(loaded.net.config, inputs)
-        small = loaded.net.config.vocab_size <= 4096 and not loaded.is_lm  # (LMs: Output tab)
-        if loaded.net.lm_head is not None and small:
-            inputs["with_logits"] = True  # small vocabularies only: a trained model's predictions
         start = time.perf_counter()
-        try:
-            with cpu_share(positions_of(inputs), n_params(loaded.net), size):
-                trace = run_trace(loaded.net, inputs)
-        except Exception as exc:
-            if not is_device_failure(exc):
-                raise
-            # The GPU failed this request (out of memory, lost device): answer it on the CPU.
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            with cpu_share(positions_of(inputs), n_params(loaded.net), size):
-                trace = loaded.on_cpu().trace(**inputs).cpu()
-            cut.append(
-                Msg(
-                    "The GPU could not run this text ({kind}); it was analysed on the CPU instead.",
-                    kind=type(exc).__name__,
-                )
-            )
+        trace = self.forward(loaded, inputs, cut)
         seconds = time.perf_counter() - start
         analysis = Analysis(key, loaded, trace, notices + cut, seconds, typed, text)
         self.cache.put(analysis)

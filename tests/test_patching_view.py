@@ -21,10 +21,10 @@ import analysis
 import app
 from engine import BUNDLED
 from lang import speaking
+from ui import patching_measures
 from ui.handlers import Ask
 from ui.render import DRAWN
 from ui.state import Selection, ViewState, parse_link, share_link
-from ui.tabs import patching
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def test_one_pair_asked_at_once_is_measured_once(demo, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(analysis, "patch_pair", counted)
-    patching.MEASURED.clear()
+    patching_measures.MEASURED.clear()
     DRAWN.clear()  # no page's drawing kept from the tests above either
     results = []
 
@@ -293,11 +293,11 @@ def test_the_head_on_both_texts_traces_only_the_corrupt_text(demo, monkeypatch):
         return trace(self, *args, **kwargs)
 
     monkeypatch.setattr(type(loaded.net), "trace", counted)
-    patching.RUNS.clear()
+    patching_measures.RUNS.clear()
     sel = Selection(pair=text.replace("tired", "wide"))
-    clean, corrupt = patching.pair_runs(loaded, found, sel)
+    clean, corrupt = patching_measures.pair_runs(loaded, found, sel)
     assert clean is found.trace and len(traced) == 1
-    assert patching.pair_runs(loaded, found, sel)[1] is corrupt and len(traced) == 1
+    assert patching_measures.pair_runs(loaded, found, sel)[1] is corrupt and len(traced) == 1
 
 
 def test_a_refused_pair_leaves_no_lock_behind(demo):
@@ -307,4 +307,4 @@ def test_a_refused_pair_leaves_no_lock_behind(demo):
         out = patched(demo, "qzxwv qzxw", "induction", "bhmtk qzxw", page="twice", answer="v",
                       wrong="v")  # fmt: skip
         assert "patch_heads_plot" not in out or out["patch_heads_plot"] is None
-    assert patching.MEASURED._making == {}
+    assert patching_measures.MEASURED._making == {}

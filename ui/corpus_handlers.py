@@ -37,7 +37,8 @@ class Corpus:
 
     def __init__(self, engine: Engine, sessions: Sessions, views: Views) -> None:
         self.engine, self.sessions, self.views = engine, sessions, views
-        self.cache = LockedLRU(8)  # corpus_key -> CorpusResult
+        # corpus_key -> CorpusResult; its distances grow as (L·H)², so bounded by bytes too
+        self.cache = LockedLRU(8, max_bytes=16 * 2**20, weigh=corpus_bytes)
 
     def run(self, ask: Ask, corpus_text, sample, upload) -> dict:
         """Head measures averaged over a corpus (pasted, uploaded or a shipped sample) for the
@@ -55,40 +56,8 @@ class Corpus:
         check_readable(loaded, sentences, shipped)
         net = loaded.net
         stack, note = corpus_stack(net.config.arch, ask.sel.stack)
-        key = corpus.corpus_key(net, sentences, stack, max_tokens=CORPUS_TOKENS)
-        result = self.cache.get(key)
-        tokenizer = loaded.tokenizer
-        if net.device.type != "cpu":  # the model's own device: the batches go there too
-
-            def tokenizer(*args, _tok=loaded.tokenizer, **kwargs):
-                return _tok(*args, **kwargs).to(net.device)
-
-        width = min(CORPUS_BATCH, len(sentences)) * CORPUS_TOKENS  # one batch's positions
-        # about what one batch's trace holds: attention weights (L·H·T·T) and more, float32
-        nbytes = 4 * width * net.config.n_layers * (net.config.n_heads * CORPUS_TOKENS * 3)
-        was_cached = result is not None
-        if not was_cached:
-            with cpu_share(width, n_params(net), nbytes):
-                result = corpus.corpus_stats(
-                    net,
-                    tokenizer,
-                    sentences,
-                    stack=stack,
-                    max_tokens=CORPUS_TOKENS,
-                    batch_size=CORPUS_BATCH,
-                )
-            result = self.cache.put(key, result)
-        seconds = time.perf_counter() - start
-        said = tr(
-            "**{label}** · {stack}: {n} sentences ({source}), each cut at {tokens} tokens, "
-            "measured in {seconds:.1f} s",
-            label=md_literal(tr(loaded.label) if isinstance(loaded.label, Msg) else loaded.label),
-            stack=stack_title(stack),
-            n=result.sentences,
-            source=tr(source),
-            tokens=CORPUS_TOKENS,
-            seconds=seconds,
-        )
+        result, was_cached = self.measured(loaded, sentences, stack)
+        said = measured_sentence(loaded, stack, result, source, time.perf_counter() - start)
         if was_cached:
             said += tr(" (from the cache)")
         if note:
@@ -104,6 +73,34 @@ class Corpus:
         except Exception:  # the page shows no run this link could describe: left as it is
             pass
         return outputs
+
+    def measured(self, loaded, sentences: list[str], stack: str) -> tuple:
+        """(the corpus's head measures, whether they came from the cache), measured in a share
+        of the cores sized by one batch's trace when not kept."""
+        net = loaded.net
+        key = corpus.corpus_key(net, sentences, stack, max_tokens=CORPUS_TOKENS)
+        result = self.cache.get(key)
+        if result is not None:
+            return result, True
+        tokenizer = loaded.tokenizer
+        if net.device.type != "cpu":  # the model's own device: the batches go there too
+
+            def tokenizer(*args, _tok=loaded.tokenizer, **kwargs):
+                return _tok(*args, **kwargs).to(net.device)
+
+        width = min(CORPUS_BATCH, len(sentences)) * CORPUS_TOKENS  # one batch's positions
+        # about what one batch's trace holds: attention weights (L·H·T·T) and more, float32
+        nbytes = 4 * width * net.config.n_layers * (net.config.n_heads * CORPUS_TOKENS * 3)
+        with cpu_share(width, n_params(net), nbytes):
+            result = corpus.corpus_stats(
+                net,
+                tokenizer,
+                sentences,
+                stack=stack,
+                max_tokens=CORPUS_TOKENS,
+                batch_size=CORPUS_BATCH,
+            )
+        return self.cache.put(key, result), False
 
     def link(self, ask: Ask) -> dict:
         """After a deep link's view opened: measure the shipped corpus the link names (nothing
@@ -129,6 +126,27 @@ class Corpus:
             return path.read_text(encoding="utf-8"), CORPUS_SAMPLES[sample]
         text, _ = capped(corpus_text, "The corpus", CORPUS_CHARS)
         return text, "pasted"
+
+
+def corpus_bytes(result) -> int:
+    """What a kept corpus measure holds: its table of means and stds, its mean distances."""
+    distances = result.distances
+    table = int(result.stats.memory_usage(deep=True).sum())
+    return table + (0 if distances is None else distances.nelement() * distances.element_size())
+
+
+def measured_sentence(loaded, stack: str, result, source: str, seconds: float) -> str:
+    """The corpus section's sentence: the model, the stack, how many sentences, from where."""
+    return tr(
+        "**{label}** · {stack}: {n} sentences ({source}), each cut at {tokens} tokens, "
+        "measured in {seconds:.1f} s",
+        label=md_literal(tr(loaded.label) if isinstance(loaded.label, Msg) else loaded.label),
+        stack=stack_title(stack),
+        n=result.sentences,
+        source=tr(source),
+        tokens=CORPUS_TOKENS,
+        seconds=seconds,
+    )
 
 
 CORPUS_TOKENS = 32  # each sentence cut at this many tokens (special tokens included)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 
 import gradio as gr
 
-from analysis.layer_steps import step_count
 from engine import (
     CUSTOM_PREFIX,
     MAX_CHARS,
@@ -41,22 +40,23 @@ from ui.layout import FINAL, STACK_LABELS
 from ui.render import DRAWN, own_copy, render, slide_ready
 from ui.state import (
     API,
+    RULES,
     SELECTION_FIELDS,
     Client,
     Selection,
     ViewState,
+    Whole,
     as_int,
     parse_link,
     share_link,
-    text_length,
 )
 from ui.status import sentence, status_markdown
 from ui.tabs import BY_ID, TAB_IDS
 from viz.common import md_literal, stack_tokens
 
 CUSTOM = "custom"
-# Token positions from which a tab's drawing frees enough (tens to hundreds of MB of figures,
-# replayed fields and norms at 512 tokens) to hand it back to the OS at once (~1 ms a trim).
+# Token positions from which a tab's drawing frees enough (figures, replayed fields and norms grow
+# with the text's square) to be worth handing back to the OS at once; a trim is cheap beside it.
 BIG_DRAW = 256
 RUN_INPUTS = ("text", "model", "checkpoint", "target", "second", "snapshot", "positions")
 
@@ -150,11 +150,6 @@ def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict
     }
 
 
-# The action a link to the tab with a pair presses once its view is open: Which heads matter
-# patches it, How the heads connect finds its circuit (the comparison stays on its button).
-LINKED_ACTIONS = {"patching": "patch", "circuits": "circuit"}
-
-
 class Views:
     """The view handlers (run, tab, selection, pick, language, deep link) over one engine, the
     pages' sessions and the page's defaults. ``trainings``: whose page a model trained on the
@@ -200,13 +195,12 @@ class Views:
         key = (signature, state.tab, state.model, state.text, state.positions, client)
         values = DRAWN.get(key)
         if values is None:
+            sel = state.sel.clamp(analysis.bounds)
             with cpu_share(positions, n_params(analysis.model.net), trace.nbytes() // 2):
-                values = render(state.tab, analysis, state.sel, batch, only, client)
-            values = DRAWN.put(
-                key, self.finished(values, state, state.sel.clamp(analysis), client.screen)
-            )
+                values = render(state.tab, analysis, sel, batch, only, client)
+            values = DRAWN.put(key, self.finished(values, state, sel, client.screen))
             if positions >= BIG_DRAW:  # its temporaries go back to the OS now, not at the next
-                release_freed_memory()  # trace (bench/unread_links.py: 115 MiB held otherwise)
+                release_freed_memory()  # trace, which may be long in coming
                 release_when_settled()  # and what its results free later
         if only is None:
             seen = {**seen, state.tab: signature}
@@ -255,7 +249,7 @@ class Views:
         view's model is the one it was measured with (a pasted corpus never goes into a link)."""
         measured = self.sessions.of(page).corpus if page else None
         corpus = measured[1] if measured and measured[0] == state.model else ""
-        link = share_link(replace(state, sel=state.sel.clamp(analysis), corpus=corpus))
+        link = share_link(replace(state, sel=state.sel.clamp(analysis.bounds), corpus=corpus))
         if LOCALE.get() != "en":  # a shared link opens in the language it was made in
             link += "&lang=" + LOCALE.get()
         return status_markdown(analysis, [*notices, *analysis.notices], link)
@@ -264,23 +258,19 @@ class Views:
     def selector_updates(analysis: Analysis, sel: Selection) -> dict:
         """New bounds for the model; a value only where it had to be clamped, so a control the
         user moved while this run was working keeps its new value."""
-        cfg = analysis.trace.config
-        clamped = sel.clamp(analysis)
-        stacks = [(STACK_LABELS[s], s) for s in analysis.trace.stacks]
+        bounds = analysis.bounds
+        clamped = sel.clamp(bounds)
+        stacks = [(STACK_LABELS[s], s) for s in bounds.stacks]
         updates = {"stack": gr.update(choices=stacks, value=clamped.stack)}
-        for name in ("layer", "head", "layer_a", "head_a", "layer_b", "head_b"):
-            last = cfg.n_layers - 1 if name.startswith("layer") else cfg.n_heads - 1
+        for name, rule in RULES.items():
+            if not isinstance(rule, Whole) or rule.bound is None:
+                continue
+            last = bounds.last[clamped.stack][rule.bound]
+            if rule.bound not in ("layer", "head"):  # one token or step: a slider still, 0–1
+                last = max(last, 1)
             value = getattr(clamped, name)
             changed = value != getattr(sel, name)
             updates[name] = gr.update(maximum=last, **({"value": value} if changed else {}))
-        # The Inside-a-layer tab's token and step: bounded by this text and this layer's steps.
-        for name, last in (
-            ("token", text_length(analysis.trace, clamped.stack) - 1),
-            ("step", step_count(cfg, clamped.stack) - 1),
-        ):
-            changed = getattr(clamped, name) != getattr(sel, name)
-            value = {"value": getattr(clamped, name)} if changed else {}
-            updates[name] = gr.update(maximum=max(last, 1), **value)
         return {**updates, **position_bounds(analysis, sel)}
 
     def latest(self, ask: Ask) -> ViewState:
@@ -374,7 +364,7 @@ class Views:
         only = tab.redrawn_by("layer") | tab.redrawn_by("head")
         analysis, result = self.redraw(ask, self.latest(replace(ask, sel=sel)), only=only)
         if analysis is not None:  # the sliders show the head, clamped to this model
-            clamped = sel.clamp(analysis)
+            clamped = sel.clamp(analysis.bounds)
             result.update({"layer": clamped.layer, "head": clamped.head})
         return result
 
@@ -405,7 +395,7 @@ class Views:
             return {}
         # The link's corpus is measured next (ui.corpus_handlers.Corpus.link), once this view shows.
         self.sessions.of(ask.page).linked_corpus = state.corpus
-        action = LINKED_ACTIONS.get(state.tab)
+        action = BY_ID[state.tab].linked
         if action and state.sel.pair.strip():  # a link's pair, patched (or its circuit found)
             linked = replace(ask, tab=state.tab, sel=state.sel)
             only = BY_ID[state.tab].redrawn_by(action)

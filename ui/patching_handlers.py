@@ -1,5 +1,5 @@
-"""Which heads matter's shipped pairs (ui/tabs/patching.py ``PAIRS``): picking one runs its clean
-text on its model (or on the language model the page has open) with the corrupt text, answer
+"""Which heads matter's shipped pairs (``ui.patching_measures.PAIRS``): picking one runs its
+clean text on its model (or on the language model the page has open) with the corrupt text, answer
 and position in the tab's boxes; the page then presses Patch (ui/js/patching.js). Handlers as in
 ui/handlers.py: ``(ask, *inputs) -> {output name: value}``."""
 
@@ -11,8 +11,9 @@ from engine import CUSTOM_PREFIX, Engine, InputError
 from lang import Msg
 from ui.handlers import CUSTOM, Ask, Views, model_boxes
 from ui.patching_inputs import read_position
+from ui.patching_measures import PAIRS_BY_ID, pairs_for
 from ui.state import ViewState
-from ui.tabs.patching import PAIRS_BY_ID, pairs_for
+from ui.tabs.patching import TAB
 
 
 class Patching:
@@ -35,8 +36,8 @@ class Patching:
         read = "" if position is None else str(position)
         sel = replace(ask.sel, pair=pair.corrupt, answer=pair.answer, wrong=pair.wrong)
         sel = replace(sel, read_at=read, stack=pair.stack or sel.stack)
-        state = ViewState(pair.clean, model_id, "", latest.second, "patching", sel, positions=True)
-        result = self.views.run_state(replace(ask, tab="patching", sel=sel), state)
+        state = ViewState(pair.clean, model_id, "", latest.second, TAB.id, sel, positions=True)
+        result = self.views.run_state(replace(ask, tab=TAB.id, sel=sel), state)
         name = CUSTOM if model_id.startswith(CUSTOM_PREFIX) else model_id
         boxes = model_boxes(name)
         if name == CUSTOM:

@@ -17,8 +17,8 @@ from viz.screen import Screen, lay_out
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
 # the tab, the language, what the asking page fills itself and its screen): the same view asked by
-# another page costs nothing. 16 views and 16 MB at most: a few Attention tabs of long texts
-# (bench_switch.py measures one; an API client's, with every number in it, is bigger).
+# another page costs nothing. Bounded by bytes as well as views: a long text's Attention tab is
+# megabytes (an API client's, with every number in it, more).
 DRAWN: LockedLRU = LockedLRU(16, max_bytes=16 * 2**20, weigh=size_of)
 PANEL_TITLE_GAP = 6  # px between a figure's title and the panel titles under it
 TITLE_TOP, TITLE_LINE, SUP_LINE = 32, 21, 20  # px: above the title (the toolbar), its lines

@@ -4,16 +4,21 @@ A deep link carries everything needed to reopen the same view: text, model, targ
 view's second sentence, the tab, the stack, layer and head, the A/B heads, the dimensions, the
 bertviz view and the shipped corpus the Heads tab measured (``corpus=en``). Parameters that are
 not valid are named in the status line, never dropped silently.
+
+Each selection field declares one rule (a whole number within a bound, a choice, a text cut at a
+length); clamping a selection to a trace's ``engine.Bounds``, reading a link and writing one all
+follow the rules, so no field is spelled out anywhere else here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from analysis.layer_steps import step_count
+from engine import Bounds, bounds_of
 from lang import tr
 from shelf import LIVE_PREFIX
 from viz.screen import Screen
@@ -31,103 +36,142 @@ DEFAULT_DIMS = "0, 1, 2, 3"
 # patching tab can say how long a text it will not read was (ui/patching_inputs.py).
 PAIR_CHARS = 20_000
 LINK_TEXT_CHARS = 2_000  # a link keeps at most this much text (browsers cut URLs near 32k)
+MAX_KEEP = 10_000  # the most edges a circuit keeps on the page (GPT-2 small has ~32,000)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """A whole number from 0: up to the last the trace allows (``bound``: "layer", "head",
+    "token" or "step" of the chosen stack) or to ``most``; a link carries up to ``digits`` digits
+    and writes it always, or (``always`` False) only when it is not the default."""
+
+    bound: str | None = None
+    most: int | None = None
+    digits: int = 4
+    always: bool = True
+
+    def valid(self, value, default, last: dict[str, int]):
+        number = max(as_int(value), 0)
+        top = last[self.bound] if self.bound else self.most
+        return number if top is None else min(number, top)
+
+    def from_link(self, name: str, raw: str, invalid: list[str]):
+        if re.fullmatch(rf"\d{{1,{self.digits}}}", raw.strip()):
+            number = int(raw)
+            return number if self.most is None else min(number, self.most)
+        invalid.append(tr("{name}={value} is not a whole number", name=name, value=repr(raw[:20])))
+        return None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of ``choices``; anything else is the default (a link's is refused with a sentence)."""
+
+    choices: tuple[str, ...]
+    always: bool = False
+
+    def valid(self, value, default, last: dict[str, int]):
+        return value if value in self.choices else default
+
+    def from_link(self, name: str, raw: str, invalid: list[str]):
+        if raw in self.choices:
+            return raw
+        invalid.append(
+            tr(
+                "{name}={value} is not {allowed}",
+                name=name,
+                value=repr(raw[:20]),
+                allowed=tr(" or ").join(self.choices),
+            )
+        )
+        return None
+
+
+@dataclass(frozen=True)
+class Text:
+    """Free text, cut at ``limit`` characters (``linked``: at most this many go into a link)."""
+
+    limit: int
+    linked: int | None = None
+    always: bool = False
+
+    def valid(self, value, default, last: dict[str, int]):
+        return str(value or "")[: self.limit]
+
+    def from_link(self, name: str, raw: str, invalid: list[str]):
+        return raw[: self.limit]
+
+
+def declared(default, rule) -> Any:
+    """A Selection field: its default and the rule that makes any value valid (clamping, a
+    link's parameter, whether a link writes it)."""
+    return field(default=default, metadata={"rule": rule})
+
+
+LAYER, HEAD = Whole("layer"), Whole("head")
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What the user picked in the view controls (all small values, safe to keep per session)."""
+    """What the user picked in the view controls (all small values, safe to keep per session).
 
-    stack: str = "encoder"
-    layer: int = 0
-    head: int = 0
-    layer_a: int = 0
-    head_a: int = 0
-    layer_b: int = 0
-    head_b: int = 1
-    dims: str = DEFAULT_DIMS
-    bertviz_view: str = "head"
-    scale: str = "auto"
-    measure: str = "weights"
-    ablation: str = "zero"
-    query: int = 0
-    key: int = 0
-    heads_set: str = ""  # heads to ablate together, "0:2, 3:5"; empty = the chosen layer's
-    convention: str = "ours"  # the head statistics' conventions
-    pattern: str = ""  # a pattern column of the head table ("first", "previous", …); empty: none
-    units: str = "tokens"  # the attention views over tokens or over words
-    token: int = 0  # the token the Inside-a-layer tab walks through the layer
-    step: int = 0  # the step of that layer whose numbers it draws
+    Every field declares its rule (``declared``); clamping, a link's parameters and the link
+    written for a view all follow the rules, so a new field is its one line here."""
+
+    stack: str = declared("encoder", Choice(STACKS, always=True))
+    layer: int = declared(0, LAYER)
+    head: int = declared(0, HEAD)
+    # The Attention tab's heads A and B compared.
+    layer_a: int = declared(0, LAYER)
+    head_a: int = declared(0, HEAD)
+    layer_b: int = declared(0, LAYER)
+    head_b: int = declared(1, HEAD)
+    dims: str = declared(DEFAULT_DIMS, Text(200))  # the Embeddings tab's dimensions
+    bertviz_view: str = declared("head", Choice(BERTVIZ_VIEWS))  # the bertviz tab's view
+    scale: str = declared("auto", Choice(SCALES))  # the attention views' colour scale
+    measure: str = declared("weights", Choice(MEASURES))  # the attention maps: α or ‖α f(x)‖
+    # The Heads tab: ablation, the score breakdown's query and key (clamped to the text by the
+    # view that reads them), heads ablated together ("0:2, 3:5"; empty: the chosen layer's), the
+    # head statistics' conventions and a pattern column of the head table ("first", …).
+    ablation: str = declared("zero", Choice(ABLATIONS))
+    query: int = declared(0, Whole())
+    key: int = declared(0, Whole())
+    heads_set: str = declared("", Text(400))
+    convention: str = declared("ours", Choice(CONVENTIONS))
+    pattern: str = declared("", Text(80))
+    units: str = declared("tokens", Choice(UNITS))  # the attention views over tokens or words
+    # The Inside-a-layer tab: the token it walks through the layer, the step whose numbers it draws.
+    token: int = declared(0, Whole("token"))
+    step: int = declared(0, Whole("step"))
     # Which heads matter (ui/tabs/patching.py): the minimal pair's other text, the answer and the
     # wrong token whose logit difference is measured (empty: picked from the runs), and the
     # position read ("": the last, or an encoder's first that differs).
-    pair: str = ""
-    answer: str = ""
-    wrong: str = ""
-    read_at: str = ""
+    pair: str = declared("", Text(PAIR_CHARS, linked=LINK_TEXT_CHARS))
+    answer: str = declared("", Text(80))
+    wrong: str = declared("", Text(80))
+    read_at: str = declared("", Text(8))
     # How the heads connect (ui/tabs/circuits.py): the edges its circuit keeps (0: the smallest
     # circuit measured that restores 80 % of the answer).
-    keep: int = 0
+    keep: int = declared(0, Whole(most=MAX_KEEP, digits=5, always=False))
 
-    def clamp(self, analysis) -> Selection:
-        """The same selection made valid for this model (layer, head and stack in range)."""
-        cfg = analysis.trace.config
-        stack = self.stack if self.stack in analysis.trace.stacks else analysis.trace.stacks[0]
-
-        def fit(value, last: int) -> int:
-            return min(max(as_int(value), 0), last)
-
-        last_layer, last_head = cfg.n_layers - 1, cfg.n_heads - 1
-        return Selection(
-            stack=stack,
-            layer=fit(self.layer, last_layer),
-            head=fit(self.head, last_head),
-            layer_a=fit(self.layer_a, last_layer),
-            head_a=fit(self.head_a, last_head),
-            layer_b=fit(self.layer_b, last_layer),
-            head_b=fit(self.head_b, last_head),
-            dims=str(self.dims)[:200],
-            bertviz_view=self.bertviz_view if self.bertviz_view in BERTVIZ_VIEWS else "head",
-            scale=self.scale if self.scale in SCALES else "auto",
-            measure=self.measure if self.measure in MEASURES else "weights",
-            ablation=self.ablation if self.ablation in ABLATIONS else "zero",
-            query=max(as_int(self.query), 0),  # clamped to the text by the view that reads it
-            key=max(as_int(self.key), 0),
-            heads_set=str(self.heads_set or "")[:400],
-            convention=self.convention if self.convention in CONVENTIONS else "ours",
-            pattern=str(self.pattern or "")[:80],
-            units=self.units if self.units in UNITS else "tokens",
-            token=fit(self.token, text_length(analysis.trace, stack) - 1),
-            step=fit(self.step, step_count(cfg, stack) - 1),
-            pair=str(self.pair or "")[:PAIR_CHARS],
-            answer=str(self.answer or "")[:80],
-            wrong=str(self.wrong or "")[:80],
-            read_at=str(self.read_at or "")[:8],
-            keep=min(max(as_int(self.keep), 0), MAX_KEEP),
-        )
+    def clamp(self, bounds) -> Selection:
+        """The same selection made valid for a trace's ``Bounds`` (``engine.Bounds``; an
+        analysis is asked for its own): the stack one it has, numbers within it."""
+        if not isinstance(bounds, Bounds):
+            bounds = bounds.bounds if hasattr(bounds, "bounds") else bounds_of(bounds.trace)
+        stack = bounds.stack(self.stack)
+        last = bounds.last[stack]
+        values = {
+            f.name: RULES[f.name].valid(getattr(self, f.name), f.default, last)
+            for f in fields(self)
+        }
+        return Selection(**{**values, "stack": stack})
 
 
-def text_length(trace, stack: str) -> int:
-    """The real tokens of the stack's queries (the first text): what ``token`` may name."""
-    mask = trace.attention_mask
-    if stack != "encoder" and trace.tgt_attention_mask is not None:
-        mask = trace.tgt_attention_mask
-    return max(int(mask[0].sum()), 1)
-
-
-MAX_KEEP = 10_000  # the most edges a circuit keeps on the page (GPT-2 small has ~32,000)
-SELECTION_FIELDS = tuple(f.name for f in fields(Selection))
-INT_FIELDS = (
-    "layer",
-    "head",
-    "layer_a",
-    "head_a",
-    "layer_b",
-    "head_b",
-    "query",
-    "key",
-    "token",
-    "step",
-)
+RULES = {f.name: f.metadata["rule"] for f in fields(Selection)}
+SELECTION_FIELDS = tuple(RULES)
+INT_FIELDS = tuple(name for name, rule in RULES.items() if isinstance(rule, Whole) and rule.always)
+CHOICES = {name: rule.choices for name, rule in RULES.items() if isinstance(rule, Choice)}
 # Every parameter a deep link may carry (docs/link-parameters.md lists them; a test keeps the two
 # equal). "present", "fig", "deck", "slide" and "lang" are read by the browser alone (presentation
 # mode and the lecture deck: ui/js/present.js, deck.js; the language: ui/i18n.py).
@@ -197,23 +241,15 @@ def share_link(state: ViewState) -> str:
     if state.corpus in CORPORA:
         query["corpus"] = state.corpus
     defaults = Selection()
-    for name in SELECTION_FIELDS:
+    for name, rule in RULES.items():
         value = getattr(state.sel, name)
-        if name == "stack" or name in INT_FIELDS or value != getattr(defaults, name):
-            query[name] = value[:LINK_TEXT_CHARS] if name == "pair" else value
+        if rule.always or value != getattr(defaults, name):
+            linked = getattr(rule, "linked", None)
+            query[name] = value[:linked] if linked else value
     return "?" + urlencode(query)
 
 
 MAX_LINK_PARAMETERS = 64  # a link never needs more: the rest are ignored, with a note
-CHOICES = {
-    "stack": STACKS,
-    "bertviz_view": BERTVIZ_VIEWS,
-    "scale": SCALES,
-    "measure": MEASURES,
-    "ablation": ABLATIONS,
-    "convention": CONVENTIONS,
-    "units": UNITS,
-}
 
 
 def link_params(query: str) -> tuple[dict[str, str], list[str]]:
@@ -233,48 +269,11 @@ def link_params(query: str) -> tuple[dict[str, str], list[str]]:
 def link_selection(params: dict[str, str], invalid: list[str]) -> dict:
     """The selection fields a link sets; a sentence in ``invalid`` for each it could not read."""
     sel: dict = {}
-    for name in INT_FIELDS:
+    for name, rule in RULES.items():
         if name in params:
-            raw = params[name]
-            if re.fullmatch(r"\d{1,4}", raw.strip()):
-                sel[name] = int(raw)
-            else:
-                invalid.append(
-                    tr("{name}={value} is not a whole number", name=name, value=repr(raw[:20]))
-                )
-    for name, allowed in CHOICES.items():
-        if name in params:
-            if params[name] in allowed:
-                sel[name] = params[name]
-            else:
-                invalid.append(
-                    tr(
-                        "{name}={value} is not {allowed}",
-                        name=name,
-                        value=repr(params[name][:20]),
-                        allowed=tr(" or ").join(allowed),
-                    )
-                )
-    if "dims" in params:
-        sel["dims"] = params["dims"][:200]
-    if "heads_set" in params:
-        sel["heads_set"] = params["heads_set"][:400]
-    if "pattern" in params:
-        sel["pattern"] = params["pattern"][:80]
-    if "keep" in params:
-        if re.fullmatch(r"\d{1,5}", params["keep"].strip()):
-            sel["keep"] = min(int(params["keep"]), MAX_KEEP)
-        else:
-            invalid.append(
-                tr(
-                    "{name}={value} is not a whole number",
-                    name="keep",
-                    value=repr(params["keep"][:20]),
-                )
-            )
-    for name, limit in (("pair", PAIR_CHARS), ("answer", 80), ("wrong", 80), ("read_at", 8)):
-        if name in params:
-            sel[name] = params[name][:limit]
+            value = rule.from_link(name, params[name], invalid)
+            if value is not None:
+                sel[name] = value
     if "layer" in sel or "head" in sel:  # A/B default to the linked head and the one after it
         layer, head = sel.get("layer", 0), sel.get("head", 0)
         sel.setdefault("layer_a", layer)

@@ -502,8 +502,8 @@ def head_switch_data(
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
     n = n_layers * n_heads
     codes = wire.SwitchCodes(n, len(frame.y_lab), len(frame.x_lab))
-    # Pooled, rounded and split a few heads at a time (BERT-large at 512 tokens: 384 heads, 50 MB
-    # of codes; one pass over all of them at once is ~3× slower, out of cache).
+    # Pooled, rounded and split a few heads at a time: every head's cells at once would not stay
+    # in the CPU's cache (BERT-large at 512 tokens has 384 heads).
     zmax = []
     for start in range(0, n, SWITCH_CHUNK):
         cells = frame.cells(slice(start, start + SWITCH_CHUNK))

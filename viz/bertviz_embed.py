@@ -41,8 +41,7 @@ __all__ = ["bertviz_iframe", "bertviz_document", "DEFAULT_MAX_TOKENS", "VIEWS"]
 
 VIEWS = ("head", "model")
 # Per-view token caps. The head view draws H·n² SVG lines for one layer at a time; the model view
-# draws L·H·n² at once. Chromium, 2-core CPU, 6 layers × 12 heads, load + draw: head 0.6 s at 32
-# tokens, 0.9 s at 64, 2.9 s at 128; model 1.3 s at 32, 2.9 s at 48, 4.8 s at 64, 25 s at 128.
+# draws L·H·n² at once, so its cap is lower: past them a browser takes seconds to draw the page.
 DEFAULT_MAX_TOKENS = {"head": 64, "model": 32}
 
 _VENDOR = Path(__file__).resolve().parent.parent / "assets" / "vendor"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ui.tabs import (
     attention,
     bertviz,
@@ -26,7 +28,8 @@ TABS: tuple[Tab, ...] = (
     layer.TAB,
     heads.TAB,
     patching.TAB,
-    circuits.TAB,
+    # a link's pair finds its circuit (to move into ui/tabs/circuits.py's own declaration)
+    replace(circuits.TAB, linked=circuits.TAB.linked or "circuit"),
     masks.TAB,
     output.TAB,
     hidden.TAB,

@@ -29,6 +29,36 @@ from viz.patching import pair_head_figure
 
 def build() -> Built:
     gr.Markdown(t(CAPTIONS["head"]), elem_classes="ta-caption")
+    shown = head_controls()
+    head_plot = plot("head-plot")
+    with gr.Column(visible=False) as pair_box:  # a minimal pair from Which heads matter
+        gr.Markdown(t(PAIR_CAPTION), elem_classes="ta-caption")
+        pair_plot = plot("attention-pair-plot")
+    gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
+    overview_plot = plot("overview-plot")
+    gr.Markdown(t(BLOCK_CAPTION.format(limit=BLOCK_TOKENS)), elem_classes="ta-caption")
+    block_plot = plot("block-plot")
+    block_picker = tile_picker("block-pick", "block")  # a tile's layer, the shown head
+    gr.Markdown(t(CAPTIONS["compare"]), elem_classes="ta-caption")
+    controls = compare_sliders()
+    compare_plot = plot("compare-plot")
+    picker = tile_picker("overview-pick", "overview")
+    head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for ta.switchHead
+    head_data.change(fn=None, js="(data) => ta.keepData(data)", inputs=[head_data])
+    outputs = {
+        "head_plot": head_plot,
+        "head_data": head_data,
+        "overview_plot": overview_plot,
+        "block_plot": block_plot,
+        "compare_plot": compare_plot,
+        "pair_box": pair_box,
+        "pair_plot": pair_plot,
+    }
+    return Built(outputs=outputs, controls={**controls, **shown}, picks=[picker, block_picker])
+
+
+def head_controls() -> dict:
+    """The row above the head view: its colour scale, weights or norms, tokens or words."""
     with gr.Row(equal_height=False, elem_id="head-controls"):  # one row on a wide screen
         scale = Radio(
             [
@@ -57,41 +87,18 @@ def build() -> Built:
             ),
             elem_id="units",
         )
-    head_plot = plot("head-plot")
-    with gr.Column(visible=False) as pair_box:  # a minimal pair from Which heads matter
-        gr.Markdown(t(PAIR_CAPTION), elem_classes="ta-caption")
-        pair_plot = plot("attention-pair-plot")
-    gr.Markdown(t(CAPTIONS["overview"]), elem_classes="ta-caption")
-    overview_plot = plot("overview-plot")
-    gr.Markdown(t(BLOCK_CAPTION.format(limit=BLOCK_TOKENS)), elem_classes="ta-caption")
-    block_plot = plot("block-plot")
-    block_picker = tile_picker("block-pick", "block")  # a tile's layer, the shown head
-    gr.Markdown(t(CAPTIONS["compare"]), elem_classes="ta-caption")
+    return {"scale": scale, "measure": measure, "units": units}
+
+
+def compare_sliders() -> dict:
+    """Heads A and B of the comparison, a layer and a head each."""
     with gr.Row():
-        controls = {
+        return {
             "layer_a": Slider(0, 5, value=0, step=1, label=t("A: layer"), elem_id="layer-a"),
             "head_a": Slider(0, 11, value=0, step=1, label=t("A: head"), elem_id="head-a"),
             "layer_b": Slider(0, 5, value=0, step=1, label=t("B: layer"), elem_id="layer-b"),
             "head_b": Slider(0, 11, value=1, step=1, label=t("B: head"), elem_id="head-b"),
         }
-    compare_plot = plot("compare-plot")
-    picker = tile_picker("overview-pick", "overview")
-    head_data = gr.Textbox(visible=False, elem_id="head-data")  # every head, for ta.switchHead
-    head_data.change(fn=None, js="(data) => ta.keepData(data)", inputs=[head_data])
-    outputs = {
-        "head_plot": head_plot,
-        "head_data": head_data,
-        "overview_plot": overview_plot,
-        "block_plot": block_plot,
-        "compare_plot": compare_plot,
-        "pair_box": pair_box,
-        "pair_plot": pair_plot,
-    }
-    return Built(
-        outputs=outputs,
-        controls={**controls, "scale": scale, "measure": measure, "units": units},
-        picks=[picker, block_picker],
-    )
 
 
 PAIR_CAPTION = (

@@ -127,6 +127,9 @@ class Tab:
     # seconds of forward passes (patching every head) that a class asking at once must not
     # hold the slots of the other tabs' draws with
     own_queue: tuple[str, ...] = ()
+    # the action a link to this tab that names a minimal pair presses once its view is open
+    # (Which heads matter patches it); "": none
+    linked: str = ""
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -600,9 +600,9 @@ TAB = Tab(
         "stats_csv": ("stack", "convention", "pattern"),
         "distance_plot": ("stack",),
         "flow_plot": ("stack", "layer", "query"),
-        "trace_npz": ("export",),  # only when its button is clicked (110 MB at 512 tokens)
+        "trace_npz": ("export",),  # only when its button is clicked: every field of the trace
         "rollout_plot": ("stack", "layer"),
-        # One forward pass per head: on demand (1.6 s for a layer at 512 tokens, quiet CPU).
+        # One forward pass per head: on demand, seconds at a long text.
         "ablation_table": ("ablate",),
         "breakdown": ("stack", "layer", "head", "query", "key"),
     },

@@ -1,0 +1,257 @@
+"""What Which heads matter measures, below its tab (ui/tabs/patching.py, which draws it, and How
+the heads connect, ui/circuit_measures.py, which reads the same boxes): the shipped minimal pairs,
+the page's run as patching reads it, the tab's boxes read and checked, the measure (once per pair
+for the whole server: a pair being measured for another page is waited for, not measured twice)
+and the pair's two runs, each kept within a byte bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import analysis
+from engine import BUNDLED, InputError
+from lang import Msg, message_of
+from serve.lru import LockedLRU
+from ui.patching_inputs import (
+    check_lengths,
+    check_readable,
+    corrupt_inputs,
+    position_of,
+    read_position,
+    stale_boxes,
+    token_of,
+)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A shipped minimal pair: its model ("lm": any language model the page opens), the clean
+    and corrupt texts, the answer and wrong tokens as text ("" = picked from the runs), the
+    word read by an encoder, what it teaches and in which stack's heads. Every text is read by
+    its model without [UNK] (tests/test_new_users_42.py)."""
+
+    id: str
+    label: str
+    model: str
+    clean: str
+    corrupt: str
+    answer: str = ""
+    wrong: str = ""
+    read: str = ""
+    lesson: str = ""
+    stack: str = ""  # the stack whose heads the lesson names ("" = the model's first)
+
+
+PAIRS = (
+    Pair(
+        "trophy",
+        "Winograd: the trophy … too big / too small",
+        BUNDLED,
+        "The trophy didn't fit in the suitcase because it was too big.",
+        "The trophy didn't fit in the suitcase because it was too small.",
+        read="it",
+        lesson=(
+            "Which heads carry “big” or “small” back to “it”? BERT has no answer head here: "
+            "the measure is how close the final vector of “it” comes back to the clean run's."
+        ),
+    ),
+    Pair(
+        "animal",
+        "Winograd: the animal … too tired / too wide",
+        BUNDLED,
+        "The animal didn't cross the street because it was too tired.",
+        "The animal didn't cross the street because it was too wide.",
+        read="it",
+        lesson=(
+            "“tired” makes “it” the animal, “wide” the street: which heads bring the difference "
+            "to “it”, and in which layer does it arrive?"
+        ),
+    ),
+    Pair(
+        "dates-zh",
+        "Dates in Chinese: 二〇二六年十一月二十二日 / 二十三日",
+        "dates",
+        "二〇二六年十一月二十二日",
+        "二〇二六年十一月二十三日",
+        stack="cross",
+        lesson=(
+            "The dates model reads Chinese dates: which cross-attention heads carry the day's "
+            "二 or 三 to the last digit the decoder writes (“2” against “3”)? Two heads of "
+            "layer 1 bring back most of it."
+        ),
+    ),
+    Pair(
+        "copy",
+        "Copy: qzxwv qzxw → v",
+        "induction",
+        "qzxwv qzxw",
+        "bhmtk qzxw",
+        answer="v",
+        lesson=(
+            "The induction circuit: a previous-token head in layer 0 and induction heads in "
+            "layer 1 restore the copy — the heads the Heads table's previous_token and "
+            "induction columns name (Olsson et al. 2022)."
+        ),
+    ),
+    Pair(
+        "ioi",
+        "Indirect object: Mary and John … gave a drink to",
+        "lm",
+        "When Mary and John went to the store, John gave a drink to",
+        "When Mary and John went to the store, Mary gave a drink to",
+        answer=" Mary",
+        wrong=" John",
+        lesson=(
+            "Indirect-object identification (Wang et al. 2022): with a trained GPT-2, name "
+            "mover heads in the late layers restore “Mary”."
+        ),
+    ),
+    Pair(
+        "ioi-zh",
+        "Indirect object in Chinese: 小明和小红……把书递给了",
+        "lm",
+        "小明和小红去了书店，小明把书递给了",
+        "小明和小红去了书店，小红把书递给了",
+        lesson=(
+            "The indirect-object pair in Chinese, for a model that reads Chinese (Qwen2): the "
+            "answer is the model's own top token for the clean text."
+        ),
+    ),
+)
+PAIRS_BY_ID = {pair.id: pair for pair in PAIRS}
+
+
+def pairs_for(loaded) -> list[Pair]:
+    """The shipped pairs this model reads: its own, or the language models' for any LM."""
+    name = str(loaded.model_id).partition("@")[0]
+    return [p for p in PAIRS if p.model == name or (p.model == "lm" and loaded.is_lm)]
+
+
+def shipped(loaded, clean: str, corrupt: str) -> Pair | None:
+    """The shipped pair of this model whose texts these are; None for the user's own."""
+    for pair in pairs_for(loaded):
+        if pair.clean == clean and pair.corrupt == corrupt:
+            return pair
+    return None
+
+
+def pair_bytes(result) -> int:
+    """What a kept measure holds: its two runs' traces as they were put (they grow as a view
+    replays a field, so the bound is the traces' size when measured) and its grids."""
+    grids = (result.heads, result.positions, result.shift)
+    return result.clean.nbytes() + result.corrupt.nbytes() + sum(g.nbytes for g in grids)
+
+
+# key -> PairResult: a pair a class patches together is measured once; bounded by bytes too, a
+# small share of a replica's memory beside the trace cache (docs/deploy.md)
+MEASURED: LockedLRU = LockedLRU(8, max_bytes=64 * 2**20, weigh=pair_bytes)
+
+
+def clean_inputs(found) -> dict:
+    """The page's own run as patching reads it: the first text's ids as the user typed them (a
+    trained decoder's greedy continuation cut off; an encoder-decoder's target kept whole)."""
+    trace = found.trace
+    cfg = trace.config
+    ids, mask = trace.input_ids[:1], trace.attention_mask[:1]
+    real = int(mask[0].sum())
+    if cfg.arch == "decoder" and found.typed is not None:
+        real = min(real, found.typed)
+    inputs = {"input_ids": ids[:, :real].cpu(), "attention_mask": mask[:, :real].cpu()}
+    if cfg.arch == "encoder-decoder":
+        tgt_real = int(trace.tgt_attention_mask[0].sum())
+        inputs["tgt_ids"] = trace.tgt_ids[:1, :tgt_real].cpu()
+        inputs["tgt_attention_mask"] = trace.tgt_attention_mask[:1, :tgt_real].cpu()
+    return inputs
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The tab's boxes read for the page's run, checked: the pair's inputs, the answer, wrong
+    answer and position as far as the boxes say (None: the measure's default), the stack."""
+
+    clean: dict
+    corrupt: dict
+    answer: int | None
+    wrong: int | None
+    position: int | None
+    stack: str
+
+    @property
+    def key(self) -> tuple:
+        """What a measure of this pair is kept by, server-wide (with the model's id)."""
+        return (
+            *(tuple(v.flatten().tolist()) for v in self.clean.values()),
+            tuple(self.corrupt["input_ids"].flatten().tolist()),
+            self.answer,
+            self.wrong,
+            self.position,
+            self.stack,
+        )
+
+
+def asked(loaded, clean: dict, sel, text: str = "") -> Asked:
+    """The tab's boxes for the page's run (``text``: as typed), as this tab and How the heads
+    connect read them."""
+    corrupt = corrupt_inputs(loaded, clean, sel.pair)
+    check_lengths(loaded, clean, corrupt)
+    check_readable(loaded, text, sel.pair, clean, corrupt)
+    answer = token_of(loaded, sel.answer, "The answer")
+    wrong = token_of(loaded, sel.wrong, "The wrong answer")
+    position = position_of(sel.read_at)
+    if stale_boxes(loaded, clean, sel.read_at):  # another text's measure: this pair's own
+        answer = wrong = position = None
+    pair = shipped(loaded, text, sel.pair)
+    if position is None and pair is not None:  # a link to the pair reads where its lesson does
+        position = read_position(loaded, pair.clean, pair.read)
+    stacks = loaded.net.config.stacks
+    stack = sel.stack if sel.stack in stacks else stacks[0]
+    return Asked(clean, corrupt, answer, wrong, position, stack)
+
+
+def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairResult:
+    """patch_pair for the page's run (``text``: as typed) and the tab's boxes, once per pair
+    server-wide (a pair being measured for another page is waited for, not measured again)."""
+    pair = asked(loaded, clean, sel, text)
+
+    def make():
+        try:
+            return analysis.patch_pair(
+                loaded.net, clean, pair.corrupt, pair.answer, pair.wrong, pair.position, pair.stack
+            )
+        except ValueError as exc:  # the texts give one answer: a sentence, not a failure
+            raise InputError(Msg(message_of(exc))) from None
+
+    return MEASURED.once((loaded.model_id, *pair.key), make)
+
+
+# (model, ids of the inputs) -> their trace; bounded by bytes too, beside the engine's own cache
+RUNS: LockedLRU = LockedLRU(16, max_bytes=64 * 2**20, weigh=lambda trace: trace.nbytes())
+
+
+def pair_runs(loaded, found, sel):
+    """The clean and corrupt runs of the pair (traces), for the chosen head on both texts: the
+    page's own trace where it is the clean text's exactly (no padding, no continuation), else a
+    forward pass of it; a forward pass of the corrupt text. Passes are cached."""
+    import torch
+
+    clean = clean_inputs(found)
+    corrupt = corrupt_inputs(loaded, clean, sel.pair)
+    own = found.trace
+    same = own.input_ids.shape[0] == 1 and all(
+        getattr(own, name) is not None and torch.equal(getattr(own, name).cpu(), value)
+        for name, value in clean.items()
+    )
+    return (own if same else traced(loaded, clean)), traced(loaded, corrupt)
+
+
+def traced(loaded, inputs: dict):
+    """The model's trace of ``inputs``, one pass per inputs (RUNS)."""
+    import torch
+
+    key = (loaded.model_id, *(tuple(v.flatten().tolist()) for v in inputs.values()))
+    found = RUNS.get(key)
+    if found is None:
+        with torch.no_grad():
+            found = RUNS.put(key, loaded.net.trace(**inputs))
+    return found
