@@ -222,7 +222,7 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        self_mask: torch.Tensor,
+        self_mask: torch.Tensor | None,
         memory: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
         slots: dict | None = None,

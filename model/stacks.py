@@ -28,7 +28,7 @@ class Encoder(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        mask: torch.Tensor,
+        mask: torch.Tensor | None,
         slots: list[dict] | None = None,
         rotary: Rotation | None = None,
         start: int = 0,
@@ -68,7 +68,7 @@ class Decoder(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        self_mask: torch.Tensor,
+        self_mask: torch.Tensor | None,
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         slots: list[dict] | None = None,

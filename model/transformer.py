@@ -32,6 +32,12 @@ def _mask_or_ones(mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
     return torch.ones_like(ids) if mask is None else mask.to(ids.device)
 
 
+def _hiding(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The mask the layers apply: None when it hides nothing (one text, no padding), asked once
+    per pass rather than in every layer."""
+    return None if mask is None or bool(mask.all()) else mask
+
+
 class Transformer(nn.Module):
     """The from-scratch Transformer of the seed tutorials, in any of the three families.
 
@@ -189,17 +195,17 @@ class Transformer(nn.Module):
 
     def _slots(
         self, run: dict, name: str, t_k: int, ref: torch.Tensor, query_mask: torch.Tensor
-    ) -> list | None:
+    ) -> list:
         """Per-layer options of one attention stack: a view of one preallocated
-        (L, B, H, T_q, T_k) pattern tensor when tracing, a HeadAblation where head_mask asks,
-        the patch's z callable where it patches a head of this stack (model/patch.py)."""
+        (L, B, H, T_q, T_k) pattern tensor when tracing (else "fused": the fused kernel), a
+        HeadAblation where head_mask asks, the patch's z callable where it patches a head of
+        this stack (model/patch.py)."""
         keep = run["head_mask"].get(name)
         patch = run["patch"]
         patch = patch if patch is not None and patch.stack == name and patch.z else None
-        if not run["trace"] and keep is None and patch is None:
-            return None
         cfg = self.config
-        slots: list[dict] = [{} for _ in range(cfg.n_layers)]
+        # A pass that returns no weights computes the contexts by the fused kernel.
+        slots: list[dict] = [{"fused": not run["trace"]} for _ in range(cfg.n_layers)]
         if run["trace"]:
             batch, t_q = query_mask.shape
             shape = (cfg.n_layers, batch, cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
@@ -262,7 +268,7 @@ class Transformer(nn.Module):
         layer_slots = self._site_slots(run, "encoder", layer_slots)
         rotary = self.embedding.rotation(ids.shape[1], run["positions"])
         start = self._start(run, "encoder")
-        memory, resid = self.encoder(x, mask, layer_slots, rotary, start)
+        memory, resid = self.encoder(x, _hiding(mask), layer_slots, rotary, start)
         run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
         run["resid"]["encoder"] = resid
         run["outputs"]["encoder"] = memory
@@ -302,7 +308,9 @@ class Transformer(nn.Module):
         layer_slots = self._site_slots(run, "decoder", layer_slots)
         rotary = self.embedding.rotation(t_tgt, run["positions"])
         start = self._start(run, "decoder")
-        y, resid = self.decoder(y, self_mask, memory, memory_mask, layer_slots, rotary, start)
+        y, resid = self.decoder(
+            y, _hiding(self_mask), memory, _hiding(memory_mask), layer_slots, rotary, start
+        )
         run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
         run["resid"]["decoder"] = resid
         run["outputs"]["decoder"] = y
@@ -387,7 +395,7 @@ class Transformer(nn.Module):
         keep = head_masks(self.config, head_mask).get("decoder")
         slots = []
         for i, kept in enumerate(cache):
-            self_slot: dict = {"cache": kept}
+            self_slot: dict = {"cache": kept, "fused": True}
             if keep is not None:
                 self_slot["ablation"] = HeadAblation(keep[i], "zero")
             slots.append({"self": self_slot, "cross": None})

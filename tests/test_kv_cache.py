@@ -98,7 +98,8 @@ def test_a_step_computes_what_the_whole_text_computes(induction):
         whole = induction.decoder(
             induction.embedding(ids)[0], torch.ones(1, t, t).bool().tril(), rotary=None
         )[0]
-    torch.testing.assert_close(first, whole[:, :-1], atol=1e-6, rtol=0)
+    # a step attends by the fused kernel, the whole text here by the explicit attention
+    torch.testing.assert_close(first, whole[:, :-1], atol=1e-5, rtol=0)
     torch.testing.assert_close(second, whole[:, -1:], atol=1e-5, rtol=0)
     cfg = induction.config
     assert all(kv.keys.shape == (1, cfg.kv_heads, t, cfg.d_head) for kv in cache)

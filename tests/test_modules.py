@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from model import TransformerConfig
-from model.attention import MultiHeadAttention, scaled_dot_product_attention
+from model.attention import MultiHeadAttention, fused_attention, scaled_dot_product_attention
 from model.embeddings import SinusoidalPositionalEncoding, sinusoid_table
 from model.layers import AddNorm, PositionwiseFeedForward
 from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
@@ -73,6 +73,34 @@ def test_mask_variants_have_the_seed_003_meaning():
     assert combined.dtype == torch.bool and combined.tolist()[2] == [True, True, False]
     cm = cross_mask(torch.ones(1, 2), torch.tensor([[1, 1, 0]]))
     assert cm.shape == (1, 2, 3) and cm[0].tolist() == [[True, True, False]] * 2
+
+
+@pytest.mark.parametrize("kind", ["none", "keys", "causal", "causal_and_keys", "empty_row"])
+def test_the_fused_kernel_computes_the_explicit_attention_within_1e_5(kind):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8)
+    real = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+    masks = {
+        "none": None,
+        "keys": padding_mask(real, 7),
+        "causal": causal_mask(7).expand(2, 7, 7),
+        "causal_and_keys": padding_mask(real, 7) & causal_mask(7),
+        "empty_row": padding_mask_query_key(real, real),  # padded queries see nothing
+    }
+    mask = masks[kind] if masks[kind] is None else masks[kind][:, None]  # (B, 1, T, T)
+    explicit = scaled_dot_product_attention(q, k, v, mask)[0]
+    torch.testing.assert_close(fused_attention(q, k, v, mask), explicit, atol=1e-5, rtol=0)
+
+
+def test_a_pass_without_weights_uses_the_fused_kernel_and_returns_the_same_output():
+    cfg = TransformerConfig(d_model=16, n_heads=4)
+    mha = MultiHeadAttention(cfg).eval()
+    x = torch.randn(2, 6, 16)
+    mask = padding_mask(torch.tensor([[1] * 6, [1] * 3 + [0] * 3]), 6)
+    out, found = mha(x, x, mask)
+    fused_out, fused = mha(x, x, mask, {"fused": True})
+    assert found["pattern"] is not None and fused["pattern"] is None  # no weights were made
+    torch.testing.assert_close(fused_out, out, atol=1e-5, rtol=0)
 
 
 def test_multi_head_split_and_concat_are_inverse():
