@@ -14,6 +14,7 @@ from engine import InputError
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
 from ui.i18n import t
+from ui.patching_measures import pair_runs
 from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
 from viz import attention, wire
@@ -260,8 +261,6 @@ def makers(view: View) -> dict:
 def pair_view(view: View):
     """The chosen head on both texts of the page's minimal pair (Which heads matter), or
     nothing when the page has none (or its texts cannot be run)."""
-    from ui.tabs.patching import pair_runs
-
     sel = view.sel
     if not sel.pair.strip() or sel.stack not in view.analysis.trace.stacks:
         return None
