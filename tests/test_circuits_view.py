@@ -26,6 +26,7 @@ from ui.handlers import Ask
 from ui.render import DRAWN
 from ui.state import Selection, ViewState, parse_link, share_link
 from ui.tabs import circuits
+from viz.screen import Screen, lay_out, text_px
 
 COPY = ("qzxwv qzxw", "bhmtk qzxw")  # the shipped copy pair (ui/tabs/patching.py "copy")
 
@@ -127,6 +128,23 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     curve = figure(out["circuit_curve_plot"])
     assert curve["data"][1]["x"] == [] or curve["data"][1]["x"] == [26]
     assert curve["data"][0]["x"][-1] == len(scores)
+
+
+def test_the_graph_and_the_curve_declare_their_columns_share_of_the_width(demo):
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="share", answer="v")
+    out = pressed(demo, ask, "circuit")
+    graph, curve = figure(out["circuit_graph_plot"]), figure(out["circuit_curve_plot"])
+    assert graph["layout"]["meta"]["share"] == circuits.GRAPH_SHARE
+    assert curve["layout"]["meta"]["share"] == circuits.CURVE_SHARE
+    # the columns' scales, 3 and 2: the shares are theirs (the browser test measures them)
+    scales = circuits.GRAPH_SCALE + circuits.CURVE_SCALE
+    assert pytest.approx(circuits.GRAPH_SCALE / scales, abs=0.01) == circuits.GRAPH_SHARE
+    assert pytest.approx(circuits.CURVE_SCALE / scales, abs=0.01) == circuits.CURVE_SHARE
+    # laid out for a 1920 px page, each title is wrapped to its column, not to the page
+    for fig, share in ((graph, circuits.GRAPH_SHARE), (curve, circuits.CURVE_SHARE)):
+        laid = lay_out(json.loads(json.dumps(fig)), Screen(1880, 1920, 1080))["layout"]
+        for line in laid["title"]["text"].split("<br>"):
+            assert text_px(line, 15) <= 1880 * share
 
 
 def test_the_exports_are_the_edges_by_strength_and_what_was_measured(demo, induction):

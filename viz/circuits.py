@@ -8,6 +8,8 @@ a grid here reads like the grid there.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from lang import tr
@@ -26,6 +28,7 @@ KIND_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22}  # where on a head node each kin
 MAX_WIDTH = 7.0  # px: the strongest edge shown
 MIN_WIDTH = 1.2  # px: the faintest still reads as its colour
 MLP_ROW = -1.0  # the MLPs' row, under head n − 1 (at 0)
+HEAD = re.compile(r"L\d+H\d+")  # a head's node ("L1H0"), which a click opens
 
 
 def _title(text: str, second: str) -> str:
@@ -161,10 +164,11 @@ def _target_node(target: str, n_heads: int, n_kv: int) -> tuple[str, str]:
     return node, kind
 
 
-def circuit_figure(kept, config, faithfulness: float, total: int):
+def circuit_figure(kept, config, faithfulness: float, total: int, share: float = 1.0):
     """The ``kept`` edges (rows source, target, score, strongest first) between the model's nodes:
     a line's width follows |score|, its colour the kind of input it feeds, dotted where the score
-    is negative (the edge pushes toward the corrupt answer)."""
+    is negative (the edge pushes toward the corrupt answer). ``share``: the part of the tab's
+    width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out)."""
     n_layers, n_heads = config.n_layers, config.n_heads
     n_kv = getattr(config, "kv_heads", n_heads) or n_heads
     strongest = float(np.abs(kept["score"]).max()) if len(kept) else 1.0
@@ -202,6 +206,7 @@ def circuit_figure(kept, config, faithfulness: float, total: int):
     places = [_node_place(n, n_layers, n_heads) for n in names]
     words = {"embed": tr("embeddings"), "logits": tr("logits")}
     labels = [words.get(n, n) for n in names]
+    opens = tr("click to open this head on the Attention tab")
     traces.append(
         {
             "type": "scatter",
@@ -215,8 +220,9 @@ def circuit_figure(kept, config, faithfulness: float, total: int):
                 "color": ["#333" if n in touched else "#ccc" for n in names],
                 "symbol": ["square" if "MLP" in n else "circle" for n in names],
             },
-            "customdata": [n for n in names],
-            "hovertemplate": "%{customdata}<extra></extra>",
+            "customdata": [n for n in names],  # what a click picks (ui/js/circuits.js)
+            "hovertext": [safe(f"{n} · {opens}") if HEAD.fullmatch(n) else safe(n) for n in names],
+            "hovertemplate": "%{hovertext}<extra></extra>",
             "showlegend": False,
         }
     )
@@ -233,13 +239,15 @@ def circuit_figure(kept, config, faithfulness: float, total: int):
     layout["xaxis"] = {"visible": False, "range": [-0.6, 2 * n_layers + 1.6]}
     layout["yaxis"] = {"visible": False, "range": [MLP_ROW - 0.6, n_heads - 0.2]}
     layout["legend"] = {"orientation": "h", "y": -0.02, "yanchor": "top"}
+    layout["meta"] = {"share": share}
     return figure(traces, layout)
 
 
-def curve_figure(points: list[tuple[int, float]], keep: int):
-    """Faithfulness against the number of edges kept (a log axis), the shown circuit marked."""
+def curve_figure(points: list[tuple[int, float]], keep: int, share: float = 1.0):
+    """Faithfulness against the number of edges kept (a log axis), the shown circuit marked;
+    ``share`` as circuit_figure's."""
     sizes = [n for n, _ in points]
-    shares = [share for _, share in points]
+    shares = [value for _, value in points]
     line = {
         "type": "scatter",
         "mode": "lines+markers",
@@ -273,6 +281,7 @@ def curve_figure(points: list[tuple[int, float]], keep: int):
         "ticktext": [str(n) for n in sizes],
     }
     layout["yaxis"] = {"title": {"text": tr("faithfulness")}}
+    layout["meta"] = {"share": share}
     return figure([line, mark], layout)
 
 

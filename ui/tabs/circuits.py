@@ -18,7 +18,7 @@ from serve import exports
 from ui import circuit_measures as cm
 from ui.circuit_export import circuit_npz
 from ui.i18n import t
-from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot
+from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot, tile_picker
 from ui.tabs.patching import shipped, what_measured
 from viz.circuits import (
     attribution_grid_figure,
@@ -43,6 +43,11 @@ LESSON = (
     "**The lesson:** the previous-token head L0H1 writes into the induction heads' keys: its "
     "strongest edge into a key is {edge} ({score:+.3f}), K-composition (Olsson et al. 2022)."
 )
+# The graph's and the curve's columns (scale 3 and 2) as parts of the tab's width on a wide page,
+# as Chromium draws them at 1920 px (the row's gap taken from both): layout.meta.share, so the
+# server lays each out for its own width (viz.screen.lay_out). A phone stacks the columns.
+GRAPH_SCALE, CURVE_SCALE = 3, 2
+GRAPH_SHARE, CURVE_SHARE = 0.6, 0.4
 
 
 def build() -> Built:
@@ -70,9 +75,10 @@ def build() -> Built:
     )
     edges_said = gr.Markdown(elem_id="circuit-edges-said")
     with gr.Row():
-        with gr.Column(scale=3):
+        with gr.Column(scale=GRAPH_SCALE):
             graph_plot = plot("circuit-graph-plot")
-        with gr.Column(scale=2):
+            picker = tile_picker("circuit-pick", "circuit")  # a clicked head opens it (circuits.js)
+        with gr.Column(scale=CURVE_SCALE):
             curve_plot = plot("circuit-curve-plot")
     comp_plot = plot("circuit-comp-plot")
     csv, npz = downloads(
@@ -93,6 +99,7 @@ def build() -> Built:
             "circuit_npz": npz,
         },
         controls={"keep": keep},
+        picks=[picker],
         actions={"compare": compare, "circuit": find},
     )
 
@@ -177,12 +184,15 @@ def graph_view(result, cfg):
     if isinstance(result, str):
         return None
     edges, shown, _, _ = result
-    return circuit_figure(shown.edges.iloc[: cm.SHOWN_EDGES], cfg, shown.faithfulness, len(edges))
+    kept = shown.edges.iloc[: cm.SHOWN_EDGES]
+    return circuit_figure(kept, cfg, shown.faithfulness, len(edges), share=GRAPH_SHARE)
 
 
 def curve_view(result):
     """Faithfulness over circuit sizes, when it was measured."""
-    return None if isinstance(result, str) else curve_figure(result[2], result[3])
+    if isinstance(result, str):
+        return None
+    return curve_figure(result[2], result[3], share=CURVE_SHARE)
 
 
 def compare_sentence(result) -> str:
