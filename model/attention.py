@@ -1,15 +1,17 @@
 """Scaled dot-product attention and multi-head attention (seed 000 §2, seed 004 §Attention).
 
 Both return their intermediates instead of stashing them on the module: the model is shared by
-concurrent requests, so whatever one call computes must leave through its return value. Asked to
-(a slot's "record"), multi-head attention returns every intermediate of its forward pass, from
-the projections to W_O: the layer walk (analysis/layer_steps.py) reads those, not a second copy
-of the formula.
+concurrent requests, so whatever one call computes must leave through its return value. What a
+call changes or reads in between (a head mask, a patch, a key/value cache, a trace's pattern
+slot, a caller's sites) arrives as one argument, a view of the call's sites (model/sites.py).
+Asked to (``record``), multi-head attention returns every intermediate of its forward pass,
+from the projections to W_O: the layer walk (analysis/layer_steps.py) reads those, not a second
+copy of the formula.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,7 +21,7 @@ from torch import nn
 
 from model.config import TransformerConfig
 from model.rotary import Rotation
-from model.sites import SiteView, site
+from model.sites import SiteView, attn_site, site
 
 ABLATIONS = ("zero", "mean")
 
@@ -29,37 +31,37 @@ def scaled_dot_product_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
-    out: dict[str, torch.Tensor] | None = None,
+    pattern: torch.Tensor | None = None,
+    record: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention(Q, K, V) = softmax(QKᵀ / √d_k) V, with masked keys set to -inf before the softmax.
 
     Args:
         q: [..., T_q, d_k]; k: [..., T_k, d_k]; v: [..., T_k, d_v].
         mask: bool, broadcastable to [..., T_q, T_k]; True = may attend.
-        out: optional {"pattern": tensor [..., T_q, T_k]} to write the weights into (a trace's
-            per-layer slot), which saves copying them afterwards; a "record" dict there gets
-            the masked scores, "masked" (the layer walk's; nothing is kept otherwise).
+        pattern: optional tensor [..., T_q, T_k] to write the weights into (a trace's per-layer
+            slot), which saves copying them afterwards.
+        record: optional {} that gets the masked scores, "masked" (the layer walk's; nothing
+            is kept otherwise).
     Returns:
         (out [..., T_q, d_v], weights [..., T_q, T_k], scores [..., T_q, T_k]) where scores are
         QKᵀ/√d_k before masking. A query row with no allowed key gets all-zero weights (not NaN).
     """
-    out = out or {}
     q = q * q.shape[-1] ** -0.5  # scale Q (T·d_k numbers) instead of QKᵀ (T·T numbers): same scores
     scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k)
     if mask is not None and bool(mask.all()):
         mask = None  # nothing hidden (one text, no padding, no causality): skip the masking work
-    seen = out.get("record")  # the layer walk's; None in a forward pass or a trace
     if mask is None:
-        if seen is not None:
-            seen["masked"] = scores  # nothing hidden: the same tensor
-        weights = torch.softmax(scores, dim=-1, out=out.get("pattern"))
+        if record is not None:
+            record["masked"] = scores  # nothing hidden: the same tensor
+        weights = torch.softmax(scores, dim=-1, out=pattern)
         return weights @ v, weights, scores
     bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
     bias.masked_fill_(~mask, float("-inf"))  # (..., T_q, T_k) broadcast over heads
     masked = scores + bias  # (..., T_q, T_k): -inf where hidden
-    if seen is not None:
-        seen["masked"] = masked
-    weights = torch.softmax(masked, dim=-1, out=out.get("pattern"))
+    if record is not None:
+        record["masked"] = masked
+    weights = torch.softmax(masked, dim=-1, out=pattern)
     del masked  # freed before weights @ v unless recorded: a trace's peak stays where it was
     if not bool(mask.any(dim=-1).all()):
         # A fully hidden row is softmax(-inf, ..., -inf) = NaN. Every entry of such a row is hidden,
@@ -122,18 +124,34 @@ class KeyValues:
     turned by RoPE, a group's shared heads not yet repeated): what a continuation with a
     key/value cache hands each step's pass (model/generate.py), so that a new token's pass
     computes its own key and value only. It belongs to the caller, one per continuation and
-    layer, and travels in the call's slot ("cache"); the module keeps nothing."""
+    layer, and acts through the call's sites (``replacements``); the module keeps nothing."""
 
     keys: torch.Tensor | None = None
     values: torch.Tensor | None = None
 
-    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The new tokens' k and v [B, H_kv, T_new, d_head] after the ones kept; keeps them."""
+    def more_keys(self, k: torch.Tensor) -> torch.Tensor:
+        """The new tokens' keys [B, H_kv, T_new, d_head] after the ones kept; keeps them."""
         if self.keys is not None:
             k = torch.cat((self.keys, k), dim=2)  # (B, H_kv, T_past + T_new, d_head)
-            v = torch.cat((self.values, v), dim=2)
-        self.keys, self.values = k, v
-        return k, v
+        self.keys = k
+        return k
+
+    def more_values(self, v: torch.Tensor) -> torch.Tensor:
+        """The same for the values."""
+        if self.values is not None:
+            v = torch.cat((self.values, v), dim=2)  # (B, H_kv, T_past + T_new, d_head)
+        self.values = v
+        return v
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both at once: the keys and values of the text so far."""
+        return self.more_keys(k), self.more_values(v)
+
+    def replacements(self, rotary: bool) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+        """The attention's sites this cache replaces (names under "attn."): the keys once
+        turned ("hook_rot_k"; "hook_k" in a pass without rotary positions) and the values,
+        each the text's so far, the new tokens' last."""
+        return {"hook_rot_k" if rotary else "hook_k": self.more_keys, "hook_v": self.more_values}
 
 
 class MultiHeadAttention(nn.Module):
@@ -176,7 +194,8 @@ class MultiHeadAttention(nn.Module):
         key/value cache keeps them). ``record`` gets each stage: "q_linear" [B, T, heads ·
         d_head], "q_heads" [B, H or H_kv, T, d_head], "q_rot" (turned), "k_rep" (repeated),
         with the kind's letter. x may be [B, heads, T, d_model], each head's own input (the
-        split inputs of model/sites.py); ``sites``: the call's "hook_q" / "hook_k" / "hook_v"."""
+        split inputs of model/sites.py); ``sites``: the call's "hook_q" / "hook_k" / "hook_v"
+        and, turned, "hook_rot_q" / "hook_rot_k" (where a key/value cache adds its keys)."""
         linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
         if x.dim() == 4:
             heads = self.per_head(linear, x)  # (B, H or H_kv, T, d_head)
@@ -190,6 +209,7 @@ class MultiHeadAttention(nn.Module):
             heads = rotary(heads)  # turned before repeating: H_kv heads, not H
             if record is not None:
                 record[f"{kind}_rot"] = heads
+            heads = site(sites, f"hook_rot_{kind}", heads)
         if kind != "q" and self.n_rep > 1 and repeat:
             heads = self.repeat(heads)  # (B, H, T, d_head)
             if record is not None:
@@ -222,66 +242,55 @@ class MultiHeadAttention(nn.Module):
         x_q: torch.Tensor,
         x_kv: torch.Tensor,
         mask: torch.Tensor | None = None,
-        out: dict[str, torch.Tensor] | None = None,
+        sites: SiteView | None = None,
         rotary: Rotation | None = None,
+        inputs: Mapping[str, torch.Tensor] | None = None,
+        record: dict | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Queries come from x_q, keys and values from x_kv (the same tensor in self-attention).
 
         Args:
             x_q: [B, T_q, d_model]; x_kv: [B, T_k, d_model].
             mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
-            out: optional {"pattern": [B, H, T_q, T_k]} slot to write the weights into,
-                {"ablation": HeadAblation} to remove heads' contexts (the weights stay reported),
-                {"patch": callable} to replace them (activation patching, model/patch.py),
-                {"record": {}} to get every intermediate back (the layer walk's), and
-                {"cache": KeyValues} to attend over the keys and values kept from the text's
-                earlier tokens too (x_kv holds the new tokens only; the cache then keeps theirs),
-                {"fused": True} when the call needs no weights: the fused kernel
-                (fused_attention) then computes the contexts, "scores" and "pattern" are None
-                (unless a record, a pattern slot or the site "hook_pattern" asks for them).
+            sites: the call's sites under this sublayer ("attn."; model/sites.py): what it reads
+                or replaces there ("hook_z": a head mask, a patch; "hook_rot_k" / "hook_v": a
+                key/value cache, x_kv then holding the new tokens only), the slot a trace's
+                pattern is written into, and whether the pass shows weights: in a pass that
+                does not, where no site reads or replaces "hook_pattern", the fused kernel
+                (fused_attention) computes the contexts and "scores" and "pattern" are None.
+                Without sites (a direct call) the attention is explicit.
             rotary: RoPE angles of the text (self-attention of a rotary model), else None.
+            inputs: {"q" | "k" | "v": [B, heads, T, d_model]}: each head's own input in place of
+                x_q / x_kv (the split inputs of model/sites.py).
+            record: optional {} to get every intermediate back (the layer walk's).
         Returns:
             out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
-            [B, H, T_q, T_k]}; with "record", also project()'s stages, "masked" (the scores
+            [B, H, T_q, T_k]}; with a record, also project()'s stages, "masked" (the scores
             with -inf where hidden), "z" (the heads' contexts [B, H, T_q, d_head] before any
-            ablation), "concat" [B, T_q, d_model] (after it) and "out".
+            replacement), "concat" [B, T_q, d_model] (after it) and "out".
         """
-        record = out.get("record") if out else None
-        cache = out.get("cache") if out else None
-        sites = out.get("sites") if out else None
-        inputs = (out.get("inputs") if out else None) or {}  # each head's own stream (sites)
+        inputs = inputs or {}
         q = self.project("q", inputs.get("q", x_q), rotary, record=record, sites=sites)
-        if cache is None:  # q: (B, H, T_q, d_head); k, v: (B, H, T_k, d_head)
-            k = self.project("k", inputs.get("k", x_kv), rotary, record=record, sites=sites)
-            v = self.project("v", inputs.get("v", x_kv), record=record, sites=sites)
-        else:  # the earlier tokens' keys and values, then the new ones': (B, H_kv, T_k, d_head)
-            k_new = self.project("k", x_kv, rotary, record=record, repeat=False)
-            v_new = self.project("v", x_kv, record=record, repeat=False)
-            k, v = cache.extend(k_new, v_new)
-            k, v = self.repeat(k), self.repeat(v)  # (B, H, T_k, d_head)
-        if mask is not None:
+        k = self.project("k", inputs.get("k", x_kv), rotary, record=record, sites=sites)
+        v = self.project("v", inputs.get("v", x_kv), record=record, sites=sites)
+        if mask is not None:  # q: (B, H, T_q, d_head); k, v: (B, H, T_k, d_head)
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
+        shown = sites is None or sites.weights or record is not None
         wants_pattern = sites is not None and sites.wants("hook_pattern")
-        fused = bool(out) and out.get("fused") and out.get("pattern") is None
         # z: (B, H, T_q, d_head), the heads' contexts before concat
-        if fused and record is None and not wants_pattern:
+        if not shown and not wants_pattern:
             z, pattern, scores = fused_attention(q, k, v, mask), None, None
         else:
-            z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, out)
+            slot = None if sites is None else sites.slot("hook_pattern")
+            z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, slot, record)
         if wants_pattern:
             pattern = sites("hook_pattern", pattern)
             z = pattern @ v  # (B, H, T_q, d_head): from the pattern the call gave
         found = {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}
         if record is not None:
             record["z"] = z
-        ablation = out.get("ablation") if out else None
-        if ablation is not None:
-            z = ablation(z)
-        patch = out.get("patch") if out else None
-        if patch is not None:  # activation patching (model/patch.py): contexts from another run
-            z = patch(z)
         if sites is not None:
-            z = sites("hook_z", z)
+            z = sites("hook_z", z)  # a head mask's, a patch's, then the caller's
             if sites.wants("hook_result"):
                 return self.results(z, sites), found
         concat = self.concat(z)  # (B, T_q, d_model)
@@ -333,3 +342,22 @@ def head_masks(
             )
         masks[stack] = mask.detach().float()  # (L, H)
     return masks
+
+
+def ablation_sites(
+    config: TransformerConfig,
+    keep: Mapping[str, torch.Tensor],
+    mode: str,
+    query_masks: Mapping[str, torch.Tensor | None],
+    layers: range | None = None,
+) -> dict[str, HeadAblation]:
+    """Head masks (head_masks()' {stack: [L, H]}) as replacements of each head's context, the
+    site "attn.hook_z" ("cross_attn.hook_z" for "cross") of every layer (or of ``layers``);
+    query_masks: {"encoder" | "decoder": [B, T_q]} the real queries a "mean" ablation averages."""
+    found = {}
+    for stack, kept in keep.items():
+        query_mask = query_masks.get("decoder" if stack == "cross" else stack)
+        for i in layers if layers is not None else range(config.n_layers):
+            name = attn_site(config, stack, i, "hook_z")
+            found[name] = HeadAblation(kept[i], mode, query_mask)
+    return found

@@ -119,18 +119,14 @@ def _sited(sublayer: SubLayer, sites: SiteView | None, name: str) -> SubLayer:
     return run
 
 
-def _attn_slot(
-    slot: dict | None,
-    sites: SiteView | None,
-    attn: MultiHeadAttention,
-    add_norm: AddNorm,
-    x: torch.Tensor,
-) -> dict | None:
-    """A self-attention's slot with the call's sites under "attn." and, where the call names
-    hook_q_input / hook_k_input / hook_v_input, each head's own copy of the stream x it reads,
-    through the layer's norm (TransformerLens's split qkv input)."""
+def _split_inputs(
+    sites: SiteView | None, attn: MultiHeadAttention, add_norm: AddNorm, x: torch.Tensor
+) -> dict[str, torch.Tensor] | None:
+    """Where the call names hook_q_input / hook_k_input / hook_v_input, each head's own copy of
+    the stream x its attention reads, through the layer's norm (TransformerLens's split qkv
+    input): {"q" | "k" | "v": [B, heads, T, d_model]}; None when it names none."""
     if sites is None:
-        return slot
+        return None
     inputs = {}
     batch, seq_len, d_model = x.shape
     for kind in ("q", "k", "v"):
@@ -139,7 +135,12 @@ def _attn_slot(
             heads = attn.n_heads if kind == "q" else attn.n_heads // attn.n_rep
             copies = x.unsqueeze(1).expand(batch, heads, seq_len, d_model)  # (B, heads, T, d)
             inputs[kind] = add_norm.sublayer_input(sites(name, copies))
-    return {**(slot or {}), "sites": sites.at("attn."), "inputs": inputs}
+    return inputs or None
+
+
+def _under(sites: SiteView | None, name: str) -> SiteView | None:
+    """The call's sites under a sublayer ("attn.", "cross_attn."), or None."""
+    return None if sites is None else sites.at(name)
 
 
 def _mlp(
@@ -149,16 +150,6 @@ def _mlp(
     read = None if sites is None else (lambda x: sites("hook_mlp_in", x))
     sublayer = _sited(_ffn(ffn, seen is not None), sites, "hook_mlp_out")
     return add_norm(x, sublayer, _norm_record(seen, "mlp_norm"), read)
-
-
-def _recording(slots: dict | None) -> tuple[dict, dict | None]:
-    """A layer's slots, and {} for the layer's record when slots ask for it ({"record": True}):
-    then each attention records its intermediates too (model/attention.py)."""
-    slots = slots or {}
-    if not slots.get("record"):
-        return slots, None
-    asked = {kind: {**(slots.get(kind) or {}), "record": {}} for kind in ("self", "cross")}
-    return asked, {}
 
 
 def _norm_record(record: dict | None, name: str) -> dict | None:
@@ -180,27 +171,33 @@ class EncoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        slots: dict | None = None,
+        sites: SiteView | None = None,
         rotary: Rotation | None = None,
+        record: bool = False,
     ) -> tuple[torch.Tensor, dict]:
-        """slots: optional {"self": {"pattern": tensor}} trace slots for this layer, and
-        "record": True for every intermediate (the Add & Norms' "self_norm" and "mlp_norm", the
-        FFN's "mlp"); rotary: the text's RoPE angles when the model turns queries and keys."""
-        sites = (slots or {}).get("sites")
-        slots, seen = _recording(slots)
+        """sites: the call's sites under this layer ("blocks.{l}.", model/sites.py); rotary: the
+        text's RoPE angles when the model turns queries and keys; record: every intermediate
+        back (the Add & Norms' "self_norm" and "mlp_norm", the FFN's "mlp", the attention's)."""
+        seen = {} if record else None
         x = site(sites, "hook_resid_pre", x)
-        attn_slot = _attn_slot(slots.get("self"), sites, self.self_attn, self.add_norm1, x)
+        attn = _under(sites, "attn.")
+        inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
+        attn_rec = {} if record else None
         x, attn_out, self_rec = self.add_norm1(
             x,
-            _sited(lambda h: self.self_attn(h, h, mask, attn_slot, rotary), sites, "hook_attn_out"),
+            _sited(
+                lambda h: self.self_attn(h, h, mask, attn, rotary, inputs, attn_rec),
+                sites,
+                "hook_attn_out",
+            ),
             _norm_record(seen, "self_norm"),
         )
         x = site(sites, "hook_resid_mid", x)
         x, mlp_out, mlp_rec = _mlp(self.ffn, self.add_norm2, x, sites, seen)
-        record = {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
+        found = {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
         if seen is not None:
-            record.update(seen, mlp=mlp_rec)
-        return site(sites, "hook_resid_post", x), record
+            found.update(seen, mlp=mlp_rec)
+        return site(sites, "hook_resid_post", x), found
 
 
 class DecoderLayer(nn.Module):
@@ -225,45 +222,46 @@ class DecoderLayer(nn.Module):
         self_mask: torch.Tensor | None,
         memory: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
-        slots: dict | None = None,
+        sites: SiteView | None = None,
         rotary: Rotation | None = None,
+        record: bool = False,
     ) -> tuple[torch.Tensor, dict]:
-        """slots: optional {"self", "cross": {"pattern": tensor}} trace slots for this layer,
-        and "record": True for every intermediate (as EncoderLayer, with "cross_norm"); rotary:
-        the text's RoPE angles, for self-attention (cross-attention is never turned)."""
-        sites = (slots or {}).get("sites")
-        slots, seen = _recording(slots)
+        """sites, record as EncoderLayer (with "cross_norm", and cross-attention's sites under
+        "cross_attn."); rotary: the text's RoPE angles, for self-attention (cross-attention is
+        never turned)."""
+        seen = {} if record else None
         x = site(sites, "hook_resid_pre", x)
-        attn_slot = _attn_slot(slots.get("self"), sites, self.self_attn, self.add_norm1, x)
+        attn = _under(sites, "attn.")
+        inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
+        attn_rec = {} if record else None
         x, attn_out, self_rec = self.add_norm1(
             x,
             _sited(
-                lambda h: self.self_attn(h, h, self_mask, attn_slot, rotary),
+                lambda h: self.self_attn(h, h, self_mask, attn, rotary, inputs, attn_rec),
                 sites,
                 "hook_attn_out",
             ),
             _norm_record(seen, "self_norm"),
         )
         x = site(sites, "hook_resid_mid", x)
-        record = {"self": self_rec, "attn_out": attn_out}
+        found = {"self": self_rec, "attn_out": attn_out}
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
-            cross_slot = slots.get("cross")
-            if sites is not None:
-                cross_slot = {**(cross_slot or {}), "sites": sites.at("cross_attn.")}
-            x, cross_out, cross_rec = self.add_norm2(
+            cross = _under(sites, "cross_attn.")
+            cross_rec = {} if record else None
+            x, cross_out, cross_found = self.add_norm2(
                 x,
                 _sited(
-                    lambda h: self.cross_attn(h, memory, cross_mask, cross_slot),
+                    lambda h: self.cross_attn(h, memory, cross_mask, cross, None, None, cross_rec),
                     sites,
                     "hook_cross_attn_out",
                 ),
                 _norm_record(seen, "cross_norm"),
             )
-            record.update(cross=cross_rec, cross_out=cross_out)
+            found.update(cross=cross_found, cross_out=cross_out)
         x, mlp_out, mlp_rec = _mlp(self.ffn, self.add_norm3, x, sites, seen)
-        record["mlp_out"] = mlp_out
+        found["mlp_out"] = mlp_out
         if seen is not None:
-            record.update(seen, mlp=mlp_rec)
-        return site(sites, "hook_resid_post", x), record
+            found.update(seen, mlp=mlp_rec)
+        return site(sites, "hook_resid_post", x), found

@@ -2,6 +2,7 @@
 
 A ``Patch`` is an argument of ``Transformer.forward`` / ``trace`` / ``patched`` (as ``head_mask``
 is), never a hook on the shared model: two requests patching at once cannot see each other's.
+The pass puts it into its named sites (``replacements``, model/sites.py).
 Each batch item carries its own patch, so a whole grid of patched runs is one batched call
 (analysis/patching.py). Two sites, named as TransformerLens names them:
 
@@ -13,10 +14,13 @@ Each batch item carries its own patch, so a whole grid of patched runs is one ba
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
+
+from model.sites import attn_site, prefix
 
 Site = tuple[torch.Tensor, torch.Tensor]  # (values, which): see Patch
 
@@ -63,15 +67,17 @@ class Patch:
         whole = [layer for layer, (_, which) in self.resid_pre.items() if bool(which.all())]
         return max(whole, default=0)
 
-    def z_at(self, stack: str, layer: int):
-        """A callable z [B, H, T_q, d_head] -> z patched, for this attention sublayer, or None."""
-        site = self.z.get(layer) if stack == self.stack else None
-        return None if site is None else (lambda z: _replace(z, site, "hd"))
-
-    def resid_at(self, stream: str, layer: int):
-        """A callable x [B, T, d_model] -> x patched, for the stream entering a layer, or None."""
-        site = self.resid_pre.get(layer) if stream == self.stream else None
-        return None if site is None else (lambda x: _replace(x, site, "d"))
+    def replacements(self, config) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+        """This patch as replacements at the model's named sites (model/sites.py): each patched
+        head's "attn.hook_z" ("cross_attn.hook_z" for "cross") and stream's "hook_resid_pre"."""
+        found = {
+            attn_site(config, self.stack, layer, "hook_z"): partial(_replace, site=site, shape="hd")
+            for layer, site in self.z.items()
+        }
+        stream = prefix(config, self.stream)
+        for layer, site in self.resid_pre.items():
+            found[f"{stream}.{layer}.hook_resid_pre"] = partial(_replace, site=site, shape="d")
+        return found
 
 
 class Logits:

@@ -22,8 +22,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from model.attention import HeadAblation
+from model.attention import ablation_sites
 from model.rotary import Rotation
+from model.sites import Intervention, prefix
 
 # Field -> (projection, turned by RoPE). Rotary models also give Q and K before the turn.
 PROJECTIONS = {
@@ -102,25 +103,22 @@ class Replay:
         if name == "decoder" and trace.tgt_attention_mask is not None:
             query_mask = trace.tgt_attention_mask
         keep = {s: on(m) for s, m in trace.head_mask.items()}
+        at = _ablations(trace, keep, {name: on(query_mask)})
         rotary = self.rotation(hidden.shape[2], trace.positions)
         records = []
         with torch.no_grad():
             for i, layer in enumerate(module.layers):
                 if only is not None and i != only:
                     continue
-                slots = {
-                    kind: {"ablation": HeadAblation(keep[s][i], trace.ablation, on(query_mask))}
-                    for kind, s in (("self", name), ("cross", "cross"))
-                    if s in keep
-                }
+                sites = at.at(f"{prefix(trace.config, name)}.{i}.")
                 x = hidden[:, i].to(device).contiguous()  # (B, T, d_model)
                 if name == "encoder":
-                    _, record = layer(x, on(trace.masks["encoder"]), slots, rotary)
+                    _, record = layer(x, on(trace.masks["encoder"]), sites, rotary)
                 else:
                     memory = trace.outputs.get("encoder")
                     cross = trace.masks.get("cross")
                     mask = on(trace.masks["decoder"])
-                    _, record = layer(x, mask, on(memory), on(cross), slots, rotary)
+                    _, record = layer(x, mask, on(memory), on(cross), sites, rotary)
                 records.append(record)
 
         def stacked(*path: str) -> torch.Tensor:
@@ -183,17 +181,14 @@ class Replay:
         elif trace.config.positions == "rotary":
             one = torch.ones((), dtype=param.dtype, device=param.device)
             rotary = Rotation(one, one * 0)  # positions off: the identity turn
-        keep = trace.head_mask
-        slots: dict = {"record": True}
-        for kind, s in (("self", name), ("cross", "cross")):
-            if s in keep:
-                ablation = HeadAblation(keep[s][layer].to(param.device), trace.ablation)
-                slots[kind] = {"ablation": ablation}
+        keep = {s: m.to(param.device) for s, m in trace.head_mask.items()}
+        at = _ablations(trace, keep, {}, range(layer, layer + 1))
+        sites = at.at(f"{prefix(trace.config, name)}.{layer}.")
         found: dict = {"resid_pre": x, "mask": mask}
         with torch.no_grad():
             layer_module = module.layers[layer]
             if name == "encoder":
-                out, record = layer_module(x[None], mask[None], slots, rotary)
+                out, record = layer_module(x[None], mask[None], sites, rotary, record=True)
             else:
                 memory = cross = None
                 if "cross" in trace.masks:
@@ -201,9 +196,22 @@ class Replay:
                     cross = on(trace.masks["cross"][item], rows, cols)  # (T, S)
                     found.update(memory=memory, cross_mask=cross)
                     memory, cross = memory[None], cross[None]
-                out, record = layer_module(x[None], mask[None], memory, cross, slots, rotary)
+                out, record = layer_module(
+                    x[None], mask[None], memory, cross, sites, rotary, record=True
+                )
         found.update(_first(record), resid_post=out[0])
         return found
+
+
+def _ablations(
+    trace, keep: dict[str, torch.Tensor], query_masks: dict, layers: range | None = None
+) -> Intervention:
+    """The trace's head masks as its pass applied them (every layer's, or ``layers``'), in an
+    Intervention that shows weights: the explicit attention, as in the trace's pass."""
+    at = Intervention(weights=True)
+    for name, fn in ablation_sites(trace.config, keep, trace.ablation, query_masks, layers).items():
+        at.replace(name, fn)
+    return at
 
 
 def _first(record: dict) -> dict:

@@ -2,9 +2,15 @@
 
 A ``Sites`` is an argument of ``Transformer.run_with_sites`` and ``forward`` (as ``patch`` is),
 never a hook on the shared model: what one call reads or changes belongs to that call alone, so
-concurrent requests stay apart. Use one ``Sites`` per call. Each layer l (0-based) of a stack has
-these names, P being "blocks" for a model of one stack and "encoder" or "decoder" for an
-encoder-decoder; shapes are ours (heads before positions, as in a Trace), B items, T tokens:
+concurrent requests stay apart. Use one ``Sites`` per call. Each pass puts its own options in
+the same vocabulary (``Intervention``, below): a head mask and a patch replace ``attn.hook_z``
+and ``hook_resid_pre``, a key/value cache ``attn.hook_rot_k`` (``hook_k`` without rotary
+positions) and ``attn.hook_v``, and a trace's attention patterns are written into slots at
+``attn.hook_pattern``; the modules read one argument, never a key per option.
+
+Each layer l (0-based) of a stack has these names, P being "blocks" for a model of one stack
+and "encoder" or "decoder" for an encoder-decoder; shapes are ours (heads before positions, as
+in a Trace), B items, T tokens:
 
 - ``P.{l}.hook_resid_pre`` [B, T, d_model]: the stream entering the layer (layer 0: the
   embeddings as the first layer reads them).
@@ -13,6 +19,7 @@ encoder-decoder; shapes are ours (heads before positions, as in a Trace), B item
   ``use_split_qkv_input``; key and value per key/value head). Named, the layer's attention reads
   them instead of the one stream; the stream itself goes on unchanged.
 - ``P.{l}.attn.hook_q``, ``hook_k``, ``hook_v`` [B, H or H_kv, T, d_head] (before RoPE),
+  ``attn.hook_rot_q``, ``hook_rot_k`` (the same turned by RoPE, in a pass with rotary positions),
   ``attn.hook_pattern`` [B, H, T_q, T_k], ``attn.hook_z`` [B, H, T_q, d_head] (the heads'
   contexts before W_O), ``attn.hook_result`` [B, H, T_q, d_model] (each head's z_h·W_O^h; W_O's
   bias is added to their sum); the same under ``cross_attn.`` for a decoder's cross-attention.
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -83,11 +91,57 @@ class Sites:
         }
 
 
+Replacement = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Intervention:
+    """Everything one pass does at its named sites (see the module doc), made per call by
+    ``Transformer`` and dropped with it: the pass's own replacements (a head mask's, a patch's,
+    a key/value cache's) in the order they were added, then the caller's ``Sites``; the slots
+    an explicit attention writes its pattern into (a trace's); and whether the pass shows
+    attention ``weights`` (a trace, training): else attention runs by the fused kernel
+    wherever no site reads or replaces the pattern."""
+
+    def __init__(self, sites: Sites | None = None, weights: bool = False) -> None:
+        self.sites, self.weights = sites, weights
+        self.own: dict[str, list[Replacement]] = {}
+        self.slots: dict[str, torch.Tensor] = {}
+
+    def replace(self, name: str, fn: Replacement | None) -> None:
+        """Put fn(x) in place of x at site ``name``, after what was added there before."""
+        if fn is not None:
+            self.own.setdefault(name, []).append(fn)
+
+    def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """The value the run goes on with at site ``name``, x as the model computed it."""
+        for fn in self.own.get(name, ()):
+            x = fn(x)
+        return x if self.sites is None else self.sites(name, x)
+
+    def wants(self, name: str) -> bool:
+        return name in self.own or (self.sites is not None and self.sites.wants(name))
+
+    def slot(self, name: str) -> torch.Tensor | None:
+        """A tensor the site's value is written into (a trace's pattern), or None."""
+        return self.slots.get(name)
+
+    def at(self, prefix: str) -> SiteView:
+        return SiteView(self, prefix)
+
+
+class Named(Protocol):
+    """What a SiteView looks through: a Sites or an Intervention."""
+
+    def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor: ...
+
+    def wants(self, name: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class SiteView:
-    """A Sites seen from a layer or a sublayer: names relative to ``prefix``."""
+    """A Sites or an Intervention seen from a layer or a sublayer: names relative to ``prefix``."""
 
-    sites: Sites
+    sites: Named
     prefix: str
 
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -99,11 +153,28 @@ class SiteView:
     def at(self, prefix: str) -> SiteView:
         return SiteView(self.sites, self.prefix + prefix)
 
+    @property
+    def weights(self) -> bool:
+        """Whether the pass shows attention weights (an Intervention's; a bare Sites': yes)."""
+        return getattr(self.sites, "weights", True)
+
+    def slot(self, name: str) -> torch.Tensor | None:
+        slot = getattr(self.sites, "slot", None)
+        return None if slot is None else slot(self.prefix + name)
+
 
 def prefix(config, stream: str) -> str:
     """The site names' prefix of a stream's layers: "blocks" for a model of one stack (as
     TransformerLens names them), the stream ("encoder", "decoder") for an encoder-decoder."""
     return stream if config.arch == "encoder-decoder" else "blocks"
+
+
+def attn_site(config, stack: str, layer: int, name: str) -> str:
+    """The full name of a site of an attention stack's layer: stack "encoder" / "decoder" (self-
+    attention, under "attn.") or "cross" (the decoder's cross-attention, "cross_attn.")."""
+    stream = "decoder" if stack == "cross" else stack
+    attn = "cross_attn" if stack == "cross" else "attn"
+    return f"{prefix(config, stream)}.{layer}.{attn}.{name}"
 
 
 def site(view: SiteView | None, name: str, x: torch.Tensor) -> torch.Tensor:

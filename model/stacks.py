@@ -9,12 +9,12 @@ from model.config import TransformerConfig
 from model.layers import DecoderLayer, EncoderLayer
 from model.norms import make_norm
 from model.rotary import Rotation
+from model.sites import SiteView
 
 
-def _patched(x: torch.Tensor, slots: list[dict] | None, i: int) -> torch.Tensor:
-    """The stream entering layer i, patched where its slots hold a "resid_pre" callable."""
-    patch = slots[i].get("resid_pre") if slots else None
-    return x if patch is None else patch(x)
+def _layer_sites(sites: SiteView | None, i: int) -> SiteView | None:
+    """The call's sites of layer i ("blocks.{i}.", or "encoder.{i}." / "decoder.{i}.")."""
+    return None if sites is None else sites.at(f"{i}.")
 
 
 class Encoder(nn.Module):
@@ -29,14 +29,15 @@ class Encoder(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        slots: list[dict] | None = None,
+        sites: SiteView | None = None,
         rotary: Rotation | None = None,
         start: int = 0,
     ) -> tuple[torch.Tensor, list]:
         """Returns (output, residual stream after embeddings and each layer).
 
-        A layer's slots may hold "resid_pre", a callable that patches the stream entering it
-        (model/patch.py). Layers before ``start`` are not run (a patch replaces the whole input
+        sites: the call's sites under this stack's prefix ("blocks.", model/sites.py), which
+        read or replace what each layer computes (a patch of the stream entering a layer is its
+        "hook_resid_pre"). Layers before ``start`` are not run (a patch replaces the whole input
         of layer ``start``; no trace is made then): resid begins with layer ``start``'s input.
 
         Each layer's record (Q, K, V, scores, sublayer outputs) is dropped as soon as the layer
@@ -47,8 +48,7 @@ class Encoder(nn.Module):
         for i, layer in enumerate(self.layers):
             if i < start:
                 continue
-            x = _patched(x, slots, i)
-            x, _ = layer(x, mask, slots[i] if slots else None, rotary)
+            x, _ = layer(x, mask, _layer_sites(sites, i), rotary)
             resid.append(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -71,18 +71,17 @@ class Decoder(nn.Module):
         self_mask: torch.Tensor | None,
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
-        slots: list[dict] | None = None,
+        sites: SiteView | None = None,
         rotary: Rotation | None = None,
         start: int = 0,
     ) -> tuple[torch.Tensor, list]:
-        """Returns (output, residual stream after embeddings and each layer); slots' "resid_pre"
-        and ``start`` as Encoder."""
+        """Returns (output, residual stream after embeddings and each layer); sites and
+        ``start`` as Encoder."""
         resid = [x]
         for i, layer in enumerate(self.layers):
             if i < start:
                 continue
-            x = _patched(x, slots, i)
-            x, _ = layer(x, self_mask, memory, memory_mask, slots[i] if slots else None, rotary)
+            x, _ = layer(x, self_mask, memory, memory_mask, _layer_sites(sites, i), rotary)
             resid.append(x)
         if self.final_norm is not None:
             x = self.final_norm(x)

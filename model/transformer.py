@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from model.attention import ABLATIONS, HeadAblation, KeyValues, head_masks
+from model.attention import KeyValues, ablation_sites, head_masks
+from model.call import Call, HeadMask
 from model.config import TransformerConfig
 from model.embeddings import TokenEmbedding, TransformerEmbedding
 from model.generate import generate
@@ -19,12 +20,10 @@ from model.masks import (
 from model.norms import NORMS
 from model.patch import Logits, Patch
 from model.replay import Replay
-from model.sites import Sites, prefix
+from model.sites import Intervention, Sites, SiteView, attn_site, prefix
 from model.stacks import Decoder, Encoder, Pooler
 from model.tokenizers import CharTokenizer
 from model.trace import Trace
-
-HeadMask = torch.Tensor | dict[str, torch.Tensor] | None
 
 
 def _mask_or_ones(mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
@@ -135,118 +134,79 @@ class Transformer(nn.Module):
             )
         return ids.to(self.device)
 
-    def _run(
-        self,
-        ids: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        tgt_ids: torch.Tensor | None,
-        tgt_attention_mask: torch.Tensor | None,
-        token_type_ids: torch.Tensor | None,
-        padding: str,
-        trace: bool = False,
-        positions: bool = True,
-        head_mask: HeadMask = None,
-        ablation: str = "zero",
-        patch: Patch | None = None,
-        sites: Sites | None = None,
-    ) -> dict:
+    def _run(self, call: Call, trace: bool = False) -> dict:
         """One forward pass; returns every intermediate, keyed by stack.
 
-        With trace=True, every layer writes its attention pattern straight into one
+        Everything the call does inside the layers goes through one Intervention of its named
+        sites (model/sites.py): head masks and a patch as replacements, the caller's sites, and
+        with trace=True a slot per layer for its attention pattern, views of one
         [L, B, H, T_q, T_k] tensor per stack (run["slots"]), so nothing is copied afterwards.
-        A patch (model/patch.py) replaces activations; without a trace the layers before its
-        start are not run. Sites (model/sites.py) read, replace or differentiate named ones.
+        A pass that shows no weights (no trace, not training) attends by the fused kernel.
+        Without a trace the layers before a patch's start are not run.
         """
-        if padding not in ("keys", "query_and_key"):
-            raise ValueError("padding must be 'keys' (variant b) or 'query_and_key' (variant a).")
-        if ablation not in ABLATIONS:
-            raise ValueError(f"ablation must be one of {ABLATIONS}, not {ablation!r}.")
-        ids = self._check_ids(ids, "input_ids")
-        src_mask = _mask_or_ones(attention_mask, ids)
-        run: dict = {"ids": ids, "trace": trace, "padding": padding, "slots": {}}
-        run.update(positions=bool(positions), ablation=ablation)
-        run["head_mask"] = head_masks(self.config, head_mask)
-        if patch is not None and patch.stack not in self._stacks():
-            raise ValueError(f"Patch names {patch.stack!r}; this model's are {self._stacks()}.")
-        run["patch"], run["sites"] = patch, sites
+        cfg = self.config
+        ids = self._check_ids(call.input_ids, "input_ids")
+        src_mask = _mask_or_ones(call.attention_mask, ids)
+        tgt_ids = None
+        if cfg.arch == "encoder-decoder":
+            if call.tgt_ids is None:
+                raise ValueError(
+                    "An encoder-decoder model needs target ids (tgt_ids) for its decoder."
+                )
+            tgt_ids = self._check_ids(call.tgt_ids, "tgt_ids")
+            if tgt_ids.shape[0] != ids.shape[0]:
+                raise ValueError("Source and target batches must have the same number of texts.")
+        patch = call.patch
+        if patch is not None and patch.stack not in cfg.stacks:
+            raise ValueError(f"Patch names {patch.stack!r}; this model's are {list(cfg.stacks)}.")
+        at = Intervention(call.sites, weights=trace or self.training)
+        keep = head_masks(cfg, call.head_mask)
+        queries = {"encoder": src_mask, "decoder": src_mask}
+        if tgt_ids is not None:
+            queries["decoder"] = _mask_or_ones(call.tgt_attention_mask, tgt_ids)
+        for name, fn in ablation_sites(cfg, keep, call.ablation, queries).items():
+            at.replace(name, fn)
+        for name, fn in (patch.replacements(cfg) if patch is not None else {}).items():
+            at.replace(name, fn)  # after a head mask at the same site
+        run: dict = {"ids": ids, "call": call, "trace": trace, "sites": at, "slots": {}}
+        run["head_mask"] = keep
         for key in ("embeddings", "masks", "resid", "outputs"):
             run[key] = {}
-        if self.config.arch == "decoder":  # the decoder reads the (only) text
+        if cfg.arch == "decoder":  # the decoder reads the (only) text
             self._decode(run, ids, src_mask, memory=None, src_mask=None)
             return run
+        token_type_ids = call.token_type_ids
         if token_type_ids is not None:
             token_type_ids = token_type_ids.to(ids.device)
         memory = self._encode(run, ids, src_mask, token_type_ids)
-        if self.config.arch == "encoder":
+        if cfg.arch == "encoder":
             return run
-        if tgt_ids is None:
-            raise ValueError("An encoder-decoder model needs target ids (tgt_ids) for its decoder.")
-        tgt_ids = self._check_ids(tgt_ids, "tgt_ids")
-        if tgt_ids.shape[0] != ids.shape[0]:
-            raise ValueError("Source and target batches must have the same number of texts.")
-        self._decode(run, tgt_ids, _mask_or_ones(tgt_attention_mask, tgt_ids), memory, src_mask)
+        self._decode(run, tgt_ids, queries["decoder"], memory, src_mask)
         return run
 
-    def _stacks(self) -> list[str]:
-        """This model's attention stacks: "encoder", "decoder", "cross"."""
+    def _pattern_slots(
+        self, run: dict, stack: str, t_k: int, ref: torch.Tensor, query_mask: torch.Tensor
+    ) -> None:
+        """When tracing, one preallocated (L, B, H, T_q, T_k) pattern tensor for an attention
+        stack, each layer's view of it the slot its "hook_pattern" is written into."""
+        if not run["trace"]:
+            return
         cfg = self.config
-        present = (cfg.has_encoder, cfg.has_decoder, cfg.arch == "encoder-decoder")
-        return [s for s, here in zip(("encoder", "decoder", "cross"), present, strict=True) if here]
+        batch, t_q = query_mask.shape
+        shape = (cfg.n_layers, batch, cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
+        pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
+        run["slots"][stack] = pattern
+        for i in range(cfg.n_layers):
+            run["sites"].slots[attn_site(cfg, stack, i, "hook_pattern")] = pattern[i]
 
-    def _slots(
-        self, run: dict, name: str, t_k: int, ref: torch.Tensor, query_mask: torch.Tensor
-    ) -> list:
-        """Per-layer options of one attention stack: a view of one preallocated
-        (L, B, H, T_q, T_k) pattern tensor when tracing (else "fused": the fused kernel), a
-        HeadAblation where head_mask asks, the patch's z callable where it patches a head of
-        this stack (model/patch.py)."""
-        keep = run["head_mask"].get(name)
-        patch = run["patch"]
-        patch = patch if patch is not None and patch.stack == name and patch.z else None
-        cfg = self.config
-        # A pass that returns no weights computes the contexts by the fused kernel.
-        slots: list[dict] = [{"fused": not run["trace"]} for _ in range(cfg.n_layers)]
-        if run["trace"]:
-            batch, t_q = query_mask.shape
-            shape = (cfg.n_layers, batch, cfg.n_heads, t_q, t_k)  # (L, B, H, T_q, T_k)
-            pattern = torch.empty(shape, dtype=ref.dtype, device=ref.device)
-            run["slots"][name] = pattern
-            for i, slot in enumerate(slots):
-                slot["pattern"] = pattern[i]
-        if keep is not None:
-            for i, slot in enumerate(slots):
-                slot["ablation"] = HeadAblation(keep[i], run["ablation"], query_mask)
-        if patch is not None:
-            for i, slot in enumerate(slots):
-                slot["patch"] = patch.z_at(name, i)
-        return slots
-
-    def _resid_slots(self, run: dict, stream: str, layer_slots: list | None) -> list | None:
-        """Layer slots with the patch's "resid_pre" callables for this stream (model/patch.py)."""
-        patch = run["patch"]
-        if patch is None or patch.stream != stream or not patch.resid_pre:
-            return layer_slots
-        layer_slots = layer_slots or [{} for _ in range(self.config.n_layers)]
-        for i, slot in enumerate(layer_slots):
-            slot["resid_pre"] = patch.resid_at(stream, i)
-        return layer_slots
-
-    def _site_slots(self, run: dict, stream: str, layer_slots: list | None) -> list | None:
-        """Layer slots with the call's sites, each layer's named from its prefix: "blocks.{l}."
-        for a model of one stack, "encoder.{l}." / "decoder.{l}." for an encoder-decoder."""
-        sites = run["sites"]
-        if sites is None:
-            return layer_slots
-        name = prefix(self.config, stream)
-        layer_slots = layer_slots or [{} for _ in range(self.config.n_layers)]
-        for i, slot in enumerate(layer_slots):
-            slot["sites"] = sites.at(f"{name}.{i}.")
-        return layer_slots
+    def _stack_sites(self, run: dict, stream: str) -> SiteView:
+        """The call's sites under a stream's prefix ("blocks." or "encoder." / "decoder.")."""
+        return run["sites"].at(prefix(self.config, stream) + ".")
 
     @staticmethod
     def _start(run: dict, stream: str) -> int:
         """The first layer of a stream to run: a patch's start, when no trace wants the rest."""
-        patch = run["patch"]
+        patch = run["call"].patch
         if run["trace"] or patch is None or patch.stream != stream:
             return 0
         return patch.start
@@ -254,21 +214,19 @@ class Transformer(nn.Module):
     @staticmethod
     def _padding(run: dict, q_mask: torch.Tensor, k_mask: torch.Tensor) -> torch.Tensor:
         """Seed 003's variant (b) (keys only, what BERT does) or (a) (queries and keys)."""
-        if run["padding"] == "keys":
+        if run["call"].padding == "keys":
             return padding_mask(k_mask, q_mask.shape[1])  # (B, T_q, T_k)
         return padding_mask_query_key(q_mask, k_mask)
 
     def _encode(self, run, ids, src_mask, token_type_ids) -> torch.Tensor:
-        x, parts = self.embedding(ids, token_type_ids, run["positions"])
+        positions = run["call"].positions
+        x, parts = self.embedding(ids, token_type_ids, positions)
         parts["output"] = x
         mask = self._padding(run, src_mask, src_mask)  # (B, T, T)
-        slots = self._slots(run, "encoder", ids.shape[1], x, src_mask)
-        layer_slots = [{"self": s} for s in slots] if slots else None
-        layer_slots = self._resid_slots(run, "encoder", layer_slots)
-        layer_slots = self._site_slots(run, "encoder", layer_slots)
-        rotary = self.embedding.rotation(ids.shape[1], run["positions"])
-        start = self._start(run, "encoder")
-        memory, resid = self.encoder(x, _hiding(mask), layer_slots, rotary, start)
+        self._pattern_slots(run, "encoder", ids.shape[1], x, src_mask)
+        rotary = self.embedding.rotation(ids.shape[1], positions)
+        sites, start = self._stack_sites(run, "encoder"), self._start(run, "encoder")
+        memory, resid = self.encoder(x, _hiding(mask), sites, rotary, start)
         run["embeddings"]["encoder"], run["masks"]["encoder"] = parts, mask
         run["resid"]["encoder"] = resid
         run["outputs"]["encoder"] = memory
@@ -277,39 +235,29 @@ class Transformer(nn.Module):
         return memory
 
     def _decode(self, run, dec_ids, dec_mask, memory, src_mask) -> None:
-        y, parts = self.embedding(dec_ids, None, run["positions"])
+        positions = run["call"].positions
+        y, parts = self.embedding(dec_ids, None, positions)
         parts["output"] = y
         t_tgt = dec_ids.shape[1]
         self_mask = self._padding(run, dec_mask, dec_mask) & causal_mask(t_tgt, y.device)
         if self.config.sliding_window is not None:  # Mistral: the last sliding_window keys only
             self_mask = self_mask & sliding_window_mask(t_tgt, self.config.sliding_window, y.device)
-        self_slots = self._slots(run, "decoder", t_tgt, y, dec_mask)
-        cross_slots, memory_mask = None, None
+        self._pattern_slots(run, "decoder", t_tgt, y, dec_mask)
+        memory_mask = None
         if memory is not None:
             # Target queries over source keys: padded source keys are hidden (cross_mask); in
             # variant (a) padded target queries are emptied too.
             memory_mask = (
                 cross_mask(dec_mask, src_mask)
-                if run["padding"] == "keys"
+                if run["call"].padding == "keys"
                 else padding_mask_query_key(dec_mask, src_mask)
             )  # (B, T_tgt, T_src)
-            cross_slots = self._slots(run, "cross", memory.shape[1], y, dec_mask)
+            self._pattern_slots(run, "cross", memory.shape[1], y, dec_mask)
             run["masks"]["cross"] = memory_mask
-        layer_slots = None
-        if self_slots is not None or cross_slots is not None:
-            layer_slots = [
-                {
-                    "self": self_slots[i] if self_slots else None,
-                    "cross": cross_slots[i] if cross_slots else None,
-                }
-                for i in range(self.config.n_layers)
-            ]
-        layer_slots = self._resid_slots(run, "decoder", layer_slots)
-        layer_slots = self._site_slots(run, "decoder", layer_slots)
-        rotary = self.embedding.rotation(t_tgt, run["positions"])
-        start = self._start(run, "decoder")
+        rotary = self.embedding.rotation(t_tgt, positions)
+        sites, start = self._stack_sites(run, "decoder"), self._start(run, "decoder")
         y, resid = self.decoder(
-            y, _hiding(self_mask), memory, _hiding(memory_mask), layer_slots, rotary, start
+            y, _hiding(self_mask), memory, _hiding(memory_mask), sites, rotary, start
         )
         run["embeddings"]["decoder"], run["masks"]["decoder"] = parts, self_mask
         run["resid"]["decoder"] = resid
@@ -317,34 +265,12 @@ class Transformer(nn.Module):
         run["dec_ids"], run["dec_mask"] = dec_ids, dec_mask
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        tgt_ids: torch.Tensor | None = None,
-        tgt_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        positions: bool = True,
-        head_mask: HeadMask = None,
-        ablation: str = "zero",
-        patch: Patch | None = None,
-        sites: Sites | None = None,
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **options
     ) -> torch.Tensor:
         """Logits [B, T, vocab] with an LM head, per-token label logits [B, T, n_labels] with a
-        token classifier, else the last hidden state [B, T, d_model]. Options as in trace();
-        ``sites`` reads, replaces or differentiates named activations (model/sites.py)."""
-        run = self._run(
-            input_ids,
-            attention_mask,
-            tgt_ids,
-            tgt_attention_mask,
-            token_type_ids,
-            "keys",
-            positions=positions,
-            head_mask=head_mask,
-            ablation=ablation,
-            patch=patch,
-            sites=sites,
-        )
+        token classifier, else the last hidden state [B, T, d_model]. Options: the fields of
+        model.call.Call (tgt_ids, head_mask, patch, sites, …), as in trace()."""
+        run = self._run(Call(input_ids, attention_mask, **options))
         last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
         if self.lm_head is not None:
             return self.lm_head(last)
@@ -392,15 +318,15 @@ class Transformer(nn.Module):
             raise ValueError("step() continues a decoder-only model's text.")
         ids = self._check_ids(ids, "ids")
         x, _ = self.embedding(ids, None, positions, position_ids)
-        keep = head_masks(self.config, head_mask).get("decoder")
-        slots = []
-        for i, kept in enumerate(cache):
-            self_slot: dict = {"cache": kept, "fused": True}
-            if keep is not None:
-                self_slot["ablation"] = HeadAblation(keep[i], "zero")
-            slots.append({"self": self_slot, "cross": None})
         rotary = self.embedding.rotation(ids.shape[1], positions, position_ids)
-        y, _ = self.decoder(x, mask.to(x.device), None, None, slots, rotary)
+        at = Intervention(weights=self.training)
+        keep = head_masks(self.config, head_mask)
+        for name, fn in ablation_sites(self.config, keep, "zero", {}).items():
+            at.replace(name, fn)
+        for i, kept in enumerate(cache):  # the keys and values so far, the new tokens' last
+            for name, fn in kept.replacements(rotary is not None).items():
+                at.replace(f"blocks.{i}.attn.{name}", fn)
+        y, _ = self.decoder(x, mask.to(x.device), None, None, at.at("blocks."), rotary)
         return y
 
     def replay(self) -> Replay:
@@ -412,59 +338,32 @@ class Transformer(nn.Module):
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
-        tgt_ids: torch.Tensor | None = None,
-        tgt_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        padding: str = "keys",
+        *,
         with_logits: bool = False,
-        positions: bool = True,
-        head_mask: HeadMask = None,
-        ablation: str = "zero",
-        patch: Patch | None = None,
+        **options,
     ) -> Trace:
         """Run once and return every intermediate in a new Trace (safe on a shared model).
 
         Args:
             input_ids: [B, T] source ids (the decoder's ids for a decoder-only model).
             attention_mask: [B, T] 1 = real token, 0 = padding; all ones when omitted.
-            tgt_ids, tgt_attention_mask: [B, T_tgt] the decoder's input, for encoder-decoder models.
-            token_type_ids: [B, T] BERT segment ids.
-            padding: "keys" hides padded keys only (seed 003 variant b, what BERT does);
-                "query_and_key" also empties padded query rows (variant a), for teaching.
             with_logits: also keep LM-head logits [B, T, vocab] (large for big vocabularies).
-            positions: False runs the same weights without the positional-encoding term.
-            head_mask: [L, H] for the first stack (encoder; decoder when decoder-only), or a dict
-                {"encoder" | "decoder" | "cross": [L, H]}: 1 keeps a head, 0 removes its context
-                z_h before the concat and W_O (HF's convention). Its weights are still reported.
-            ablation: "zero" (HF's) or "mean": a removed head's context becomes its mean over the
-                real query positions of the same text (mean-ablation).
-            patch: activations from another run put in place of this run's, for each batch item
-                its own (model/patch.py: a head's context z, the stream entering a layer).
+            options: the other fields of model.call.Call: tgt_ids, tgt_attention_mask,
+                token_type_ids, padding ("keys" | "query_and_key"), positions, head_mask,
+                ablation ("zero" | "mean"), patch (model/patch.py).
         """
         if self.training:
             raise RuntimeError(
                 "trace() shows the model as it predicts: call model.eval() first (dropout is on)."
             )
+        call = Call(input_ids, attention_mask, **options)
         with torch.no_grad():
-            run = self._run(
-                input_ids,
-                attention_mask,
-                tgt_ids,
-                tgt_attention_mask,
-                token_type_ids,
-                padding,
-                True,
-                positions=positions,
-                head_mask=head_mask,
-                ablation=ablation,
-                patch=patch,
-            )
+            run = self._run(call, trace=True)
             trace = self._new_trace(
                 run,
-                attention_mask,
-                positions=run["positions"],
+                positions=call.positions,
                 head_mask={k: v.cpu() for k, v in run["head_mask"].items()},
-                ablation=run["ablation"],
+                ablation=call.ablation,
             )
             if "dec_ids" in run and self.config.arch == "encoder-decoder":
                 trace.tgt_ids, trace.tgt_attention_mask = run["dec_ids"], run["dec_mask"]
@@ -492,7 +391,7 @@ class Transformer(nn.Module):
             self._read_out(trace, run, with_logits)
         return trace
 
-    def _new_trace(self, run: dict, attention_mask: torch.Tensor | None, **fields) -> Trace:
+    def _new_trace(self, run: dict, **fields) -> Trace:
         """A Trace of one run's ids, tokens, mask and pooler output; the caller adds the rest."""
         ids = run["ids"]
         return Trace(
@@ -500,7 +399,7 @@ class Transformer(nn.Module):
             device=str(ids.device),
             tokens=[self.tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()],
             input_ids=ids,
-            attention_mask=_mask_or_ones(attention_mask, ids),
+            attention_mask=_mask_or_ones(run["call"].attention_mask, ids),
             pooled=run.get("pooled"),
             **fields,
         )
@@ -518,46 +417,40 @@ class Transformer(nn.Module):
         input_ids: torch.Tensor,
         patch: Patch | None,
         attention_mask: torch.Tensor | None = None,
-        tgt_ids: torch.Tensor | None = None,
-        tgt_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
+        **options,
     ) -> Trace:
         """A run with activations patched (model/patch.py), its outputs only: a Trace holding
         ``outputs`` (each stack's output [B, T, d_model]), ``logits`` (LM head; a
         model.patch.Logits, unembedded where it is indexed), ``label_logits`` (token classifier)
         and ``pooled``; no attentions or hidden states. The layers before the patch's start are
-        not run, which is what makes a grid of patched runs cheap."""
+        not run, which is what makes a grid of patched runs cheap. Options as in trace()."""
         if self.training:
             raise RuntimeError("patched() shows the model as it predicts: call model.eval() first.")
-        inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
         with torch.no_grad():
-            return self._outputs_only(inputs, patch, None)
+            return self._outputs_only(Call(input_ids, attention_mask, patch=patch, **options))
 
     def run_with_sites(
         self,
         input_ids: torch.Tensor,
         sites: Sites,
         attention_mask: torch.Tensor | None = None,
-        tgt_ids: torch.Tensor | None = None,
-        tgt_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        patch: Patch | None = None,
+        **options,
     ) -> Trace:
         """A run that reads, replaces or differentiates named activations (model/sites.py),
         returning what patched() returns. Gradients are kept when ``sites.grad`` names a site
         (the logits' too: index them, then ``sites.gradients(metric)``); else none are."""
         if self.training:
             raise RuntimeError("run_with_sites() shows the model as it predicts: call eval().")
-        inputs = (input_ids, attention_mask, tgt_ids, tgt_attention_mask, token_type_ids)
         with torch.set_grad_enabled(bool(sites.grad)):
-            return self._outputs_only(inputs, patch, sites)
+            return self._outputs_only(Call(input_ids, attention_mask, sites=sites, **options))
 
-    def _outputs_only(self, inputs: tuple, patch: Patch | None, sites: Sites | None) -> Trace:
+    def _outputs_only(self, call: Call) -> Trace:
         """One run's outputs-only Trace (patched(), run_with_sites())."""
-        run = self._run(*inputs, "keys", patch=patch, sites=sites)
-        trace = self._new_trace(run, inputs[1], outputs=dict(run["outputs"]))
+        run = self._run(call)
+        trace = self._new_trace(run, outputs=dict(run["outputs"]))
         self._read_out(trace, run, with_logits=False)
         if self.lm_head is not None:  # unembedded where the metric reads (model/patch.py)
             last = run["outputs"]["decoder" if self.config.has_decoder else "encoder"]
-            trace.logits = Logits(last, self.lm_head, grad=sites is not None and bool(sites.grad))
+            grad = call.sites is not None and bool(call.sites.grad)
+            trace.logits = Logits(last, self.lm_head, grad=grad)
         return trace

@@ -13,6 +13,7 @@ from model.attention import MultiHeadAttention, fused_attention, scaled_dot_prod
 from model.embeddings import SinusoidalPositionalEncoding, sinusoid_table
 from model.layers import AddNorm, PositionwiseFeedForward
 from model.masks import causal_mask, cross_mask, padding_mask, padding_mask_query_key
+from model.sites import Intervention
 
 
 def test_sinusoidal_pe_follows_the_seed_formula():
@@ -98,7 +99,7 @@ def test_a_pass_without_weights_uses_the_fused_kernel_and_returns_the_same_outpu
     x = torch.randn(2, 6, 16)
     mask = padding_mask(torch.tensor([[1] * 6, [1] * 3 + [0] * 3]), 6)
     out, found = mha(x, x, mask)
-    fused_out, fused = mha(x, x, mask, {"fused": True})
+    fused_out, fused = mha(x, x, mask, Intervention(weights=False).at("attn."))
     assert found["pattern"] is not None and fused["pattern"] is None  # no weights were made
     torch.testing.assert_close(fused_out, out, atol=1e-5, rtol=0)
 
