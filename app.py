@@ -41,7 +41,6 @@ from ui.corpus_handlers import Corpus
 from ui.deck import Deck
 from ui.events import API_NAMES, BOUND, Handlers
 from ui.handlers import CUSTOM, Sessions, Views, capped, position_bounds
-from ui.i18n import I18N
 from ui.patching_handlers import Patching
 from ui.state import ViewState
 from ui.status import sentence, status_markdown
@@ -205,8 +204,8 @@ LAUNCH_KWARGS = {
     # Gradio keeps a session's state for an hour after its page closes; here that is the
     # gr.State values only (serve.unread: no copy of the outputs), for at most this many sessions.
     "state_session_capacity": 200,
-    # The page in the browser's language, English or 简体中文 (ui/i18n.py).
-    "i18n": I18N,
+    # i18n: the page in the browser's language, English or 简体中文: ui.i18n.Blocks.launch hands
+    # Gradio the words of the page it built.
     # The page's JavaScript (ui/js/), read once: events call its functions by name.
     "head": ui_js.HEAD,
 }

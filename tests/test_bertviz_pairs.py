@@ -92,13 +92,13 @@ def test_the_filter_is_named_in_chinese(eng):
 
 
 def test_the_caption_says_how_to_get_the_pair_filters():
-    from ui.i18n import ZH_TEXT
+    from lang import ZH
 
     source = Path(__file__).resolve().parents[1].joinpath("ui", "tabs", "bertviz.py")
     text = source.read_text(encoding="utf-8")
     assert "Type `[SEP]` between two sentences" in text
-    caption = next(en for en in ZH_TEXT if "Type `[SEP]` between two sentences" in en)
-    assert "`[SEP]`" in ZH_TEXT[caption] and "句对" in ZH_TEXT[caption]
+    caption = next(en for en in ZH if "Type `[SEP]` between two sentences" in en)
+    assert "`[SEP]`" in ZH[caption] and "句对" in ZH[caption]
 
 
 @pytest.mark.browser

@@ -10,6 +10,7 @@ import re
 import pytest
 
 import app
+import lang
 import ui.js as ui_js
 from lang import speaking
 from ui import i18n
@@ -20,11 +21,34 @@ def demo():
     return app.build_demo()
 
 
-def test_keys_are_stable_and_dotless():
-    # Gradio's lookup reads "a.b" as a nested key: keys are hashes, never the text itself.
-    assert all("." not in key for key in i18n.PAGE_EN)
-    assert set(i18n.I18N.translations) == {"en", "zh-CN", "zh"}
-    assert i18n.I18N.translations["zh-CN"][i18n.key_of("Layer")] == "层"
+def test_keys_are_stable_and_dotless(demo):
+    # Gradio's lookup reads "a.b" as a nested key: keys are hashes, never the text itself;
+    # short ones (every page open downloads them), one a word.
+    assert all("." not in key for key in i18n.ENGLISH)
+    assert len(i18n.ENGLISH) == len(lang.ZH), "two words share a key: lengthen key_of's hash"
+    words = i18n.page_i18n(demo).translations
+    assert set(words) == {"en", "zh-CN", "zh"}
+    assert words["zh"][i18n.key_of("Layer")] == "层"
+
+
+def test_the_page_downloads_only_the_words_it_names_and_its_chinese_once(demo):
+    """Gradio's dictionaries travel with every page open: the table's entries for the page's
+    labels and tables' headers, not the server's sentences; our Chinese once, as "zh" (a
+    zh-CN page falls back to it), and under "zh-CN" only the words gradio_words.js reads."""
+    words = i18n.page_i18n(demo).translations
+    ours = {i18n.ENGLISH[k] for k in words["en"] if k in i18n.ENGLISH}
+    assert {"Layer", "Lecture deck (offline HTML)", "layer", "{measure}_mean"} <= ours
+    assert not {"Link to this view", "step {step}"} & ours  # said by the server, per run
+    assert len(ours) < len(lang.ZH) / 3
+    assert set(words["zh"]) == {i18n.key_of(en) for en in ours} | set(i18n.GRADIO_ZH["keys"])
+    assert set(words["zh-CN"]) == set(i18n.SCRIPT_WORDS) <= set(words["en"])
+    assert {k.split("-")[0] for k in words["zh-CN"]} == {"gradio", "plotly"}
+
+
+def test_a_tables_header_is_said_with_the_words_the_browser_finds():
+    assert i18n.header_words("layer") == ["layer"]
+    assert i18n.header_words("entropy_mean") == ["{measure}_mean", "entropy"]
+    assert i18n.header_words("not a word") == []
 
 
 def test_text_without_a_translation_stays_a_plain_string():
@@ -106,24 +130,24 @@ def test_gradios_own_words_are_still_gradios():
         assert len(re.findall(r"\{\w+\}", english)) <= 1, english  # one slot (gradio_words.js)
     for english in i18n.GRADIO_ZH["plotly"]:  # the words of Plotly's toolbar, as Gradio's Plotly
         assert f"`{english}`" in code, f"Gradio's Plotly no longer writes {english!r}"
-    for key, chinese in i18n.GRADIO_ZH["keys"].items():
+    for key in i18n.GRADIO_ZH["keys"]:
         assert f"`{key}`" in code, f"Gradio no longer asks for {key!r}"
-        assert i18n.I18N.translations["zh-CN"][key] == chinese
 
 
-def test_gradios_labels_are_page_words_the_browser_finds_by_kind():
+def test_gradios_labels_are_page_words_the_browser_finds_by_kind(demo):
     """Gradio's fixed labels reach the page as words with keys "gradio-…" in both languages
-    (ui/js/gradio_words.js finds them so); an empty table's headers stay English in the config,
-    on a Chinese request too, and each is a word of the page's dictionaries (ta.relabelHeaders
-    says them in the page's language)."""
+    (ui/js/gradio_words.js finds them so), and the keys Gradio's Chinese lacks are there; an
+    empty table's headers stay English in the config, on a Chinese request too, and each is a
+    word of the page's dictionaries (ta.relabelHeaders says them in the page's language)."""
     from lang import tr
     from ui.tabs.heads import empty_ablation
 
-    words = i18n.I18N.translations
+    words = i18n.page_i18n(demo).translations
     key = i18n.key_of("Fullscreen", "gradio")
     assert words["en"][key] == "Fullscreen" and words["zh-CN"][key] == "全屏"
+    assert i18n.GRADIO_ZH["keys"].items() <= words["zh"].items()
     with speaking("zh-CN"):
         headers = list(i18n.empty_table(empty_ablation).columns)
         said = [tr(header) for header in headers]
     assert headers == ["kind", "layer", "head", "hidden_change"]  # English in the config
-    assert [words["zh-CN"][i18n.key_of(header)] for header in headers] == said != headers
+    assert [words["zh"][i18n.key_of(header)] for header in headers] == said != headers

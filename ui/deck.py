@@ -23,7 +23,6 @@ import plotly
 from engine import MAX_CHARS, InputError, well_formed
 from lang import LOCALE, Msg, tr
 from serve import exports
-from ui.i18n import ZH_TEXT
 from ui.state import parse_link
 from ui.tabs import BY_ID, TAB_IDS
 from ui.tabs.layer import chosen_card
@@ -82,7 +81,7 @@ def slide_of(views, query: str, figure: str) -> Slide:
     analysis, values, _ = views.draw(state, {}, force=True)
     sel = state.sel.clamp(analysis)
     tab = BY_ID[state.tab]
-    label = ZH_TEXT.get(tab.label, tab.label) if LOCALE.get() == "zh-CN" else tab.label
+    label = tr(tab.label)
     where = f"L{sel.layer} H{sel.head}"
     card = ""
     if state.tab == "layer":  # one step of a layer: its figure, and its card under it

@@ -1,10 +1,12 @@
 /* Transformer Anatomy's page code: the page's language, English or Simplified Chinese, through
-   Gradio's own i18n dictionaries, which hold the one table of our words (ui/zh_CN.json, keys
-   "ta-…", ui/i18n.py) and Gradio's own missing words (ui/zh_CN_gradio.json). */
+   Gradio's own i18n dictionaries, which hold the words of our table (ui/zh_CN.json, keys "ta-…")
+   that the page asked for, our Chinese once as "zh" (ui.i18n.page_i18n), and Gradio's own
+   missing words (ui/zh_CN_gradio.json). */
 (() => {
   const ta = (window.ta = window.ta || {});
 
-  /* A word of Gradio's dictionaries in `lang` (with svelte-i18n's fallback: base, then en). */
+  /* A word of Gradio's dictionaries in `lang` (with svelte-i18n's fallback: base, then en:
+     our Chinese is under "zh" alone). */
   const wordsOf = () => window.gradio_config?.i18n_translations || {};
   const pick = (words, lang, k) => (words[lang] || {})[k]
     || (words[lang.split('-')[0]] || {})[k] || (words.en || {})[k];
@@ -143,7 +145,7 @@
      Returns {header in either language: {en, 'zh-CN'}}: only the config's headers, so a Chinese
      word that several English words share ("Layer", "layer") goes back to the header's own. */
   const headerWords = () => {
-    const words = wordsOf(), en = words.en || {}, zh = words['zh-CN'] || {};
+    const words = wordsOf(), en = words.en || {}, zh = {...words.zh, ...words['zh-CN']};
     const said = {}, patterns = [];
     for (const k in en) {
       if (!k.startsWith('ta-') || !zh[k]) continue;
