@@ -1,8 +1,10 @@
-"""How the heads connect in Debian Chromium against `python app.py`, at 1920 × 1080 in English and
-Chinese: a link opens the tab on the induction model's copy pair with its attribution grid and
-composition scores drawn; Compare and Find the circuit draw the comparison, the graph and the
-curve, and the lesson is said. Screenshots go to artifacts/screenshots (docs/screenshots with
-UPDATE_DOC_SCREENSHOTS=1)."""
+"""How the heads connect in Debian Chromium against `python app.py`, on the induction model's copy
+pair: a link opens the tab with its attribution grid and composition scores drawn; Compare and
+Find the circuit draw the comparison, the graph and the curve, and the lesson is said; the graph
+and the curve take the parts of the width they declare (layout.meta.share); a click on a head of
+the graph opens it on the Attention tab; at 1920 × 1080, presented at 1280 × 720 and on a phone
+(390 × 844), in English and Chinese, no figure's texts lie over each other or out of the screen.
+Screenshots go to artifacts/screenshots (docs/screenshots with UPDATE_DOC_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 
 from tests.apphost import CHROMIUM, serve_app
 from tests.test_e2e_browser import shot
-from tests.test_phone import READY
+from tests.test_phone import MEASURE_JS, READY, phone
+from ui.tabs.circuits import CURVE_SHARE, GRAPH_SHARE
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,32 +33,119 @@ DRAWN = """(ids) => ids.every((id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
   return gd && gd._fullLayout && gd.querySelector('.main-svg') && gd.data?.length > 0;
 })"""
+WIDTH = "(id) => document.querySelector(`#${id} .js-plotly-plot`).clientWidth"
+# Where a node of the circuit graph is drawn, in the page's px (its trace is the last).
+NODE = """(name) => {
+  const gd = document.querySelector('#circuit-graph-plot .js-plotly-plot');
+  const nodes = gd.data[gd.data.length - 1], i = nodes.customdata.indexOf(name);
+  const {xaxis, yaxis} = gd._fullLayout;
+  const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+  return [box.left + xaxis.l2p(nodes.x[i]), box.top + yaxis.l2p(nodes.y[i])];
+}"""
+SHOWS = """([layer, head]) => {
+  const gd = document.querySelector('#head-plot .js-plotly-plot');
+  const slider = (id) => document.querySelector(`#${id} input[type=number]`)?.value;
+  return ta.tab === 'attention' && gd?.offsetParent
+    && String(gd.layout?.meta?.head) === `${layer},${head}`
+    && slider('layer') === String(layer) && slider('head') === String(head);
+}"""
+GRIDS = ["circuit-attr-plot", "circuit-comp-plot"]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with serve_app() as (url, _):
+        yield url
+
+
+def open_circuit(page, url: str, lang: str, **more) -> None:
+    """The copy pair on the tab, compared with exact patching and its circuit found."""
+    page.goto(f"{url}?{urlencode({**COPY, 'lang': lang, **more})}")
+    page.wait_for_function(READY, timeout=120_000)
+    page.wait_for_function(DRAWN, arg=GRIDS, timeout=120_000)
+    if more.get("present"):
+        return
+    page.click("#circuit-compare-run")
+    page.wait_for_function(DRAWN, arg=["circuit-compare-plot"], timeout=120_000)
+    page.click("#circuit-run")
+    page.wait_for_function(DRAWN, arg=["circuit-graph-plot", "circuit-curve-plot"], timeout=120_000)
+    page.wait_for_timeout(800)
+
+
+def fits(page) -> None:
+    seen = page.evaluate(MEASURE_JS, "circuits")
+    assert seen["figures"] >= 5, seen
+    assert not seen["outside"], seen["outside"]
+    assert not seen["overlaps"], seen["overlaps"]
+    assert not seen["pageWider"]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
-def test_the_tab_opens_on_the_copy_pair_and_draws_its_circuit(browser, lang):
+def test_the_tab_opens_on_the_copy_pair_and_draws_its_circuit(app_url, browser, lang):
     words = {"en": ("K-composition", "Pearson"), "zh-CN": ("K 组合", "Pearson")}[lang]
-    with serve_app() as (url, _):
-        context = browser.new_context(viewport={"width": 1920, "height": 1080})
-        page = context.new_page()
-        page.goto(f"{url}?{urlencode({**COPY, 'lang': lang})}")
-        page.wait_for_function(READY, timeout=60_000)
-        page.wait_for_function(
-            DRAWN, arg=["circuit-attr-plot", "circuit-comp-plot"], timeout=60_000
-        )
-        page.click("#circuit-compare-run")
-        page.wait_for_function(DRAWN, arg=["circuit-compare-plot"], timeout=60_000)
-        page.click("#circuit-run")
-        page.wait_for_function(
-            DRAWN, arg=["circuit-graph-plot", "circuit-curve-plot"], timeout=120_000
-        )
-        assert words[0] in page.inner_text("#circuit-edges-said")
-        assert words[1] in page.inner_text("#circuit-compare-said")
-        page.wait_for_timeout(500)
-        shot(page, f"circuits_1920x1080_{lang}", full_page=True)
-        page.evaluate(
-            "() => document.querySelector('#circuit-edges-said').scrollIntoView({block: 'start'})"
-        )
-        page.wait_for_timeout(300)
-        shot(page, f"circuits_graph_1920x1080_{lang}", full_page=False)
-        context.close()
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    open_circuit(page, app_url, lang)
+    assert words[0] in page.inner_text("#circuit-edges-said")
+    assert words[1] in page.inner_text("#circuit-compare-said")
+    # the graph's and the curve's columns take the part of the width their figures declare
+    whole = page.evaluate(WIDTH, "circuit-attr-plot")
+    graph, curve = (page.evaluate(WIDTH, f"circuit-{n}-plot") for n in ("graph", "curve"))
+    assert graph / whole == pytest.approx(GRAPH_SHARE, abs=0.02), (graph, whole)
+    assert curve / whole == pytest.approx(CURVE_SHARE, abs=0.02), (curve, whole)
+    shot(page, f"circuits_1920x1080_{lang}", full_page=True)
+    page.evaluate(
+        "() => document.querySelector('#circuit-edges-said').scrollIntoView({block: 'start'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_graph_1920x1080_{lang}", full_page=False)
+    fits(page)
+    context.close()
+
+
+def test_a_click_on_a_head_of_the_graph_opens_it_on_the_attention_tab(app_url, browser):
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    open_circuit(page, app_url, "en")
+    page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot').scrollIntoView({block: 'center'})"
+    )
+    page.wait_for_timeout(300)
+    # an MLP's node (or the embeddings', the logits') is no head: nothing opens
+    for name, tab in (("L0MLP", "circuits"), ("L1H1", "attention")):
+        x, y = page.evaluate(NODE, name)
+        page.mouse.move(x, y)
+        page.wait_for_timeout(200)
+        page.mouse.click(x, y)
+        page.wait_for_timeout(1000)
+        assert page.evaluate("() => ta.tab") == tab, name
+    page.wait_for_function(SHOWS, arg=[1, 1], timeout=60_000)
+    context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_tab_on_a_phone(app_url, browser, lang):
+    context, page = phone(browser)
+    open_circuit(page, app_url, lang)
+    fits(page)
+    shot(page, f"circuits_phone_{lang}", full_page=True)
+    context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_graph_presented_at_720p(app_url, browser, lang):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    open_circuit(page, app_url, lang, present="1", fig="circuit-graph", keep="26")
+    page.wait_for_function(DRAWN, arg=["circuit-graph-plot"], timeout=120_000)
+    page.wait_for_timeout(1500)
+    shot(page, f"circuits_present_1280x720_{lang}", full_page=False)
+    box = page.evaluate(
+        """() => {
+          const gd = document.querySelector('#circuit-graph-plot .js-plotly-plot');
+          const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+          return {top: r.top, bottom: r.bottom, height: r.height, shown: !!gd.offsetParent};
+        }"""
+    )
+    assert box["shown"] and box["top"] >= 0 and box["bottom"] <= 720, box
+    context.close()

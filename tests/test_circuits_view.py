@@ -113,6 +113,9 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines"]
     shown = [f"{s} → {t}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[:keep].values]
     assert hovers == shown
+    nodes = graph["data"][-1]  # a head's hover says that a click opens it (ui/js/circuits.js)
+    said_of = dict(zip(nodes["customdata"], nodes["hovertext"], strict=True))
+    assert "Attention tab" in said_of["L1H0"] and said_of["L0MLP"] == "L0MLP"
     lines = [t for t in graph["data"] if t["mode"] == "lines"]
     for line, target in zip(lines, top["target"], strict=False):  # each edge's kind, apart
         kind = target.rpartition(".")[2] if "." in target else line["legendgroup"]
@@ -164,7 +167,7 @@ def test_the_exports_are_the_edges_by_strength_and_what_was_measured(demo, induc
             return np.load(io.BytesIO(zf.read(f"{name}.npy")), allow_pickle=False)
 
         assert list(array("edges/source")) == list(top["source"])
-        np.testing.assert_allclose(array("edges/score"), top["score"], atol=1e-12)
+        np.testing.assert_allclose(array("edges/score"), top["score"], rtol=1e-5, atol=1e-9)
         grid = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
         np.testing.assert_allclose(array("attribution"), grid, atol=1e-6)
         k = analysis.composition_scores(net, "k").numpy()

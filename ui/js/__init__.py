@@ -54,6 +54,7 @@ FILES = (
     "deck.js",
     "lesson.js",
     "patching.js",
+    "circuits.js",
 )
 HERE = Path(__file__).resolve().parent
 
