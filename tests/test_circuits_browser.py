@@ -1,5 +1,5 @@
 """How the heads connect in Debian Chromium against `python app.py`, on the induction model's copy
-pair: a link opens the tab with its attribution grid and composition scores drawn; Compare and
+pair: a link opens the tab with its attribution grids and composition scores drawn; Compare and
 Find the circuit draw the comparison, the graph and the curve, and the lesson is said; the graph
 and the curve take the parts of the width they declare (layout.meta.share); a click on a head of
 the graph opens it on the Attention tab; at 1920 × 1080, presented at 1280 × 720 and on a phone
@@ -49,7 +49,7 @@ SHOWS = """([layer, head]) => {
     && String(gd.layout?.meta?.head) === `${layer},${head}`
     && slider('layer') === String(layer) && slider('head') === String(head);
 }"""
-GRIDS = ["circuit-attr-plot", "circuit-comp-plot"]
+GRIDS = ["circuit-attr-plot", "circuit-resid-plot", "circuit-comp-plot"]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def open_circuit(page, url: str, lang: str, **more) -> None:
 
 def fits(page) -> None:
     seen = page.evaluate(MEASURE_JS, "circuits")
-    assert seen["figures"] >= 5, seen
+    assert seen["figures"] >= 6, seen
     assert not seen["outside"], seen["outside"]
     assert not seen["overlaps"], seen["overlaps"]
     assert not seen["pageWider"]
@@ -127,8 +127,8 @@ def test_a_click_on_a_head_of_the_graph_opens_it_on_the_attention_tab(app_url, b
 def test_the_tab_on_a_phone(app_url, browser, lang):
     context, page = phone(browser)
     open_circuit(page, app_url, lang)
-    fits(page)
     shot(page, f"circuits_phone_{lang}", full_page=True)
+    fits(page)
     context.close()
 
 

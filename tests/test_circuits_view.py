@@ -1,8 +1,9 @@
 """How the heads connect, the page's view (ui/tabs/circuits.py): the pair of Which heads matter
-read as a circuit, through the page's own handlers — the grid equals analysis.attribute_heads,
-the comparison analysis.patch_heads, the graph's edges edge_attribution's strongest, the
-faithfulness shown analysis.circuit's; the induction lesson holds; BERT gets the refusal and
-still its grid; Chinese on a Chinese request; the CSV and NPZ read back; a link opens the tab;
+read as a circuit, through the page's own handlers — the grids equal analysis.attribute_heads
+and attribute_residual, the comparison analysis.patch_heads, the graph's edges
+edge_attribution's strongest, the faithfulness shown analysis.circuit's; the induction lesson
+holds; the graph and the curve declare their columns' shares; BERT gets the refusal and still
+its grid; Chinese on a Chinese request; the CSV and NPZ read back; a link opens the tab;
 a model past the size bound gets a sentence."""
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def test_the_grid_drawn_at_once_is_attribute_heads(demo, induction):
     grid = z_of(figure(out["circuit_attr_plot"])["data"][0])
     direct = analysis.attribute_heads(net, clean, corrupt, metric, steps=1).numpy()
     np.testing.assert_allclose(grid, direct, atol=1e-6)
+    resid = figure(out["circuit_resid_plot"])
+    direct = analysis.attribute_residual(net, clean, corrupt, metric).numpy()
+    np.testing.assert_allclose(z_of(resid["data"][0]), direct, atol=1e-6)
+    # position·clean→corrupt, as Which heads matter names them
+    assert resid["data"][0]["x"][:2] == ["0·&lt;s&gt;", "1·q→b"]
     assert r"logit\(‹v›\)" in out["circuit_said"]
     for lazy in ("circuit_graph_plot", "circuit_compare_plot", "circuit_csv"):
         assert out[lazy] is None  # on demand only
@@ -170,6 +176,8 @@ def test_the_exports_are_the_edges_by_strength_and_what_was_measured(demo, induc
         np.testing.assert_allclose(array("edges/score"), top["score"], rtol=1e-5, atol=1e-9)
         grid = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
         np.testing.assert_allclose(array("attribution"), grid, atol=1e-6)
+        resid = analysis.attribute_residual(net, clean, corrupt, metric).numpy()
+        np.testing.assert_allclose(array("attribution_residual"), resid, atol=1e-6)
         k = analysis.composition_scores(net, "k").numpy()
         np.testing.assert_allclose(array("composition/k"), k, atol=1e-6)
         assert array("curve/edges_kept")[-1] == len(top)
@@ -193,6 +201,7 @@ def test_bert_gets_the_refusal_and_still_its_grid(demo):
 def test_a_chinese_page_gets_chinese_titles_and_sentences(demo):
     ask, out = opened(demo, COPY[0], "induction", COPY[1], page="zh", lang="zh-CN", answer="v")
     assert "归因修补" in figure(out["circuit_attr_plot"])["layout"]["title"]["text"]
+    assert "残差流" in figure(out["circuit_resid_plot"])["layout"]["title"]["text"]
     assert "组合分数" in figure(out["circuit_comp_plot"])["layout"]["title"]["text"]
     assert "文本对" in out["circuit_said"]
     out = pressed(demo, ask, "circuit")

@@ -1,4 +1,4 @@
-"""How the heads connect's NPZ: the edges, the attribution grid, the composition scores and the
+"""How the heads connect's NPZ: the edges, the attribution grids, the composition scores and the
 faithfulness curve of one pair, one .npy per array with a "manifest.json" naming the method, its
 papers and the measure (analysis/export.py's convention, as the patching tab's NPZ)."""
 
@@ -17,8 +17,9 @@ PAPERS = {
 }
 
 
-def circuit_npz(edges, grid, composition: dict, points, spec, circuit, meta: dict) -> bytes:
-    """``edges`` ranked (source, target, score), ``grid`` attribute_heads' [L, H] (one step),
+def circuit_npz(edges, grids: dict, composition: dict, points, spec, circuit, meta: dict) -> bytes:
+    """``edges`` ranked (source, target, score), ``grids`` {"attribution": attribute_heads'
+    [L, H], "attribution_residual": attribute_residual's [L, T]} (one step each),
     ``composition`` {"q", "k", "v": [L, H, L, H]}, ``points`` [(edges kept, faithfulness)],
     ``spec`` the pair (ui.circuit_measures.PairSpec), ``circuit`` one analysis.circuit (its
     m_clean, m_corrupt)."""
@@ -26,7 +27,7 @@ def circuit_npz(edges, grid, composition: dict, points, spec, circuit, meta: dic
         "edges/source": np.array(edges["source"].tolist(), dtype=str),
         "edges/target": np.array(edges["target"].tolist(), dtype=str),
         "edges/score": edges["score"].to_numpy(dtype=np.float64),
-        "attribution": np.asarray(grid, dtype=np.float32),
+        **{name: np.asarray(grid, dtype=np.float32) for name, grid in grids.items()},
         "curve/edges_kept": np.array([n for n, _ in points], dtype=np.int64),
         "curve/faithfulness": np.array([share for _, share in points], dtype=np.float64),
         "input_ids/clean": spec.clean["input_ids"][0].numpy(),

@@ -104,6 +104,25 @@ def attribution_grid(loaded, spec: PairSpec, steps: int = 1) -> torch.Tensor:
     )
 
 
+def residual_grid(loaded, spec: PairSpec) -> torch.Tensor:
+    """analysis.attribute_residual of the pair (one step): [L, T], the stream entering each
+    layer at each position."""
+    return GRIDS.once(
+        ("residual", *spec.key),
+        lambda: analysis.attribute_residual(
+            loaded.net, spec.clean, spec.corrupt, spec.measure, stack=spec.stack
+        ),
+    )
+
+
+def pair_tokens(loaded, spec: PairSpec) -> tuple[list[str], list[str]]:
+    """The clean and the corrupt run's tokens of the stream the residual grid reads."""
+    stream = "decoder" if spec.stack == "cross" else spec.stack
+    return tuple(
+        _traced(loaded, inputs).tokens_for(stream)[0][0] for inputs in (spec.clean, spec.corrupt)
+    )
+
+
 def exact_grid(loaded, found, sel) -> torch.Tensor:
     """Activation patching's grid: the patching tab's measurement (its cache, its queue)."""
     return measure(loaded, clean_inputs(found), sel, found.text).heads

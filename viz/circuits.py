@@ -14,7 +14,16 @@ import numpy as np
 
 from lang import tr
 from viz.attention import stack_title
-from viz.common import DIVERGING_SCALE, figure, grid, head_label, heatmap, layout_of, safe
+from viz.common import (
+    DIVERGING_SCALE,
+    display_token,
+    figure,
+    grid,
+    head_label,
+    heatmap,
+    layout_of,
+    safe,
+)
 
 KIND_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#7f7f7f", "logits": "#555"}
 KIND_NAMES = {
@@ -47,10 +56,12 @@ def _head_names(config, n_layers: int, n_heads: int) -> list[str]:
     ]
 
 
-def _share_grid(z, config, value_name: str, **axes) -> dict:
+def _share_grid(z, config, value_name: str, x=None, x_title: str = "", **axes) -> dict:
+    """A grid of shares, layers down: heads across, or the ``x`` given (named ``x_title``)."""
     z = np.asarray(z, dtype=np.float32)
-    heads, layers = _head_axes(config, *z.shape)
-    trace = heatmap(z, heads, layers, x_title=tr("head"), y_title=tr("layer"),
+    across = x if x is not None else _head_axes(config, *z.shape)[0]
+    layers = [f"L{layer}" for layer in range(z.shape[0])]
+    trace = heatmap(z, across, layers, x_title=x_title or tr("head"), y_title=tr("layer"),
                     value_name=value_name, colorscale=DIVERGING_SCALE, zmin=-1.0, zmax=1.0,
                     zmid=0.0)  # fmt: skip
     if z.shape[1] <= 24:
@@ -59,23 +70,45 @@ def _share_grid(z, config, value_name: str, **axes) -> dict:
     return {**trace, **axes}
 
 
-def attribution_grid_figure(grid_values, config, stack: str, what: str):
-    """analysis.attribute_heads' [L, H] grid (one step): every head's estimated share."""
-    n_layers = np.asarray(grid_values).shape[0]
-    trace = _share_grid(grid_values, config, tr("estimated share"))
+def _estimate_figure(trace: dict, heading: str, what: str, xaxis: dict, below: int = 0):
+    """A grid of estimated shares, layers down, under its title and what its 0 and 1 mean;
+    ``below``: px more for the labels under it."""
     trace["colorbar"] = {"title": {"text": tr("estimated share"), "side": "right"}}
-    title = _title(
-        tr(
-            "Attribution patching: every head's share from one backward pass — {stack}",
-            stack=stack_title(stack),
-        ),  # fmt: skip
-        tr("{what}: 0 = nothing restored, 1 = all of it", what=what),
-    )
-    layout = layout_of(title, min(720, 170 + 34 * n_layers))
+    title = _title(heading, tr("{what}: 0 = nothing restored, 1 = all of it", what=what))
+    layout = layout_of(title, min(720, 170 + below + 34 * len(trace["y"])))
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 10}
     layout["yaxis"] = {"autorange": "reversed", "title": {"text": tr("layer")}}
-    layout["xaxis"] = {"title": {"text": tr("head")}}
+    layout["xaxis"] = xaxis
     return figure([trace], layout)
+
+
+def attribution_grid_figure(grid_values, config, stack: str, what: str):
+    """analysis.attribute_heads' [L, H] grid (one step): every head's estimated share."""
+    trace = _share_grid(grid_values, config, tr("estimated share"))
+    heading = tr(
+        "Attribution patching: every head's share from one backward pass — {stack}",
+        stack=stack_title(stack),
+    )
+    return _estimate_figure(trace, heading, what, {"title": {"text": tr("head")}})
+
+
+def residual_grid_figure(grid_values, clean_tokens, corrupt_tokens, stack: str, what: str):
+    """analysis.attribute_residual's [L, T] grid (one step): the estimated share of patching the
+    stream entering each layer at each position (Which heads matter's second grid, estimated)."""
+    n_tokens = np.asarray(grid_values).shape[1]
+    pairs = zip(clean_tokens[:n_tokens], corrupt_tokens[:n_tokens], strict=False)
+    labels = [  # "position·clean→corrupt", or "position·token" where the two runs agree
+        safe(f"{i}·{display_token(a)}" + ("" if a == b else f"→{display_token(b)}"))
+        for i, (a, b) in enumerate(pairs)
+    ]
+    name = tr("position (clean→corrupt)")
+    trace = _share_grid(grid_values, None, tr("estimated share"), x=labels, x_title=name)
+    heading = tr(
+        "Attribution patching: the residual stream entering each layer, each position — {stack}",
+        stack=stack_title(stack),
+    )
+    xaxis = {"title": {"text": name}, "tickangle": -45}
+    return _estimate_figure(trace, heading, what, xaxis, below=20)
 
 
 def compare_figure(estimated, exact, config, r: float):

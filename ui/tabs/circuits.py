@@ -26,6 +26,7 @@ from viz.circuits import (
     compare_figure,
     composition_figure,
     curve_figure,
+    residual_grid_figure,
 )
 from viz.common import md_literal
 
@@ -38,6 +39,15 @@ CAPTION = (
     "scores every edge (what one head, MLP or the embeddings write, as a later head's query, "
     "key or value or an MLP reads it) and keeps the strongest: its faithfulness is the share of "
     "the answer those edges alone restore."
+)
+RESIDUAL = (
+    "**The residual stream, estimated** (`analysis.attribute_residual`): the same backward "
+    "pass read at the stream entering each layer at each position — what patching that stream "
+    "from the clean run would restore, to first order (**Which heads matter** measures it "
+    "exactly, in its second grid). Here the estimate is rougher than for the heads: on GPT-2 "
+    "small's indirect-object task attribution patching correlates about 0.75 with exact "
+    "patching on the residual stream, against about 0.98 on attention outputs (Nanda 2023; "
+    "arXiv 2508.21258)."
 )
 LESSON = (
     "**The lesson:** the previous-token head L0H1 writes into the induction heads' keys: its "
@@ -58,6 +68,8 @@ def build() -> Built:
     )
     opener.click(fn=None, js="() => ta.openTab('patching')")
     attr_plot = plot("circuit-attr-plot")
+    gr.Markdown(t(RESIDUAL), elem_classes="ta-caption")
+    resid_plot = plot("circuit-resid-plot")
     with gr.Row():
         compare = gr.Button(
             t("Compare with exact patching"), size="sm", elem_id="circuit-compare-run"
@@ -89,6 +101,7 @@ def build() -> Built:
         outputs={
             "circuit_said": said,
             "circuit_attr_plot": attr_plot,
+            "circuit_resid_plot": resid_plot,
             "circuit_compare_said": compare_said,
             "circuit_compare_plot": compare_plot,
             "circuit_edges_said": edges_said,
@@ -157,6 +170,14 @@ def makers(view: View) -> dict:
         "circuit_attr_plot": with_spec(
             lambda p: attribution_grid_figure(
                 cm.attribution_grid(loaded, p), cfg, p.stack, what_measured(loaded, p)
+            )
+        ),
+        "circuit_resid_plot": with_spec(
+            lambda p: residual_grid_figure(
+                cm.residual_grid(loaded, p),
+                *cm.pair_tokens(loaded, p),
+                p.stack,
+                what_measured(loaded, p),
             )
         ),
         "circuit_compare_said": lambda: compare_sentence(compared()),
@@ -237,11 +258,12 @@ def circuit_download(kind: str, loaded, pair, result):
     if kind == "csv":
         data = stats_csv(edges, {**meta, "steps": cm.PAGE_STEPS})
     else:
-        grid, composition = (
-            cm.attribution_grid(loaded, pair),
-            cm.composition(loaded, pair.stack),
-        )
-        data = circuit_npz(edges, grid, composition, points, pair, shown, meta)
+        grids = {
+            "attribution": cm.attribution_grid(loaded, pair),
+            "attribution_residual": cm.residual_grid(loaded, pair),
+        }
+        composition = cm.composition(loaded, pair.stack)
+        data = circuit_npz(edges, grids, composition, points, pair, shown, meta)
     digest = hashlib.sha256(repr(pair.key).encode()).hexdigest()[:10]
     return exports.EXPORTS.write(f"circuit_{model}_{digest}.{kind}", data)
 
@@ -254,6 +276,7 @@ TAB = Tab(
     depends={
         "circuit_said": ("stack",),
         "circuit_attr_plot": ("stack",),
+        "circuit_resid_plot": ("stack",),
         "circuit_compare_said": ("compare",),
         "circuit_compare_plot": ("compare",),
         "circuit_edges_said": ("circuit", "keep"),
