@@ -127,7 +127,12 @@ def test_a_click_on_a_head_of_the_graph_opens_it_on_the_attention_tab(app_url, b
 def test_the_tab_on_a_phone(app_url, browser, lang):
     context, page = phone(browser)
     open_circuit(page, app_url, lang)
-    shot(page, f"circuits_phone_{lang}", full_page=True)
+    shot(page, f"circuits_phone_whole_{lang}", full_page=True)
+    page.evaluate(
+        "() => document.querySelector('#circuit-edges-said').scrollIntoView({block: 'start'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_phone_{lang}", full_page=False)  # the circuit, on one screen
     fits(page)
     context.close()
 

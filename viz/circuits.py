@@ -37,11 +37,22 @@ KIND_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22}  # where on a head node each kin
 MAX_WIDTH = 7.0  # px: the strongest edge shown
 MIN_WIDTH = 1.2  # px: the faintest still reads as its colour
 MLP_ROW = -1.0  # the MLPs' row, under head n − 1 (at 0)
+TITLE_TOP = 32  # px above a title: Plotly's toolbar
+MIN_CELL_FONT = 9  # px: as Which heads matter's grids (viz/patching.py)
 HEAD = re.compile(r"L\d+H\d+")  # a head's node ("L1H0"), which a click opens
 
 
 def _title(text: str, second: str) -> str:
     return f"{safe(text)}<br><sup>{safe(second)}</sup>"
+
+
+def _layout(title: str, height: int) -> dict:
+    """layout_of's, its title hung from the top under Plotly's toolbar (as viz/patching.py's
+    grids): the lines a phone wraps it into push the plot down, and no empty band opens above
+    the title (Plotly centres a title in the top margin)."""
+    layout = layout_of(title, height)
+    layout["title"].update(yref="container", y=1, yanchor="top", pad={"t": TITLE_TOP})
+    return layout
 
 
 def _head_axes(config, n_layers: int, n_heads: int):
@@ -75,10 +86,13 @@ def _estimate_figure(trace: dict, heading: str, what: str, xaxis: dict, below: i
     ``below``: px more for the labels under it."""
     trace["colorbar"] = {"title": {"text": tr("estimated share"), "side": "right"}}
     title = _title(heading, tr("{what}: 0 = nothing restored, 1 = all of it", what=what))
-    layout = layout_of(title, min(720, 170 + below + 34 * len(trace["y"])))
+    layout = _layout(title, min(720, 170 + below + 34 * len(trace["y"])))
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 10}
     layout["yaxis"] = {"autorange": "reversed", "title": {"text": tr("layer")}}
     layout["xaxis"] = xaxis
+    # a cell's value is left out where Plotly would fit it smaller (a phone's residual grid:
+    # 11 positions in 270 px); the cell keeps its colour and hover (ui/js/figures.js)
+    layout["meta"] = {"min_cell_font": MIN_CELL_FONT}
     return figure([trace], layout)
 
 
@@ -160,7 +174,7 @@ def compare_figure(estimated, exact, config, r: float):
             n=e.size,
         ),  # fmt: skip
     )
-    layout = layout_of(title, min(760, 260 + 34 * n_layers))
+    layout = _layout(title, min(760, 260 + 34 * n_layers))
     layout["margin"] = {"l": 10, "r": 10, "t": 96, "b": 40}
     layout.update(axes)
     layout[f"yaxis{y1[1:]}"].update(autorange="reversed", title={"text": tr("layer")})
@@ -267,9 +281,11 @@ def circuit_figure(kept, config, faithfulness: float, total: int, share: float =
             share=faithfulness,
         ),  # fmt: skip
     )
-    layout = layout_of(title, min(760, 260 + 48 * n_heads))
+    layout = _layout(title, min(760, 260 + 48 * n_heads))
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 30}
-    layout["xaxis"] = {"visible": False, "range": [-0.6, 2 * n_layers + 1.6]}
+    # room either side for the embeddings' and the logits' labels, centred on their nodes (a
+    # phone's graph is about 33 px a unit: "embeddings" is 75 px wide at 12 px)
+    layout["xaxis"] = {"visible": False, "range": [-1.2, 2 * n_layers + 2.2]}
     layout["yaxis"] = {"visible": False, "range": [MLP_ROW - 0.6, n_heads - 0.2]}
     layout["legend"] = {"orientation": "h", "y": -0.02, "yanchor": "top"}
     layout["meta"] = {"share": share}
@@ -280,6 +296,7 @@ def curve_figure(points: list[tuple[int, float]], keep: int, share: float = 1.0)
     """Faithfulness against the number of edges kept (a log axis), the shown circuit marked;
     ``share`` as circuit_figure's."""
     sizes = [n for n, _ in points]
+    ticks = [m * 10**e for e in range(7) for m in (1, 2, 5) if m * 10**e <= max(sizes)]
     shares = [value for _, value in points]
     line = {
         "type": "scatter",
@@ -305,13 +322,16 @@ def curve_figure(points: list[tuple[int, float]], keep: int, share: float = 1.0)
     }
     title = _title(tr("Faithfulness by circuit size"),
                    tr("1 = the edges kept restore all of the answer, 0 = none"))  # fmt: skip
-    layout = layout_of(title, 320)
+    layout = _layout(title, 320)
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 10}
     layout["xaxis"] = {
         "type": "log",
         "title": {"text": tr("edges kept")},
-        "tickvals": sizes,  # the sizes measured, not every minor tick of the log axis
-        "ticktext": [str(n) for n in sizes],
+        # 1, 2, 5, 10, 20, … up to the largest size: 0.3 of a decade apart at least, so that a
+        # phone's labels stand clear (15 beside 20, 200 beside 262 would touch); hover names
+        # every size measured
+        "tickvals": ticks,
+        "ticktext": [str(n) for n in ticks],
     }
     layout["yaxis"] = {"title": {"text": tr("faithfulness")}}
     layout["meta"] = {"share": share}
@@ -343,7 +363,7 @@ def composition_figure(scores: dict, config, stack: str):
             "(Elhage et al. 2021)"
         ),  # fmt: skip
     )
-    layout = layout_of(title, min(560, 240 + 10 * n_layers * n_heads))
+    layout = _layout(title, min(560, 240 + 10 * n_layers * n_heads))
     layout["margin"] = {"l": 10, "r": 10, "t": 96, "b": 10}
     layout.update(axes)
     for x, y in cells:
