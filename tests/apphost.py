@@ -47,7 +47,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve_app(
-    *args: str, env: dict | None = None, timeout: float = 60
+    *args: str, env: dict | None = None, timeout: float = 180
 ) -> Iterator[tuple[str, float]]:
     """Yields (url, seconds from process start to the page being served)."""
     with serve_app_process(*args, env=env, timeout=timeout) as (url, seconds, _):
@@ -56,7 +56,7 @@ def serve_app(
 
 @contextlib.contextmanager
 def serve_app_process(
-    *args: str, env: dict | None = None, timeout: float = 60, port: int | None = None
+    *args: str, env: dict | None = None, timeout: float = 180, port: int | None = None
 ) -> Iterator[tuple[str, float, subprocess.Popen]]:
     """Yields (url, seconds to served, the app's process): for benchmarks that read its CPU."""
     port = port or free_port()

@@ -5,6 +5,7 @@ Esc back to the presentation after a language switch. Screenshots: artifacts/scr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -178,3 +179,14 @@ def test_no_page_script_stage_fails_on_any_tab(app_url, browser, size):
     faults = page.evaluate("() => window.ta.faults")
     assert faults and faults[0]["message"] == "a broken hook", faults
     context.close()
+
+
+def test_no_page_script_replaces_a_function_of_plotly():
+    """The page learns that a figure was drawn from Plotly's own events (ui/js/fill.js): no
+    script assigns to a member of Plotly or to one of its drawing functions anywhere."""
+    from ui.js import FILES, source
+
+    drawing = "react|newPlot|relayout|restyle|update|redraw|purge|setPlotConfig"
+    assign = re.compile(rf"\bPlotly\.[A-Za-z_]+\s*=[^=]|\.(?:{drawing})\s*=[^=]")
+    found = {name: assign.findall(source(name)) for name in FILES}
+    assert not {name: hits for name, hits in found.items() if hits}

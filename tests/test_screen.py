@@ -16,7 +16,8 @@ from ui.state import Client
 from viz.attention import head_figure
 from viz.heads import rollout_figure
 from viz.masks import causal_mask_figure
-from viz.screen import LINE, Screen, text_px
+from viz.measure import LINE, text_px
+from viz.screen import Screen
 
 # A lecture's paragraph: 125 tokens for the bundled BERT.
 PARAGRAPH = (
@@ -158,7 +159,8 @@ def test_the_page_reports_its_screen_in_its_stamp():
     client = Client.of("page-1|fill:abc123|screen:326x390x844")
     assert client.fills and client.holds == "abc123"
     assert client.screen == Screen(326, 380, 840)  # windows rounded down to 20 px
-    assert Client.of("page-1|screen:1857x1921x1081").screen == Screen(1400, 1920, 1080)
+    # a wide page's figure width to 20 px (it decides how many labels of a panel fit)
+    assert Client.of("page-1|screen:1857x1921x1081").screen == Screen(1840, 1920, 1080)
     assert Client.of("page-1").screen is None
     for bad in ("page|screen:", "page|screen:1x2", "page|screen:axbxc", "page|screen:9" * 3):
         assert Client.of(bad).screen is None, bad

@@ -9,7 +9,8 @@ measures such a figure or lays it out again (``layout.meta.laid_out``).
 Kinds of screen, from the page's report (ui/js/core.js ``ta.screen``): a phone (a figure narrower
 than ``PHONE_BELOW`` px), a wider page, and for either the window it would be presented in.
 
-Declared kinds of figure:
+Declared kinds of figure (any other figure is laid out by viz.fit: panels stacked on a phone,
+titles wrapped, crowded category labels thinned):
 - ``"square"``: one heatmap of tokens against tokens with square cells, with or without a colour
   bar (the head view, rollout, the causal and cross masks): every token named on hover, its tick
   labels thinned to what fits at the screen's size.
@@ -17,20 +18,18 @@ Declared kinds of figure:
 
 from __future__ import annotations
 
-import functools
-import html
 import math
-import re
-import unicodedata
 from dataclasses import dataclass
+
+from viz.fit import lay_out_general
+from viz.measure import Ticks, step_for, text_px, title_px, wrap
+from viz.measure import longest as _longest
 
 PHONE_BELOW = 560  # px: a figure narrower than this is laid out for a phone
 PRESENT_BAR = 58  # px the presentation's bar (48) and its gaps take from the window's height
 PRESENT_PAD = 16  # px the presented block's padding takes from the window's width
 PRESENT_SHARE = 0.68  # of the window's height a presented map's plot takes at least
-LINE = 1.25  # a tick label's line box, in its font size: labels closer than this touch
 TOOLBAR = 30  # px: Plotly's toolbar at the top of a figure on a page wider than a phone
-WIDE = "\u3000-\u9fff\uff00-\uffef"  # CJK characters and punctuation: a line may break at each
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,8 @@ class Screen:
         if len(parts) != 3 or not all(p.isdigit() and 0 < len(p) <= 5 for p in parts):
             return None
         width, window_width, window_height = (max(200, min(int(p), 8000)) for p in parts)
-        if width >= PHONE_BELOW:  # a wide page's figures do not change with its width past this
-            width = 20 * (min(width, 1400) // 20)
+        if width >= PHONE_BELOW:  # a few px of a wide page change no label
+            width = 20 * (width // 20)
         return cls(width, 20 * (window_width // 20), 20 * (window_height // 20))
 
     @property
@@ -60,106 +59,6 @@ class Screen:
 
     def text(self) -> str:
         return f"{self.width}x{self.window_width}x{self.window_height}"
-
-
-@functools.lru_cache(maxsize=8192)
-def _em(ch: str) -> float:
-    """One character's width in ems (see ``text_px``)."""
-    if unicodedata.east_asian_width(ch) in ("W", "F"):
-        return 1.0
-    if ch.isupper() or ch.isdigit():
-        return 0.7
-    return 0.4 if ch in " ·.,:;|il'" else 0.62
-
-
-def text_px(text: str, size: float) -> float:
-    """An upper estimate of a line's width in px at ``size`` px (DejaVu / Noto widths): wide
-    (CJK) characters a full em, capitals and digits 0.7, narrow marks 0.4, other characters
-    0.62; HTML tags are not drawn, a <sup> part is 0.7 of the size."""
-    width, sup = 0.0, False
-    for piece in re.split(r"(<[^>]+>)", text):
-        if piece.startswith("<"):
-            sup = {"<sup>": True, "</sup>": False}.get(piece.lower(), sup)
-            continue
-        width += sum(map(_em, html.unescape(piece))) * size * (0.7 if sup else 1.0)
-    return width
-
-
-def shorten(label: str, chars: int) -> str:
-    """An (escaped) label cut to ``chars`` characters with an ellipsis."""
-    plain = html.unescape(label)
-    if len(plain) <= chars:
-        return label
-    return html.escape(plain[: max(1, chars - 1)] + "…", quote=True).replace("&quot;", "&#34;")
-
-
-def wrap(text: str, room: float, size: float) -> str:
-    """A title's lines (split at <br>) each broken at its last space, "·" or Chinese
-    punctuation that fits in ``room`` px; a <sup> line stays a <sup> line."""
-    out = []
-    for line in re.split(r"<br\s*/?>", text, flags=re.I):
-        sup = line.lower().startswith("<sup>") and line.lower().endswith("</sup>")
-        body = line[5:-6] if sup else line
-        scale = 0.7 if sup else 1.0
-        # a tag is never broken; a line breaks after a space, "·" or any Chinese character
-        words = re.findall(rf"<[^>]+>|[{WIDE}]|[^<\s·—{WIDE}]+[\s·—]*|[\s·—]+", body)
-        pieces, current = [], ""
-        for word in filter(None, words):
-            if current and text_px(current + word, size * scale) > room:
-                pieces.append(current.rstrip())
-                current = word
-            else:
-                current += word
-        pieces.append(current.rstrip())
-        out += [f"<sup>{p}</sup>" if sup else p for p in pieces if p]
-    return "<br>".join(out)
-
-
-def title_px(text: str, size: float) -> float:
-    """The height a title's lines take: a main line 1.5 of its size, a <sup> line 1.25 (a
-    glyph from a fallback font, the masks' ■, stands taller than the title's own)."""
-    lines = re.split(r"<br\s*/?>", text, flags=re.I) if text else []
-    return sum(1.25 * size if line.lower().startswith("<sup>") else 1.5 * size for line in lines)
-
-
-@dataclass(frozen=True)
-class Ticks:
-    """One category axis's shown labels: every ``step``-th, at ``angle``."""
-
-    step: int
-    angle: int
-
-    def props(self, labels: list[str], chars: int, size: float) -> dict:
-        keep = range(0, len(labels), self.step)
-        return {
-            "type": "category",
-            # the axis knows its categories without the cells (a figure whose numbers the page
-            # could not fill is drawn without z: shown labels must still name categories)
-            "categoryorder": "array",
-            "categoryarray": labels,
-            "tickmode": "array",
-            "tickvals": [labels[i] for i in keep],
-            "ticktext": [shorten(labels[i], chars) for i in keep],
-            "tickangle": self.angle,
-            "tickfont": {"size": size},
-            "automargin": False,
-        }
-
-
-def step_for(cell: float, size: float) -> int:
-    """Every how many cells a label may stand so that neighbours do not touch."""
-    return max(1, math.ceil(LINE * size / max(cell, 1e-6)))
-
-
-def _longest(labels: list[str], chars: int, size: float) -> float:
-    """The widest of an axis's labels, cut to ``chars``, in px at ``size``."""
-    return _widest(tuple(labels), chars) * size
-
-
-@functools.lru_cache(maxsize=64)
-def _widest(labels: tuple[str, ...], chars: int) -> float:
-    # one text's labels are measured once for every box and font it is laid out for
-    return max((text_px(shorten(label, chars), 1.0) for label in labels), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -259,14 +158,48 @@ def _phone_bar(bar: dict) -> dict:
     return bar
 
 
+def _phone_title_font(layout: dict, box: Box) -> dict:
+    """A phone's title at the box's size (the page's is the figure's own)."""
+    if not box.phone:
+        return {}
+    return {"font": {**layout.get("title", {}).get("font", {}), "size": box.title}}
+
+
+def _square_axes(layout: dict, xs: list, ys: list, room: Room, box: Box) -> dict:
+    """A square map's axes: ranges of their own (the axes are laid out without the cells, as a
+    figure drawn before the page has filled its numbers is), the first query at the top, square
+    cells, the labels thinned, both axes named in one line (beside the plot, or under it on a
+    phone)."""
+    titles = [layout[key].get("title", {}).get("text", "") for key in ("yaxis", "xaxis")]
+    both = "{} ↓ · {} →".format(*titles)
+    return {
+        "xaxis": {
+            **layout["xaxis"],
+            "range": [-0.5, len(xs) - 0.5],
+            "autorange": False,
+            "constrain": "domain",
+            **Ticks(room.step, 0 if room.flat else -90).props(xs, box.x_chars, box.font),
+            "ticklabelstandoff": room.standoff,
+            "title": {"text": both if box.phone else ""},
+        },
+        "yaxis": {
+            **layout["yaxis"],
+            "range": [len(ys) - 0.5, -0.5],
+            "autorange": False,
+            "constrain": "domain",
+            "scaleanchor": "x",
+            **Ticks(room.step, 0).props(ys, box.y_chars, box.font),
+            "title": {"text": "" if box.phone else both},
+        },
+    }
+
+
 def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]:
     """A square map's (layout changes, its colour bar or None) for ``box``: the cells as large as
     the room allows, the labels thinned to what fits at the box's font, the margins what they
     hold."""
     trace, f = data[0], box.font
     xs, ys = list(trace["x"]), list(trace["y"])
-    titles = [layout[key].get("title", {}).get("text", "") for key in ("yaxis", "xaxis")]
-    both = "{} ↓ · {} →".format(*titles)  # one line names both axes: beside or under the plot
     title = layout.get("title", {}).get("text", "")
     if box.phone:
         title = wrap(title, 0.98 * box.width - 12, box.title)
@@ -292,32 +225,14 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
         "margin": {**{k: round(v) for k, v in margin.items()}, "pad": 0},
         "title": {
             **layout.get("title", {}),
+            **_phone_title_font(layout, box),
             "text": title,
             "yref": "container",
             # Plotly stands the first line's baseline on y
             "y": 1 - (6 + room.band + box.title) / height,
             "yanchor": "top",
         },
-        # Ranges of their own: the axes are laid out without the cells (a figure drawn before
-        # the page has filled its numbers), the first query at the top; square cells.
-        "xaxis": {
-            **layout["xaxis"],
-            "range": [-0.5, len(xs) - 0.5],
-            "autorange": False,
-            "constrain": "domain",
-            **Ticks(room.step, 0 if room.flat else -90).props(xs, box.x_chars, f),
-            "ticklabelstandoff": room.standoff,
-            "title": {"text": both if box.phone else ""},
-        },
-        "yaxis": {
-            **layout["yaxis"],
-            "range": [len(ys) - 0.5, -0.5],
-            "autorange": False,
-            "constrain": "domain",
-            "scaleanchor": "x",
-            **Ticks(room.step, 0).props(ys, box.y_chars, f),
-            "title": {"text": "" if box.phone else both},
-        },
+        **_square_axes(layout, xs, ys, room, box),
     }
     if not shows_bar:
         return changes, None
@@ -361,7 +276,14 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
     they are, as is everything for a page that reported no screen (an API client)."""
     layout, data = figure["layout"], figure["data"]
     meta = layout.get("meta") or {}
-    if screen is None or meta.get("fit") != "square" or not data:
+    if screen is None or not data:
+        return figure
+    if meta.get("fit") != "square":
+        # a figure in a column of the tab's row (meta.share: its part of the width) on a page
+        # wide enough for the row; a phone stacks the columns
+        share = 1.0 if screen.phone else float(meta.get("share") or 1.0)
+        lay_out_general(data, layout, screen.width * share, screen.phone)
+        layout["meta"] = {**(layout.get("meta") or {}), "laid_out": True}
         return figure
     page, present = boxes(screen)
     if not page.phone:  # the page keeps the height the figure chose; the width is the page's

@@ -7,7 +7,7 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
   address bar (history), downloads, and Gradio's Plotly chunk fetched as the page opens (its file
   name, ``serve.static.plotly_chunk()``, written before the files).
 - ``fill.js``: figures filled from the head switch data, and ``ta.onDraw`` (a figure was drawn).
-- ``figures.js``: long titles wrap, overview tiles pick a head.
+- ``figures.js``: drawn labels that lie over each other moved or left out; tiles pick a head.
 - ``head_switch.js``: the head switch (the server's side: ui/tabs/attention.py), and the gates
   that ask the server only when the browser cannot draw a change itself.
 - ``layer_switch.js``: the Inside-a-layer tab's step switch (the server's side: ui/tabs/layer.py).
@@ -21,9 +21,11 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
 - ``lesson.js``: the Output tab's step table opens at the lesson's step (the row marked ▶).
 - ``patching.js``: Which heads matter: a clicked head of its grids, a shipped pair, a link.
+- ``circuits.js``: How the heads connect: a clicked head of the circuit opens it on the
+  Attention tab.
 
 The words these files write go through ``ta.t('English')`` (core.js): the English is the key
-of the one table of words the server also reads (``ui/zh_CN_server.json``, ``lang.ZH``), and
+of the one table of words the server also reads (``ui/zh_CN.json``, ``lang.ZH``), and
 ``WORDS`` holds the entries of every ``ta.t`` literal in the files, written before them as
 ``ta.WORDS``.
 

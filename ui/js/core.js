@@ -73,7 +73,7 @@
   ta.lang = () => ta.wantedLang()
     || ((document.documentElement.lang || 'en').toLowerCase().startsWith('zh') ? 'zh-CN' : 'en');
   /* A word these scripts write, in the page's language: the English is its key in the one table
-     of words the server reads too (ui/zh_CN_server.json); ui/js/__init__.py sends the entries
+     of words the server reads too (ui/zh_CN.json); ui/js/__init__.py sends the entries
      these files name (each call's English, written as one quoted literal) as ta.WORDS. */
   ta.t = (english) => (ta.WORDS?.[ta.lang()] || {})[english] || english;
 

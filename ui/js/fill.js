@@ -1,49 +1,38 @@
-/* Transformer Anatomy's page code: figures the browser fills.
+/* Transformer Anatomy's page code: figures the browser fills, and the page's one "a figure was
+   drawn" event.
 
    The page's decoder of the wire format (docs/wire-format.md; written by viz/wire.py). The
    Attention tab sends every head of the stack once per run (viz.wire.switch_payload):
    three-decimal weights as uint16 byte planes, key-major, zlib, base64. A page that can decode
    it (DecompressionStream) says so in its stamp (ta.stamp); the server then sends the head and
    compare figures without z, and layout.meta.fill says which head each trace shows
-   (viz.wire.without_z). ta.fill keeps the last few decoded payloads and fills such a
-   figure's z just before Plotly draws it, so the figure is drawn once, complete, and Plotly's
-   PNG/SVG downloads show the numbers. The head switch (head_switch.js) uses the same decoder.
-   The same page gets the tab's overview and attention block with their own numbers packed the
-   same way (viz.wire.packed, layout.meta.packed), unpacked here before Plotly draws them.
+   (viz.wire.without_z). ta.fill keeps the last few decoded payloads; as soon as Gradio has drawn
+   such a figure its z is written in and Plotly draws it again, before the page paints, so
+   Plotly's PNG/SVG downloads show the numbers. The head switch (head_switch.js) uses the same
+   decoder. The same page gets the tab's overview and attention block with their own numbers
+   packed the same way (viz.wire.packed, layout.meta.packed), unpacked here likewise.
 
    ta.fill: add(json) -> Promise(decoded | null); get(id) waits for the data `id`;
    z(data, cells, hidden) -> the rows of one trace; held: the id of the data last added;
    ok(): the page can fill figures. A figure is filled only from the data whose id it names
-   (which includes the run), so a late fill never paints another run's numbers. Data that never
-   arrives or fails to decode draws the figure without numbers once and turns filling off for
-   the page (the server sends complete figures from the next event on).
+   (which includes the run), so a late fill never paints another run's numbers.
 
-   Gradio draws every server figure with Plotly.react, and exposes Plotly only as window.Plotly:
-   this file wraps that one function, which is also the page's one "a figure was drawn" event
-   (ta.onDraw: titles wrap, tiles become clickable, the head switch re-applies the sliders). */
+   ta.onDraw(gd) runs every hook of ta.drawHooks when a figure has been drawn (Plotly's own
+   events on the figure's element: below): the head switch re-applies the sliders, presentation
+   mode draws a presented figure for the room, tiles become clickable. Nothing here replaces a
+   function of Plotly's. */
 (() => {
   const ta = (window.ta = window.ta || {});
   ta.drawHooks = ta.drawHooks || [];  /* the scripts loaded after this one push their hooks */
-  /* Whether the server laid this layout out for the page's screen (viz/screen.py): the page
-     draws it as it came, and measures nothing after (a Plotly element or a layout). */
-  ta.laidOut = (x) => !!(x && (x.layout || x).meta && (x.layout || x).meta.laid_out);
   ta.onDraw = (gd) => {
     for (const hook of ta.drawHooks) {
       try { hook(gd); } catch (e) { ta.fault('a drawn figure\'s hook', e); }
     }
   };
-  /* After Plotly.react's promise: the figure is on screen. */
-  const drawn = (gd, result) => {
-    Promise.resolve(result).then(() => {
-      const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
-      if (el) ta.onDraw(el);
-    });
-    return result;
-  };
 
   const NAN = 65535, KEEP = 4, WAIT_MS = 15000;
   const datas = new Map(), waiting = new Map();
-  let lastSrc = null, lastReady = Promise.resolve(null), broken = false, trapped = false;
+  let lastSrc = null, lastReady = Promise.resolve(null), broken = false;
   let plotly = window.Plotly;
 
   /* base64 -> bytes: the browser's own decoder where it has one (5× faster than a loop). */
@@ -69,8 +58,7 @@
 
   const fill = {
     held: '',
-    ok: () => !broken && typeof window.DecompressionStream === 'function'
-      && (trapped || !!(plotly && plotly.__taFill)),
+    ok: () => !broken && typeof window.DecompressionStream === 'function',
     add(src) {
       if (src === lastSrc) return lastReady;
       lastSrc = src;
@@ -172,70 +160,101 @@
     });
   }
 
-  /* Gradio draws every figure with Plotly.react: a figure that names its data gets its z first. */
-  function hook(P) {
-    if (!P || P.__taFill || typeof P.react !== 'function') return;
-    const react = P.react;
-    P.react = function (gd, data, layout, ...rest) {
-      const self = this;
-      /* Drawn as the page wants it now (a presented figure fills the screen: present.js). */
-      const draw = () => {
-        let adjusted = null;
-        try { adjusted = ta.adjust ? ta.adjust(gd, data, layout) : null; }
-        catch (e) { ta.fault('presentation layout', e); }
-        let [d, l] = adjusted || [data, layout];
-        /* A figure the server laid out for this screen (viz/screen.py) is drawn as it came;
-           the others are, on a phone, panels side by side laid out in one column, a long title
-           wrapped and crowded labels turned upright and thinned (figures.js). */
-        if (!ta.laidOut(layout)) {
-          try { [d, l] = (ta.stackNarrow && ta.stackNarrow(gd, d, l)) || [d, l]; }
-          catch (e) { ta.fault('narrow stacking', e); }
-          try { [d, l] = (ta.prewrap && ta.prewrap(gd, d, l)) || [d, l]; }
-          catch (e) { ta.fault('title wrapping', e); }
-          try { [d, l] = (ta.prespace && ta.prespace(gd, d, l)) || [d, l]; }
-          catch (e) { ta.fault('label spacing', e); }
+  /* ---- a figure was drawn --------------------------------------------------------------------
+     Gradio draws each figure with Plotly.react into a new element of its gr.Plot (it mounts one
+     for every value the server sends). Plotly says on the element when it has drawn:
+     'plotly_afterplot' after a whole drawing, 'plotly_react' after a react that changed a drawn
+     figure in place. An observer of the page finds each element as Plotly makes it a figure
+     (its class js-plotly-plot), listens to it, and takes the drawing that made it (Plotly draws
+     these figures in one go: it has ended by the observer's turn). */
+  const listened = new WeakSet();
+  const listen = (gd) => {
+    if (listened.has(gd) || typeof gd.on !== 'function' || !gd._fullLayout) return;
+    listened.add(gd);
+    /* Plotly says so from inside the drawing, which may be inside Gradio's update of the page:
+       the hooks run once that has ended (the sliders show the values that came with the figure) */
+    const drawn = () => queueMicrotask(() => whenDrawn(gd));
+    gd.on('plotly_afterplot', drawn);
+    gd.on('plotly_react', drawn);
+    whenDrawn(gd);
+  };
+  const look = (node) => {
+    if (!(node instanceof Element)) return;
+    if (node.classList.contains('js-plotly-plot')) listen(node);
+    for (const gd of node.querySelectorAll('.js-plotly-plot')) listen(gd);
+  };
+  new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.type !== 'attributes') for (const node of r.addedNodes) look(node);
+      else if (r.target.classList?.contains('js-plotly-plot')) listen(r.target);
+    }
+  }).observe(document.documentElement, {subtree: true, childList: true, attributes: true,
+                                         attributeFilter: ['class']});
+
+  /* ---- numbers a drawn figure waits for -------------------------------------------------------
+     A figure whose numbers came packed (layout.meta.packed) or that names the head switch data
+     (layout.meta.fill) is drawn by Gradio without them. Once it is drawn they are written into
+     its data and Plotly draws it again (Plotly.redraw), before the page paints: its hooks run
+     on that drawing. Data that never arrives or fails to decode leaves the figure without
+     numbers and turns filling off for the page (the server sends complete figures from the next
+     event on). */
+  const owes = (gd) => {
+    const meta = gd.layout?.meta, data = gd.data;
+    if (!meta || !Array.isArray(data)) return false;
+    const own = meta.packed?.cells?.some(([t, f]) => data[t] && data[t][f] == null);
+    return !!own || !!meta.fill?.z?.some((cells, i) => data[i] && data[i].z == null);
+  };
+  const filled = async (gd) => {
+    const meta = gd.layout.meta, data = gd.data;
+    if (meta.packed) await unpackInto(data, meta.packed).catch(() => { broken = true; });
+    const spec = meta.fill;
+    if (spec) {
+      const d = await fill.get(spec.data);
+      if (d && d.id === spec.data && d.run === meta.run) {
+        spec.z.forEach((cells, i) => { if (data[i]) data[i].z = fill.z(d, cells, spec.hidden); });
+      } else {
+        broken = true;
+      }
+    }
+    return !owes(gd);
+  };
+  const whenDrawn = (gd) => {
+    if (!owes(gd)) { ta.onDraw(gd); return; }
+    if (gd.taFilling === gd.data) return;  /* its numbers are on their way */
+    const data = (gd.taFilling = gd.data);
+    filled(gd).then((complete) => {
+      if (gd.data !== data || !gd.isConnected) return;  /* drawn anew meanwhile, or gone */
+      if (complete) return window.Plotly.redraw(gd);  /* a drawing: its hooks run then */
+      ta.onDraw(gd);
+    }).catch((e) => ta.fault('a figure\'s numbers', e));
+  };
+
+  /* ---- Plotly, as Gradio's chunk sets it --------------------------------------------------
+     Gradio's Plotly chunk sets window.Plotly as it loads, just before it draws the first figure:
+     ta.withPlotly(fn) runs fn(Plotly) then (the page's language for the toolbars:
+     gradio_words.js), or at once where it is there already. */
+  const ready = [];
+  ta.withPlotly = (fn) => { if (plotly) fn(plotly); else ready.push(fn); };
+  if (!plotly) {
+    Object.defineProperty(window, 'Plotly', {
+      configurable: true, enumerable: true,
+      get: () => plotly,
+      set: (v) => {
+        plotly = v;
+        for (const fn of ready.splice(0)) {
+          try { fn(v); } catch (e) { ta.fault('a script waiting for Plotly', e); }
         }
-        /* A redraw in the page (presentation, the head switch) passes no config: the server's
-           is kept, so the toolbar stays as it sent it and the camera's file keeps its view's
-           name (Plotly's default config would bring back its camera saving "newplot.png"). */
-        const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
-        const [given, ...more] = rest;
-        if (el && given) el.taConfig = given;
-        const config = given || (el && el.taConfig);
-        const said = ta.plotConfig ? ta.plotConfig(config) : config;  /* its page's language */
-        return drawn(gd, react.call(self, gd, d, l, said, ...more));
-      };
-      /* A figure that names the head switch data gets its heads' numbers from it. */
-      const filled = () => {
-        const spec = layout && layout.meta && layout.meta.fill;
-        if (!spec || !Array.isArray(data)) return draw();
-        return fill.get(spec.data).then((d) => {
-          if (d && d.id === spec.data && d.run === layout.meta.run) {
-            spec.z.forEach((cells, i) => {
-              if (data[i]) data[i].z = fill.z(d, cells, spec.hidden);
-            });
-          } else {
-            broken = true;
-          }
-          return draw();
-        });
-      };
-      /* A figure whose numbers came packed is unpacked first. */
-      const own = layout && layout.meta && layout.meta.packed;
-      if (!own || !Array.isArray(data)) return filled();
-      return unpackInto(data, own).catch(() => { broken = true; }).then(filled);
-    };
-    P.__taFill = true;
+      },
+    });
   }
-  if (plotly) hook(plotly);
-  else {
-    try {
-      Object.defineProperty(window, 'Plotly', {
-        configurable: true, enumerable: true,
-        get: () => plotly, set: (v) => { plotly = v; hook(v); },
-      });
-      trapped = true;
-    } catch (e) { trapped = false; }
-  }
+  /* The config Gradio drew a figure with (its toolbar, its download's name): a figure the page
+     draws again passes it (Plotly.react without one would bring back Plotly's defaults, the
+     camera saving "newplot.png"). */
+  ta.configOf = (gd) => {
+    const c = gd && gd._context;
+    if (!c) return undefined;
+    return {displaylogo: c.displaylogo, modeBarButtonsToRemove: c.modeBarButtonsToRemove,
+            toImageButtonOptions: c.toImageButtonOptions, responsive: c.responsive};
+  };
   ta.fill = fill;
 })();

@@ -81,6 +81,7 @@
     if (!words && !learn()) return;
     const lang = (document.documentElement.lang || 'en').startsWith('zh') ? 'zh-CN' : 'en';
     sweep(document.body, lang);
+    sayPlotly();
     retitle();
     if (lang === 'en') {
       observer?.disconnect();
@@ -100,9 +101,9 @@
   };
 
   /* The figures' Plotly toolbar ("Zoom", "Reset axes": words with keys "plotly-…"), as a Plotly
-     locale: a figure drawn on a Chinese page gets it in its config (ui/js/fill.js draws every
-     figure through ta.plotConfig); a figure drawn before the page changed language (the
-     server's redraw can win that race) has its toolbar renamed in place (retitle). */
+     locale: Plotly's default config for every figure drawn from now on says the page's language
+     (Plotly.setPlotConfig, as soon as Gradio has loaded Plotly); a figure drawn before the page
+     changed language has its toolbar renamed in place (retitle). */
   let plotLocale = null;
   const toolbarWords = () => {
     if (plotLocale) return plotLocale;
@@ -114,9 +115,10 @@
   };
   const plotLang = () => (
     (document.documentElement.lang || '').startsWith('zh') ? 'zh-CN' : 'en-US');
-  ta.plotConfig = (config) => {
-    if (plotLang() === 'en-US' && !plotLocale) return config;  /* English, as Plotly is */
-    return {...(config || {}), locale: plotLang(), locales: toolbarWords()};
+  const sayPlotly = () => {
+    const lang = plotLang();
+    if (lang === 'en-US' && !plotLocale) return;  /* English, as Plotly is */
+    ta.withPlotly((P) => P.setPlotConfig({locale: lang, locales: toolbarWords()}));
   };
   const retitle = () => {
     const lang = plotLang(), zh = toolbarWords()['zh-CN'].dictionary, en = {};

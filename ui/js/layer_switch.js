@@ -44,11 +44,11 @@
         layout.template = gd.taServer?.layout?.template ?? gd.layout.template;
         layout.meta = {...meta, step: i};
         gd.taWrapped = null;
-        await window.Plotly.react(gd, fig.data, layout);
+        await ta.drawOwn(gd, fig.data, layout);
       }
       ta.setViewLink({step: i});
       return true;
-    } catch (e) { return false; }
+    } catch (e) { ta.fault('the step switch', e); return false; }
   };
   ta.switches.layer = ta.switchStep;
 

@@ -48,7 +48,21 @@
     const layout = {...s.layout, title: {...(s.layout.title || {}), text: gd.taTitle
       ?? gd.layout?.title?.text ?? s.layout.title?.text}, meta: gd.layout?.meta ?? s.layout.meta};
     const data = gd.data.map((trace, i) => ({...trace, colorbar: s.colorbars[i]}));
-    window.Plotly.react(gd, data, layout);
+    const [d, l] = presentedNow(gd, data, layout) || [data, layout];
+    window.Plotly.react(gd, d, l, ta.configOf(gd));
+  };
+  /* A figure the page draws itself (a step of Inside a layer switched in the browser): kept as
+     the figure's own for the way back from presentation, and drawn presented where it is. */
+  ta.drawOwn = (gd, data, layout) => {
+    keep(gd, data, layout);
+    const [d, l] = presentedNow(gd, data, layout) || [data, layout];
+    return window.Plotly.react(gd, d, l, ta.configOf(gd));
+  };
+  /* What the server sent (or the page drew of its own), kept for the way back; a copy: Plotly
+     writes into the layout it draws. */
+  const keep = (gd, data, layout) => {
+    gd.taServer = {layout: JSON.parse(JSON.stringify(layout)),
+      colorbars: data.map((trace) => trace && trace.colorbar)};
   };
   ta.figureStep = (delta) => {
     const all = figures();
@@ -61,16 +75,9 @@
   };
 
   /* ---- figures drawn for the room (ta.bigLayout: slides.js) ------------------------------- */
-  /* Called by fill.js's Plotly.react wrapper for every draw: a presented figure fills the room. */
-  ta.adjust = (gd, data, layout) => {
-    const el = typeof gd === 'string' ? document.getElementById(gd) : gd;
-    if (!el || !Array.isArray(data) || !layout) return null;
-    if (!layout.taBig) {  /* what the server sent (or a redraw of it): kept for the way back */
-      /* A copy: Plotly writes into the layout it draws (a constrained axis's domain). */
-      el.taServer = {layout: JSON.parse(JSON.stringify(layout)),
-        colorbars: data.map((trace) => trace && trace.colorbar)};
-    }
-    if (!P.on || P.paused || !P.block || !P.block.contains(el)) return null;
+  /* [data, layout] of a figure presented now, filling the room; null where it is not. */
+  const presentedNow = (gd, data, layout) => {
+    if (!P.on || P.paused || !P.block || !P.block.contains(gd)) return null;
     /* The Inside-a-layer tab shows the chosen step's card under its figure (ui/tabs/layer.py). */
     const card = ta.tab === 'layer' ? document.querySelector('#layer-cards .ta-step-chosen') : null;
     const height = window.innerHeight - BAR - 10 - (card ? card.offsetHeight + 8 : 0);
@@ -207,8 +214,14 @@
     if (block) { block.removeAttribute('data-ta-shown'); redraw(gdOf(block)); }
     bar();
   };
+  /* A figure Gradio drew is kept as the server sent it, and drawn presented where it is. */
   ta.drawHooks.push((gd) => {
-    if (P.on && !P.paused && P.block && P.block.contains(gd) && !ta.laidOut(gd)) {
+    if (!gd.layout || gd.layout.taBig) return;
+    keep(gd, gd.data, gd.layout);
+    if (P.on && !P.paused && P.block && P.block.contains(gd)) redraw(gd);
+  });
+  ta.drawHooks.push((gd) => {
+    if (P.on && !P.paused && P.block && P.block.contains(gd) && !gd.layout?.meta?.present) {
       ta.colorbarBeside(gd);
     }
   });

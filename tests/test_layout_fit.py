@@ -1,0 +1,170 @@
+"""Every figure that is not a square map, laid out by the server for the screen the page reports
+(viz/fit.py through viz.screen.lay_out): on a phone panels go into one column and maps of tokens
+take the width, titles and panel titles wrap inside the figure, crowded labels are thinned; a
+wide page keeps what fits; an API client gets the figure as it was built. What Chromium draws
+of them: tests/test_phone.py, tests/test_readable.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import plotly.graph_objects as go
+import pytest
+
+from tests.test_screen import PARAGRAPH
+from ui.render import slide_ready
+from viz.attention import compare_figure, overview_figure
+from viz.embeddings import embedding_figure
+from viz.fit import make_room
+from viz.masks import score_steps_figure
+from viz.measure import text_px
+from viz.screen import Screen
+
+PHONE = Screen.parse("326x390x844")
+DESKTOP = Screen.parse("1856x1920x1080")
+
+
+@pytest.fixture(scope="module")
+def trace(bert):
+    net, tok = bert
+    enc = tok([PARAGRAPH], return_tensors="pt")
+    return net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+
+
+def sent(fig, screen: Screen | None, name: str = "compare_plot") -> dict:
+    """The figure as the page gets it, validated by Plotly."""
+    out = json.loads(slide_ready(fig, name, "bert", PARAGRAPH, screen=screen).plot)
+    out.pop("config")
+    return go.Figure(out).to_plotly_json()
+
+
+def panels(layout: dict) -> list[tuple[str, list, list]]:
+    """(x axis, its x domain, its y axis's domain) of each panel, top to bottom."""
+    out = []
+    for key in sorted(k for k in layout if re.match(r"^xaxis\d*$", k)):
+        y = "yaxis" + (layout[key].get("anchor") or "y")[1:]
+        out.append((key, list(layout[key]["domain"]), list(layout[y].get("domain", [0, 1]))))
+    return sorted(out, key=lambda p: (-p[2][1], p[1][0]))
+
+
+def plot_height(layout: dict) -> float:
+    m = layout["margin"]
+    return layout["height"] - m["t"] - m["b"]
+
+
+def test_on_a_phone_two_heads_compared_stand_in_one_column_each_map_four_fifths_wide(trace):
+    fig = sent(compare_figure(trace, "encoder", (0, 0), (0, 1)), PHONE)
+    layout = fig["layout"]
+    rows = panels(layout)
+    assert len(rows) == 3
+    height = plot_height(layout)
+    m = layout["margin"]
+    for (_, _, yd), (_, _, below) in zip(rows, rows[1:], strict=False):
+        assert below[1] < yd[0]  # one under the other, apart
+    for _, xd, yd in rows:
+        assert xd == [0, 1]  # the whole width
+        map_w = 326 - m["l"] - m["r"]
+        map_h = (yd[1] - yd[0]) * height
+        assert map_w >= 0.8 * 326
+        assert map_h == pytest.approx(map_w, abs=1.5)  # square cells: 125 × 125
+    # every label cut to what fits and thinned, every token still on hover
+    x = layout["xaxis"]
+    assert len(x["tickvals"]) < 125 and x["categoryarray"] == fig["data"][0]["x"]
+    assert max(text_px(t, 10) for t in layout["yaxis"]["ticktext"]) <= m["l"] - 8 + 0.5
+    # the colour bars lie across under the last map each colours
+    bars = [layout["coloraxis"]["colorbar"], layout["coloraxis2"]["colorbar"]]
+    assert all(b["orientation"] == "h" for b in bars)
+    assert bars[0]["y"] > rows[2][2][1] > bars[1]["y"]  # A and B's under B, A − B's under it
+
+
+def test_on_a_phone_the_masking_steps_stack_as_the_compared_heads_do(trace):
+    layout = sent(score_steps_figure(trace, "encoder", 0, 0), PHONE, "score_steps_plot")["layout"]
+    rows = panels(layout)
+    assert len(rows) == 3 and all(xd == [0, 1] for _, xd, _ in rows)
+
+
+def test_a_wide_page_keeps_its_panels_side_by_side_and_its_labels_where_they_fit(trace):
+    built = compare_figure(trace, "encoder", (0, 0), (0, 1)).to_plotly_json()
+    layout = sent(compare_figure(trace, "encoder", (0, 0), (0, 1)), DESKTOP)["layout"]
+    assert [p[1] for p in panels(layout)] == [
+        list(built["layout"][k]["domain"]) for k in ("xaxis", "xaxis2", "xaxis3")
+    ]
+    assert layout["meta"]["laid_out"] is True
+
+
+def test_a_title_wider_than_a_phone_wraps_keeps_every_word_and_grows_the_top_margin(trace):
+    fig = overview_figure(trace, "encoder")
+    page = sent(fig, None, "overview_plot")["layout"]
+    phone = sent(overview_figure(trace, "encoder"), PHONE, "overview_plot")["layout"]
+    words = lambda text: re.sub(r"<[^>]+>", " ", text).split()  # noqa: E731
+    assert words(phone["title"]["text"]) == words(page["title"]["text"])
+    assert phone["title"]["text"].count("<br>") > page["title"]["text"].count("<br>")
+    assert phone["margin"]["t"] > page["margin"]["t"]
+    for line in phone["title"]["text"].split("<br>"):
+        assert text_px(line, 12) <= 0.98 * 326 - 12
+    # a map of square tiles gives back the height a phone's width leaves empty
+    assert phone["height"] < page["height"]
+
+
+def test_panel_titles_wider_than_a_phone_wrap_with_room_above_their_panel(trace):
+    layout = sent(embedding_figure(trace, "encoder"), PHONE, "embedding_plot")["layout"]
+    m = layout["margin"]
+    plot_w, plot_h = 326 - m["l"] - m["r"], layout["height"] - m["t"] - m["b"]
+    tops = sorted((p[2][1] for p in panels(layout)), reverse=True)
+    bottoms = sorted((p[2][0] for p in panels(layout)), reverse=True)
+    highest = max(note["y"] for note in layout["annotations"])  # the top one's is the margin's
+    for note in layout["annotations"]:
+        lines = note["text"].split("<br>")
+        assert max(text_px(line, 12) for line in lines) <= plot_w + 1
+        if note.get("yanchor") == "bottom" and note["y"] < highest:  # over a lower panel
+            above = min((b for b in bottoms if b > note["y"] + 1e-6), default=1)
+            assert (above - note["y"]) * plot_h >= 1.3 * 12 * len(lines) - 1, note
+    assert tops
+
+
+def test_make_room_moves_what_is_below_and_keeps_every_size():
+    layout = {
+        "height": 500,
+        "margin": {"t": 50, "b": 50, "l": 10, "r": 10},
+        "yaxis": {"domain": [0.6, 1.0]},
+        "yaxis2": {"domain": [0.0, 0.4]},
+        "annotations": [{"text": "B", "y": 0.4, "yref": "paper", "yanchor": "bottom"}],
+    }
+    bar = {"y": 0.2, "len": 0.4, "yanchor": "middle"}
+    make_room([{"colorbar": bar}], layout, [(0.4, 40)])
+    assert layout["height"] == 540
+    top, low = layout["yaxis"]["domain"], layout["yaxis2"]["domain"]
+    assert (top[1] - top[0]) * 440 == pytest.approx(160) and top[1] == pytest.approx(1)
+    assert (low[1] - low[0]) * 440 == pytest.approx(160) and low[0] == pytest.approx(0)
+    assert (top[0] - low[1]) * 440 == pytest.approx(80 + 40)  # the gap grew by the room
+    assert layout["annotations"][0]["y"] == pytest.approx(low[1])
+    assert bar["len"] * 440 == pytest.approx(160) and bar["y"] == pytest.approx(low[1] / 2)
+
+
+def test_a_crowded_category_axis_on_a_phone_stands_its_labels_up_and_shows_every_kth(trace):
+    from viz.hidden import norms_heatmap
+
+    layout = sent(norms_heatmap(trace, "encoder"), PHONE, "norms_heatmap")["layout"]
+    x = layout["xaxis"]
+    assert x["tickangle"] == -90 and x["dtick"] >= 2
+
+
+def test_an_api_client_gets_every_figure_as_it_was_built(trace):
+    fig = compare_figure(trace, "encoder", (0, 0), (0, 1))
+    built = fig.to_plotly_json()["layout"]
+    layout = sent(fig, None)["layout"]
+    assert "laid_out" not in (layout.get("meta") or {})
+    assert layout["xaxis"]["domain"] == list(built["xaxis"]["domain"])
+
+
+def test_a_figure_in_a_column_is_laid_out_for_its_share_of_a_wide_page(trace):
+    fig = compare_figure(trace, "encoder", (0, 0), (0, 1))
+    whole = sent(fig, DESKTOP)["layout"]
+    fig = compare_figure(trace, "encoder", (0, 0), (0, 1))
+    fig.layout.meta = {**(fig.layout.meta or {}), "share": 0.25}
+    column = sent(fig, DESKTOP)["layout"]
+    # a quarter of 1840 px: 125 keys in a third of it do not fit one by one
+    assert column["xaxis"].get("dtick", 1) > whole["xaxis"].get("dtick", 1)
+    phone = sent(fig, PHONE)["layout"]  # a phone stacks the columns: the whole width
+    assert panels(phone)[0][1] == [0, 1]

@@ -1,0 +1,238 @@
+"""Any figure that is not a square map, laid out for the page's screen (viz.screen.lay_out).
+
+What a phone or a wide page changes in such a figure, decided here for the width the asking
+page gives its figures:
+- panels side by side go into one column on a phone (``stack``), or the figure's own narrow
+  layout (``layout.meta.narrow``) is taken;
+- a figure of square cells gives back the height a phone's width leaves empty
+  (``layout.meta.fit_height``);
+- a title or a panel title wider than the figure is broken over lines, and the top margin grows;
+- a category axis whose labels would touch stands them upright and shows every k-th (every
+  label stays on hover).
+
+The page draws the result as it came (``layout.meta.laid_out``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from viz.measure import WIDE, text_px, title_px, wrap
+from viz.panels import (
+    PHONE_TITLE,
+    STACK_BELOW,
+    axis_keys,
+    fit_height,
+    long_name,
+    margin_of,
+    narrow,
+    short_name,
+    stack,
+    stack_maps,
+)
+
+LABEL = 13  # px a tick label needs across its direction
+
+
+def title_size(layout: dict, phone: bool) -> float:
+    if phone:
+        return PHONE_TITLE
+    title = layout.get("title") or {}
+    return (title.get("font") or {}).get("size") or 1.4 * (
+        (layout.get("font") or {}).get("size") or 12
+    )
+
+
+def wrap_title(layout: dict, width: float, phone: bool) -> None:
+    """The title broken over lines where it is wider than the figure; the top margin and the
+    figure grow by the lines it gained. On a phone the title is 12 px."""
+    title = layout.get("title") or {}
+    text = str(title.get("text") or "")
+    if not text:
+        return
+    size = title_size(layout, phone)
+    if phone:
+        title["font"] = {**(title.get("font") or {}), "size": size}
+    out = wrap(text, 0.98 * width - 12, size)
+    if out == text:
+        return
+    margin = layout.setdefault("margin", {})
+    grown = title_px(out, size) - title_px(text, size)
+    margin["t"] = round((margin.get("t") or 100) + grown)
+    if layout.get("height"):  # the plot keeps its height
+        layout["height"] = round(layout["height"] + grown)
+    layout["title"] = {**title, "text": out}
+
+
+def _units_wrap(text: str, room: float, size: float) -> str:
+    """A panel title's lines broken to ``room`` px: Latin words whole, Chinese characters one
+    by one; the breaks the server wrote stay."""
+    lines = []
+    for part in re.split(r"<br\s*/?>", text, flags=re.I):
+        line = ""
+        for unit in re.findall(rf"[{WIDE}]|[^\s{WIDE}]+|\s+", part):
+            if line.strip() and unit.strip() and text_px(line + unit, size) > room:
+                lines.append(line.strip())
+                line = unit
+            else:
+                line += unit
+        lines.append(line.strip())
+    return "<br>".join(lines)
+
+
+def wrap_notes(data: list[dict], layout: dict, width: float) -> None:
+    """Panel titles (annotations placed on the figure) that would reach past the plot's right
+    edge broken over lines (the colour bars stand to its right); a title standing on a panel
+    gets the room its new lines take above that panel (``make_room``)."""
+    m = margin_of(layout)
+    plot_w = max(1.0, width - m["l"] - m["r"])
+    font = (layout.get("font") or {}).get("size") or 12
+    room_at = []
+    for note in layout.get("annotations", []):
+        text = note.get("text")
+        if not isinstance(text, str) or note.get("xref", "paper") != "paper":
+            continue
+        size = (note.get("font") or {}).get("size") or font
+        wide = max(text_px(line, size) for line in re.split(r"<br\s*/?>", text, flags=re.I))
+        x = m["l"] + float(note.get("x", 0.5)) * plot_w
+        anchor = note.get("xanchor", "auto")
+        if anchor == "auto":
+            place = float(note.get("x", 0.5))
+            anchor = "left" if place <= 1 / 3 else "right" if place >= 2 / 3 else "center"
+        left = {"left": x, "right": x - wide, "center": x - wide / 2}[anchor]
+        room = m["l"] + plot_w - left
+        if left + wide <= m["l"] + plot_w + 1 or room < 60:
+            continue
+        note["text"] = _units_wrap(text, room, size)
+        added = note["text"].count("<br>") - text.count("<br>")
+        if added and note.get("yref", "paper") == "paper" and note.get("yanchor") == "bottom":
+            room_at.append((float(note.get("y", 1)), added * 1.3 * size))
+    if room_at:
+        make_room(data, layout, room_at)
+
+
+def make_room(data: list[dict], layout: dict, inserts: list[tuple[float, float]]) -> None:
+    """``px`` more room above each paper height ``y`` of ``inserts`` [(y, px)], in place: the
+    figure grows by their sum and everything placed on the paper (panels, their titles, colour
+    bars) keeps its size and moves down by the room opened above it."""
+    m = margin_of(layout)
+    plot_h = (layout.get("height") or 450) - m["t"] - m["b"]
+    if plot_h <= 0:
+        return
+    total = sum(px for _, px in inserts)
+    new_h = plot_h + total
+
+    def moved(y: float) -> float:  # a paper height, after the room above it is opened
+        below = plot_h * (1 - y) + sum(px for at, px in inserts if at >= y - 1e-6)
+        return 1 - below / new_h
+
+    for key in axis_keys(layout):
+        domain = layout[key].get("domain") if layout[key] else None
+        if domain and key[0] == "y":
+            layout[key]["domain"] = [moved(domain[0]), moved(domain[1])]
+    for note in layout.get("annotations", []):
+        if note.get("yref", "paper") == "paper" and "y" in note:
+            note["y"] = moved(float(note["y"]))
+    bars = [t.get("colorbar") for t in data]
+    bars += [v.get("colorbar") for k, v in layout.items() if k.startswith("coloraxis")]
+    for bar in filter(None, bars):
+        if bar.get("yref", "paper") == "paper" and bar.get("lenmode", "fraction") == "fraction":
+            y, length = bar.get("y", 0.5), bar.get("len", 1)
+            anchor = bar.get("yanchor", "middle")
+            lo = {"middle": y - length / 2, "bottom": y, "top": y - length}[anchor]
+            hi = lo + length
+            bar["len"] = moved(hi) - moved(lo)
+            bar["y"] = {"middle": (moved(lo) + moved(hi)) / 2, "bottom": moved(lo)}.get(
+                anchor, moved(hi)
+            )
+    layout["height"] = math.ceil((layout.get("height") or 450) + total)
+
+
+def _category(axis: dict, values: list) -> bool:
+    if axis.get("type") == "category":
+        return True
+    return axis.get("type") is None and bool(values) and all(isinstance(v, str) for v in values)
+
+
+def _values(data: list[dict], key: str) -> list:
+    """The longest list of values any trace puts on the axis ``key``."""
+    letter, name = key[0], short_name(key)
+    lists = [t.get(letter) for t in data if (t.get(f"{letter}axis") or letter) == name]
+    return max((v for v in lists if isinstance(v, list)), key=len, default=[])
+
+
+def thin_axes(data: list[dict], layout: dict, width: float) -> None:
+    """A category axis whose labels would touch at this width: x labels stood upright, and
+    every k-th shown where even upright ones would touch (an axis placing its own few labels,
+    ``tickvals``, keeps them all). Axes of square cells share the smaller step."""
+    m = margin_of(layout)
+    bar = m["r"] < 100 and any(
+        t.get("showscale") is not False
+        and ("heatmap" in (t.get("type") or "") or t.get("colorbar"))
+        for t in data
+    )
+    steps = {}
+    for key in axis_keys(layout):
+        axis = layout[key] or {}
+        values = _values(data, key)
+        if not _category(axis, values) or axis.get("showticklabels") is False:
+            continue
+        x, placed = key[0] == "x", axis.get("tickmode") == "array"
+        n = len(axis.get("tickvals") or []) if placed else len(values)
+        if n < 2:
+            continue
+        d0, d1 = axis.get("domain") or [0, 1]
+        span = (
+            width - m["l"] - m["r"] - (60 if bar else 0)
+            if x
+            else (layout.get("height") or 450) - m["t"] - m["b"]
+        )
+        if span > 0:
+            steps[key] = {
+                "n": n,
+                "placed": placed,
+                "x": x,
+                "step": 0.9 * span * (d1 - d0) / n,
+                "values": values,
+            }
+    for key, s in steps.items():
+        other = (layout[key] or {}).get("scaleanchor")
+        partner = steps.get(long_name(other)) if other else None
+        if partner:
+            s["step"] = partner["step"] = min(s["step"], partner["step"])
+    font = (layout.get("font") or {}).get("size") or 12
+    for key, s in steps.items():
+        axis = layout[key]
+        size = (axis.get("tickfont") or {}).get("size") or font
+        longest = max(
+            (text_px(str(v), size) for v in (axis.get("ticktext") or s["values"])), default=0
+        )
+        every = math.ceil(LABEL / s["step"]) if s["step"] < LABEL and not s["placed"] else 1
+        flat = longest + 4 <= s["step"] * every and s["step"] * every >= 2 * LABEL
+        if s["x"] and not flat and axis.get("tickangle") != -90:
+            axis.update(tickangle=-90, automargin=True)
+            y = long_name(axis.get("anchor") or "y")
+            if y in layout:
+                layout[y]["ticklabelstandoff"] = 6
+        if every > 1 and not (axis.get("dtick") or 0) >= every:
+            axis.update(dtick=every, tick0=0)
+
+
+def lay_out_general(data: list[dict], layout: dict, width: float, phone: bool) -> None:
+    """Any figure but a square map laid out, in place, for a figure ``width`` px wide: its
+    title first (the panels are laid out under the lines it takes)."""
+    meta = layout.get("meta") or {}
+    wrap_title(layout, width, phone)
+    maps = False
+    if phone and meta.get("narrow") and width < meta["narrow"].get("below", STACK_BELOW):
+        narrow(data, layout, meta["narrow"])
+    elif width < STACK_BELOW:
+        maps = phone and stack_maps(data, layout, width)
+        if not maps:
+            stack(data, layout, width)
+    if not maps:  # the maps' labels are thinned already
+        thin_axes(data, layout, width)
+    if meta.get("fit_height") and width < meta["fit_height"].get("below", STACK_BELOW):
+        fit_height(data, layout, width, meta["fit_height"].get("pad", 16))
+    wrap_notes(data, layout, width)
