@@ -23,7 +23,7 @@ MB = 1_000_000
 HEADER_LIMIT = 1 * MB  # about 100 bytes per tensor: BERT-large's header is 40 kB
 MAX_TENSORS = 4096  # BERT-large has 390 tensors, an 80-layer LLaMA 723; a 128-layer BERT 2,060
 SHOWN = 60  # characters of a user's value quoted back in a message
-# Sentences said in several places (lang.Msg patterns; ui/zh_CN_server.json has their Chinese).
+# Sentences said in several places (lang.Msg patterns; ui/zh_CN.json has their Chinese).
 UNREADABLE = "{what} cannot be read (permission denied)."
 CANNOT_READ = "{what} cannot be read ({reason})."
 NOT_UTF8 = "{what} is not UTF-8 text."

@@ -41,7 +41,7 @@ FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")  # weights are converted to float32
 TORCH_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
 TORCH_DTYPES[torch.float64] = "F64"
 MEMINFO = Path("/proc/meminfo")
-# Sentences said in several places (lang.Msg patterns; ui/zh_CN_server.json has their Chinese).
+# Sentences said in several places (lang.Msg patterns; ui/zh_CN.json has their Chinese).
 NO_FILE = "{name} has no {file}."
 MISSING_WEIGHTS = "{name} is missing {n} weights, e.g. {key}."
 WRONG_SHAPE = "{name}: {key} has shape {shape} but its config implies {expected}."

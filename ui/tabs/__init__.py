@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ui.tabs import (
     attention,
     bertviz,
@@ -28,8 +26,7 @@ TABS: tuple[Tab, ...] = (
     layer.TAB,
     heads.TAB,
     patching.TAB,
-    # a link's pair finds its circuit (to move into ui/tabs/circuits.py's own declaration)
-    replace(circuits.TAB, linked=circuits.TAB.linked or "circuit"),
+    circuits.TAB,
     masks.TAB,
     output.TAB,
     hidden.TAB,

@@ -296,4 +296,5 @@ TAB = Tab(
         "circuit_npz",
     ),
     own_queue=("compare", "circuit"),
+    linked="circuit",  # a link naming a pair finds its circuit once the view is open
 )
