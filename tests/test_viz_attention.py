@@ -664,12 +664,11 @@ def test_numbers_that_cannot_be_packed_leave_the_figure_whole():
 
 
 @pytest.mark.browser
-def test_the_page_unpacks_a_packed_figure_before_plotly_draws_it():
-    """ui/js/fill.js in Chromium, its Plotly.react wrapper around a stand-in Plotly: the test
-    vector's packed figure (tests/wire_vector.json) reaches Plotly with the vector's numbers
+def test_the_page_unpacks_a_packed_figure_as_soon_as_it_is_drawn():
+    """ui/js/fill.js in Chromium: the test vector's packed figure (tests/wire_vector.json), as
+    Gradio has drawn it without its numbers, gets the vector's numbers written into its data
     (gaps, halves up, the largest code), its x and y copied to every tile; an overview's bytes
-    too; and a figure with bytes that do not inflate is drawn without numbers and turns filling
-    off."""
+    too; and a figure with bytes that do not inflate keeps no numbers and turns filling off."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
@@ -696,15 +695,13 @@ def test_the_page_unpacks_a_packed_figure_before_plotly_draws_it():
             page.add_script_tag(content=source("fill.js"))
             shown = page.evaluate(
                 """async ([sent, overview, broken]) => {
-                  const drawn = [];
-                  window.Plotly = {react: (gd, data, layout) => { drawn.push(data); return gd; }};
                   const rows = (z) => z && z.map((r) => Array.from(r, (v) => (v !== v ? null : v)));
                   const out = [];
                   for (const fig of [sent, overview, broken]) {
-                    await window.Plotly.react({}, fig.data, fig.layout);
-                    const data = drawn.at(-1);
-                    out.push(data.map((t) => ({z: rows(t.z), customdata: rows(t.customdata),
-                                               x: t.x ?? null, y: t.y ?? null})));
+                    const gd = {data: fig.data, layout: fig.layout};  /* as drawn, unfilled */
+                    await window.ta.fill.numbers(gd);
+                    out.push(gd.data.map((t) => ({z: rows(t.z), customdata: rows(t.customdata),
+                                                  x: t.x ?? null, y: t.y ?? null})));
                   }
                   return {out, fills: window.ta.fill.ok()};
                 }""",

@@ -124,6 +124,16 @@ def slide_ready(
     return PlotData(type="plotly", plot=plot)
 
 
+def laid_out(fig, screen: Screen | None):
+    """A figure that is not a slide (the live training's) laid out for the asking page's
+    ``screen`` (viz.screen), as gr.Plot takes it."""
+    from gradio.components.plot import PlotData
+
+    figure = fig.to_plotly_json()
+    lay_out(figure, screen)
+    return PlotData(type="plotly", plot=compact_json(figure))
+
+
 def stamp(value, run: str):
     """Mark an output with its run id: figures in layout.meta, HTML with a hidden span."""
     if hasattr(value, "layout"):

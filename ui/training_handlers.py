@@ -13,6 +13,7 @@ from engine import InputError, LoadedModel, task_of
 from lang import Msg, tr
 from serve.training import Trainings
 from ui.handlers import Ask, Views, as_float, model_boxes
+from ui.render import laid_out
 from ui.state import ViewState
 from viz.training import progress_bar, progress_figure
 
@@ -97,7 +98,7 @@ class Training:
         result = {"train_status": self.trainings.status(ask.page)}
         if progress is not None:  # the bar of the time spent above the sentence
             result["train_status"] = f"{progress_bar(progress)}  \n{result['train_status']}"
-            result["train_plot"] = progress_figure(progress)
+            result["train_plot"] = laid_out(progress_figure(progress), ask.client.screen)
         if not self.trainings.working(ask.page):
             result["train_timer"] = gr.Timer(active=False)
             ready = self.trainings.model_id(ask.page) is not None

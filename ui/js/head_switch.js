@@ -154,6 +154,9 @@
       const gd = document.querySelector('#head-plot .js-plotly-plot'), fill = ta.fill;
       if (!fill || !gd || !window.Plotly || !gd.layout || !gd.layout.meta) return false;
       const d = data ? await fill.add(data) : fill.held ? await fill.get(fill.held) : null;
+      /* A figure Gradio has just drawn without its numbers gets them first (fill.js); its
+         drawing then re-applies the sliders (reswitch, below). */
+      if (fill.pending(gd)) return true;
       const meta = gd.layout.meta;
       if (!d || meta.run !== d.run || !Array.isArray(meta.head)) return false;
       const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
