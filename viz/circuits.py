@@ -211,11 +211,9 @@ def _target_node(target: str, n_heads: int, n_kv: int) -> tuple[str, str]:
     return node, kind
 
 
-def circuit_figure(kept, config, faithfulness: float, total: int, share: float = 1.0):
-    """The ``kept`` edges (rows source, target, score, strongest first) between the model's nodes:
-    a line's width follows |score|, its colour the kind of input it feeds, dotted where the score
-    is negative (the edge pushes toward the corrupt answer). ``share``: the part of the tab's
-    width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out)."""
+def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
+    """One line per kept edge (its width by |score|, its colour by the kind of input it feeds,
+    dotted where negative), and the nodes the edges touch."""
     n_layers, n_heads = config.n_layers, config.n_heads
     n_kv = getattr(config, "kv_heads", n_heads) or n_heads
     strongest = float(np.abs(kept["score"]).max()) if len(kept) else 1.0
@@ -246,6 +244,12 @@ def circuit_figure(kept, config, faithfulness: float, total: int, share: float =
             }
         )
         shown_kinds.add(kind)
+    return traces, touched
+
+
+def _node_trace(n_layers: int, n_heads: int, touched: set[str]) -> dict:
+    """Every node of the model, the ones an edge touches dark and large; a head's hover says a
+    click opens it."""
     names = ["embed"]
     for layer in range(n_layers):
         names += [f"L{layer}H{h}" for h in range(n_heads)] + [f"L{layer}MLP"]
@@ -254,25 +258,33 @@ def circuit_figure(kept, config, faithfulness: float, total: int, share: float =
     words = {"embed": tr("embeddings"), "logits": tr("logits")}
     labels = [words.get(n, n) for n in names]
     opens = tr("click to open this head on the Attention tab")
-    traces.append(
-        {
-            "type": "scatter",
-            "mode": "markers+text",
-            "x": [x for x, _ in places],
-            "y": [y for _, y in places],
-            "text": [safe(label) for label in labels],
-            "textposition": ["bottom center" if "MLP" in n else "top center" for n in names],
-            "marker": {
-                "size": [16 if n in touched else 9 for n in names],
-                "color": ["#333" if n in touched else "#ccc" for n in names],
-                "symbol": ["square" if "MLP" in n else "circle" for n in names],
-            },
-            "customdata": [n for n in names],  # what a click picks (ui/js/circuits.js)
-            "hovertext": [safe(f"{n} · {opens}") if HEAD.fullmatch(n) else safe(n) for n in names],
-            "hovertemplate": "%{hovertext}<extra></extra>",
-            "showlegend": False,
-        }
-    )
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "x": [x for x, _ in places],
+        "y": [y for _, y in places],
+        "text": [safe(label) for label in labels],
+        "textposition": ["bottom center" if "MLP" in n else "top center" for n in names],
+        "marker": {
+            "size": [16 if n in touched else 9 for n in names],
+            "color": ["#333" if n in touched else "#ccc" for n in names],
+            "symbol": ["square" if "MLP" in n else "circle" for n in names],
+        },
+        "customdata": [n for n in names],  # what a click picks (ui/js/circuits.js)
+        "hovertext": [safe(f"{n} · {opens}") if HEAD.fullmatch(n) else safe(n) for n in names],
+        "hovertemplate": "%{hovertext}<extra></extra>",
+        "showlegend": False,
+    }
+
+
+def circuit_figure(kept, config, faithfulness: float, total: int, share: float = 1.0):
+    """The ``kept`` edges (rows source, target, score, strongest first) between the model's nodes:
+    a line's width follows |score|, its colour the kind of input it feeds, dotted where the score
+    is negative (the edge pushes toward the corrupt answer). ``share``: the part of the tab's
+    width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out)."""
+    traces, touched = _edge_traces(kept, config)
+    traces.append(_node_trace(config.n_layers, config.n_heads, touched))
+    n_layers, n_heads = config.n_layers, config.n_heads
     title = _title(
         tr("The circuit: the {n} strongest of {total} edges", n=len(kept), total=total),
         tr(
