@@ -14,7 +14,7 @@
     if (!gd || !P || !gd.data || !gd.layout) return null;
     const server = gd.taServer || {layout: gd.layout, colorbars: []};
     const data = gd.data.map((t, i) => ({...t, colorbar: server.colorbars?.[i] ?? t.colorbar}));
-    const title = gd.taTitle ?? gd.layout.title?.text ?? server.layout.title?.text;
+    const title = gd.layout.title?.text ?? server.layout.title?.text;
     const layout = {...server.layout, title: {...(server.layout.title || {}), text: title},
       meta: undefined};
     const [traces, big] = ta.bigLayout(data, layout, W, H, FONT);

@@ -68,7 +68,6 @@
   /* The title, the colour bar's labels and its title in place: all of them, or none (false). */
   const textsInPlace = (gd, before, title, cb) => {
     const was = before.colorbar || {};
-    if (gd.taWrapped !== undefined && gd.layout.title.text === gd.taWrapped) return false;
     const el = gd.querySelector('.gtitle'), drawn = gd._fullLayout.title?.text;
     const writes = [rewrite(el, drawn, title) || relines(el, drawn, title)];
     if (cb.ticktext !== was.ticktext || cb.title?.text !== was.title?.text) {
@@ -163,8 +162,7 @@
       const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
       if (meta.head[0] !== L || meta.head[1] !== H) {
         const was = d.titles[meta.head[0]]?.[meta.head[1]];
-        const shown = String(gd.layout.title.text ?? '');  /* maybe wrapped for a phone */
-        const title = shown === gd.taWrapped ? gd.taTitle : shown;
+        const title = String(gd.layout.title.text ?? '');  /* as the server laid it out */
         meta.head = [L, H];
         if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
         const z = fill.z(d, [L, H], null), zmax = d.zmax[L][H];

@@ -35,15 +35,13 @@
       if (now) now.textContent = String(i);
       if (meta.step !== i) {
         const fig = structuredClone(d.figures[i]);
-        const shown = String(gd.layout.title?.text ?? '');
-        const title = shown === gd.taWrapped ? gd.taTitle : shown;
+        const title = String(gd.layout.title?.text ?? '');
         const cut = title.indexOf('<br>');  /* the slide's line: model and text (ui/render.py) */
         const layout = fig.layout;
         layout.title.text += cut >= 0 ? title.slice(cut) : '';
         layout.margin.t = gd.taServer?.layout?.margin?.t ?? gd.layout.margin?.t ?? layout.margin.t;
         layout.template = gd.taServer?.layout?.template ?? gd.layout.template;
         layout.meta = {...meta, step: i};
-        gd.taWrapped = null;
         await ta.drawOwn(gd, fig.data, layout);
       }
       ta.setViewLink({step: i});

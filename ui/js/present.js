@@ -45,8 +45,8 @@
   const redraw = (gd) => {
     if (!gd || !gd.taServer || !window.Plotly) return;
     const s = gd.taServer;
-    const layout = {...s.layout, title: {...(s.layout.title || {}), text: gd.taTitle
-      ?? gd.layout?.title?.text ?? s.layout.title?.text}, meta: gd.layout?.meta ?? s.layout.meta};
+    const layout = {...s.layout, title: {...(s.layout.title || {}), text:
+      gd.layout?.title?.text ?? s.layout.title?.text}, meta: gd.layout?.meta ?? s.layout.meta};
     const data = gd.data.map((trace, i) => ({...trace, colorbar: s.colorbars[i]}));
     const [d, l] = presentedNow(gd, data, layout) || [data, layout];
     window.Plotly.react(gd, d, l, ta.configOf(gd));
