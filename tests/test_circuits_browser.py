@@ -154,3 +154,45 @@ def test_the_graph_presented_at_720p(app_url, browser, lang):
     )
     assert box["shown"] and box["top"] >= 0 and box["bottom"] <= 720, box
     context.close()
+
+
+# What the tab shows of what the user measured: the graph's edges, the curve's points, the
+# sentences (the faithfulness, Pearson's r).
+MEASURED = """() => {
+  const gd = (id) => document.querySelector(`#${id} .js-plotly-plot`);
+  const said = (id) => document.querySelector(`#${id}`)?.innerText || '';
+  const lines = (id) => (gd(id)?.data || []).map((t) => t.hovertemplate || t.name || '');
+  return {
+    graph: lines('circuit-graph-plot'),
+    curve: (gd('circuit-curve-plot')?.data || []).map((t) => [t.x, t.y]),
+    compare: lines('circuit-compare-plot').length,
+    edges: said('circuit-edges-said'),
+    compared: said('circuit-compare-said'),
+  };
+}"""
+
+
+def test_coming_back_from_a_clicked_head_shows_the_circuit_the_user_found(app_url, browser):
+    """A head of the graph opens on the Attention tab (another head selected there); going back
+    shows the same circuit and faithfulness, and asks the server to draw nothing again."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    open_circuit(page, app_url, "en")
+    found = page.evaluate(MEASURED)
+    assert found["graph"] and found["compare"] and "faithfulness" in found["edges"], found
+    page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot').scrollIntoView({block: 'center'})"
+    )
+    page.wait_for_timeout(300)
+    x, y = page.evaluate(NODE, "L1H1")
+    page.mouse.move(x, y)
+    page.wait_for_timeout(200)
+    page.mouse.click(x, y)
+    page.wait_for_function(SHOWS, arg=[1, 1], timeout=60_000)
+    page.evaluate("() => ta.openTab('circuits')")
+    page.wait_for_function("() => ta.tab === 'circuits'", timeout=10_000)
+    page.wait_for_timeout(2500)  # the tab's event answered (it must not clear the circuit)
+    back = page.evaluate(MEASURED)
+    assert back == found
+    page.wait_for_function(DRAWN, arg=["circuit-graph-plot", "circuit-curve-plot"], timeout=5_000)
+    context.close()

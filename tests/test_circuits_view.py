@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from dataclasses import replace
+from dataclasses import fields, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -249,3 +250,75 @@ def test_a_model_past_the_bound_gets_a_sentence_and_nothing_measured(demo, monke
     assert "too large" in out["circuit_said"] and out["circuit_attr_plot"] is None
     assert pressed(demo, ask, "circuit")["circuit_graph_plot"] is None
     DRAWN.clear()
+
+
+LAZY = set(circuits.TAB.lazy)
+
+
+def found_then_away(demo, page: str):
+    """The copy pair compared and its circuit found, then a head of the graph opened on the
+    Attention tab (ui/js/circuits.js: the tab, then the pick): the ask that comes back."""
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page=page, answer="v")
+    pressed(demo, ask, "compare")
+    out = pressed(demo, ask, "circuit")
+    away = replace(ask, tab="attention")
+    demo.views.tab(away, "attention")
+    picked = demo.views.pick(away, "1,1,123")
+    assert picked["layer"] == 1 and picked["head"] == 1
+    return replace(ask, sel=replace(ask.sel, layer=1, head=1)), out
+
+
+def test_coming_back_from_a_head_opened_on_the_attention_tab_keeps_the_circuit(demo):
+    back, _ = found_then_away(demo, "back")
+    out = demo.views.tab(back, "circuits")
+    # the page shows what it showed: nothing is drawn again, nothing cleared
+    assert not {k for k in out if k.startswith("circuit")}, sorted(out)
+    # a move of the slider afterwards still redraws the circuit, from what was measured
+    moved = pressed(demo, replace(back, sel=replace(back.sel, keep=26)), "keep")
+    assert "**26 edges**" in moved["circuit_edges_said"]
+
+
+@pytest.mark.parametrize(
+    "change", [{"pair": "bhmtk qzxv"}, {"answer": "w"}, {"wrong": "q"}, {"read_at": "3"}]
+)
+def test_a_changed_pair_clears_the_circuit_shown_for_the_old_one(demo, change):
+    back, _ = found_then_away(demo, "pair-" + next(iter(change)))
+    out = demo.views.tab(replace(back, sel=replace(back.sel, **change)), "circuits")
+    assert {out[name] for name in LAZY} == {None}
+
+
+@pytest.mark.parametrize("run", [("qzxwv qzxv", "induction"), (COPY[0], "dates")])
+def test_a_new_text_or_model_clears_the_circuit(demo, run):
+    back, _ = found_then_away(demo, "run-" + run[1])
+    demo.views.run(replace(back, tab="attention"), *run, "", "", "", "final", True)
+    out = demo.views.tab(back, "circuits")
+    assert {out[name] for name in LAZY} == {None}
+
+
+def test_every_field_the_tab_does_not_declare_leaves_what_it_draws(demo):
+    """Tab.reads is whole: a change of any other selection field draws the same outputs."""
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="reads", answer="v")
+    pressed(demo, ask, "compare")
+    pressed(demo, ask, "circuit")
+    from ui.render import render
+
+    found = demo.views.engine.analyse(COPY[0], "induction", "")
+    every = set(circuits.TAB.depends)
+
+    def drawn(sel):
+        with speaking("en"):
+            out = render("circuits", found, sel, only=every)
+        files = {k: Path(v).name for k, v in out.items() if k.endswith(("_csv", "_npz"))}
+        return {k: v.plot if hasattr(v, "plot") else repr(v) for k, v in out.items()} | files
+
+    base = drawn(ask.sel)
+    assert base["circuit_graph_plot"] != "None"
+    others = {
+        "layer": 1, "head": 1, "layer_a": 1, "head_a": 1, "layer_b": 2, "head_b": 0,
+        "dims": "1,2,3", "bertviz_view": "model", "scale": "head", "measure": "norms",
+        "ablation": "mean", "query": 3, "key": 2, "heads_set": "0:1", "convention": "clark",
+        "pattern": "first", "units": "words", "token": 2, "step": 3,
+    }  # fmt: skip
+    assert set(others) | set(circuits.TAB.reads) == {f.name for f in fields(Selection)}
+    for name, value in others.items():
+        assert drawn(replace(ask.sel, **{name: value})) == base, name

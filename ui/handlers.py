@@ -182,7 +182,8 @@ class Views:
                 state.text, state.model, state.target, state.second, positions=state.positions
             )
         # The language is part of what was drawn: a tab drawn in English is drawn again in Chinese.
-        signature = repr((analysis.key, state.sel, state.second, sorted(only or []), LOCALE.get()))
+        shown = tab.read_of(state.sel)  # the fields a tab reads (a change of others leaves it)
+        signature = repr((analysis.key, shown, state.second, sorted(only or []), LOCALE.get()))
         if (not force and seen.get(state.tab) == signature) or (only is not None and not only):
             return analysis, {}, seen
         trace = analysis.trace
@@ -212,7 +213,7 @@ class Views:
             # A patched pair (on-demand outputs of a tab whose action waits in a queue of its
             # own) over a tab that shows this run: it still does, with them, and coming back to
             # the tab keeps them.
-            whole = repr((analysis.key, state.sel, state.second, [], LOCALE.get()))
+            whole = repr((analysis.key, shown, state.second, [], LOCALE.get()))
             seen = {**seen, state.tab: whole}
         else:
             seen = {k: v for k, v in seen.items() if k != state.tab}

@@ -130,6 +130,10 @@ class Tab:
     # the action a link to this tab that names a minimal pair presses once its view is open
     # (Which heads matter patches it); "": none
     linked: str = ""
+    # the Selection fields the tab's outputs read: those in ``depends`` and any whose control is
+    # on another tab (a pair's boxes); None: every field. The tab drawn again after a change of
+    # none of them shows what it showed: nothing is sent and its on-demand outputs stay.
+    reads: tuple[str, ...] | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -139,6 +143,12 @@ class Tab:
     def eager(self) -> set[str]:
         """The outputs drawn whenever the tab is."""
         return set(self.depends) - set(self.lazy)
+
+    def read_of(self, sel: Selection):
+        """What of ``sel`` decides what the tab shows (``reads``)."""
+        if self.reads is None:
+            return sel
+        return tuple((name, getattr(sel, name)) for name in self.reads)
 
     def redrawn_by(self, field_name: str) -> set[str]:
         """The outputs a change of this selection field redraws."""

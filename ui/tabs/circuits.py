@@ -297,4 +297,7 @@ TAB = Tab(
     ),
     own_queue=("compare", "circuit"),
     linked="circuit",  # a link naming a pair finds its circuit once the view is open
+    # the pair's boxes are Which heads matter's: a head opened on the Attention tab (a click
+    # on the graph) leaves the circuit found, shown, when the page comes back
+    reads=("stack", "keep", "pair", "answer", "wrong", "read_at"),
 )
