@@ -17,8 +17,9 @@ from model import PRESETS, Transformer, TransformerConfig, load_trained
 from train import Progress
 from viz import rope
 from viz.attention import compare_figure, head_figure, overview_figure
-from viz.block import block_figure
+from viz.block import block_figure, ratio_figure
 from viz.common import figure, token_labels
+from viz.embeddings import embedding_figure, position_curves_figure, position_table_figure
 from viz.heads import distance_figure, flow_figure, rollout_figure
 from viz.hidden import norms_heatmap, norms_lines
 from viz.layer_steps import step_figure
@@ -142,6 +143,43 @@ def test_the_hidden_state_figures_validate(preset):
     for stack in trace.hidden_states:
         assert_valid(norms_heatmap(trace, stack))
         assert_valid(norms_lines(trace, stack))
+
+
+def embedding_views(trace, stack: str) -> list:
+    return [
+        embedding_figure(trace, stack),
+        position_table_figure(trace, stack),
+        position_table_figure(trace, stack, n_positions=300),  # strided, with its note
+        position_curves_figure(trace, stack),
+        position_curves_figure(trace, stack, dims=(0, 5), n_positions=300),
+    ]
+
+
+def test_the_bundled_berts_embedding_figures_validate(bert):
+    """Token types (a pair of segments), learned positions, a text cut at MAX_ROWS tokens."""
+    net, tok = bert
+    pair = net.trace(**tok(["The cat sat."], ["It was warm."], return_tensors="pt"))
+    long = net.trace(**tok(["The cat sat on the mat. " * 30], return_tensors="pt"))
+    for trace in (pair, long):
+        for fig in embedding_views(trace, "encoder"):
+            assert_valid(fig)
+
+
+@pytest.mark.parametrize("preset", ["seed003-encdec", "seed004-encoder", "gqa"])
+def test_the_embedding_figures_of_every_stack_validate(preset):
+    """Sinusoidal (both stacks of an encoder-decoder), learned with a LayerNorm, and RoPE (no
+    position panel, its curves)."""
+    if preset == "gqa":
+        trace = Transformer(GQA).eval().trace(torch.tensor([[1, 5, 7, 9, 3, 2]]))
+    else:
+        _, trace = preset_trace(preset)
+    for stack in trace.embeddings:
+        for fig in embedding_views(trace, stack):
+            assert_valid(fig)
+
+
+def test_the_mixing_ratios_past_the_blocks_limit_validate():
+    assert_valid(ratio_figure("decoder", torch.rand(3).numpy(), 300))
 
 
 def test_a_long_texts_lines_in_position_blocks_validate(bert):

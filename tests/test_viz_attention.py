@@ -725,9 +725,9 @@ def test_the_overviews_margins_are_sized_to_its_own_labels(long_traces):
     """The overview names its heads and layers (ticktext), not its tiles' long category labels
     ("L0 · 12·word"): the left margin fixed for it is the layers' (it was ~100 px, which shrank
     the tiles on a phone)."""
-    from viz.common import fixed_margins
+    from viz.fit import fixed_margins
 
-    fig = fixed_margins(A.overview_figure(long_traces[32], "encoder"))
-    assert max(len(y) for y in fig.data[0].y) > 10  # the categories are long
-    assert fig.layout.margin.l == 40  # "L5": the figure's own minimum
-    assert fig.layout.meta["fit_height"] == {"below": 560, "pad": 16}  # ui/js/figures.js
+    fig = fixed_margins(A.overview_figure(long_traces[32], "encoder").to_plotly_json())
+    assert max(len(y) for y in fig["data"][0]["y"]) > 10  # the categories are long
+    assert fig["layout"]["margin"]["l"] == 40  # "L5": the figure's own minimum
+    assert fig["layout"]["meta"]["fit_height"] == {"below": 560, "pad": 16}  # ui/js/figures.js

@@ -12,7 +12,8 @@ from serve.lru import LockedLRU
 from serve.unread import size_of
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
-from viz.common import compact_json, fixed_margins_json, safe
+from viz.common import compact_json, safe
+from viz.fit import fixed_margins
 from viz.screen import Screen, lay_out
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
@@ -100,7 +101,7 @@ def slide_ready(
     validated setters cost more than the figure's serialisation."""
     from gradio.components.plot import PlotData
 
-    figure = fixed_margins_json(fig.to_plotly_json())  # {"data", "layout"}: a copy
+    figure = fixed_margins(fig.to_plotly_json())  # {"data", "layout"}: a copy
     layout = figure["layout"]
     short = text if len(text) <= 60 else text[:59] + "…"
     title = layout.setdefault("title", {})

@@ -21,7 +21,6 @@ from viz.common import (
     ATTENTION_SCALE,
     DIVERGING_SCALE,
     figure,
-    fixed_margins_json,
     head_label,
     heatmap,
     layout_of,
@@ -29,6 +28,7 @@ from viz.common import (
     stack_tokens,
     token_labels,
 )
+from viz.fit import fixed_margins
 
 # One colour convention everywhere: white = weight 0, darkest blue = weight 1 (the "fixed" scale),
 # so the same head looks the same in every view; "this head's max" is a switch, named on the bar.
@@ -273,7 +273,7 @@ def colorbars_below(data: list[dict], layout: dict) -> go.Figure:
     its axes (its height grows by as much) for its horizontal colour bars, below the tick labels
     and axis titles."""
     # the tick labels' room; ui.render keeps the larger margin it finds
-    fixed_margins_json({"data": data, "layout": layout})
+    fixed_margins({"data": data, "layout": layout})
     layout["margin"]["b"] += COLORBAR_BAND_PX
     layout["height"] += COLORBAR_BAND_PX
     for name in ("coloraxis", "coloraxis2"):

@@ -20,7 +20,6 @@ from viz.attention import axis_titles, stack_title
 from viz.common import (
     ATTENTION_SCALE,
     axis_key,
-    base_layout,
     figure,
     grid,
     heatmap,
@@ -145,14 +144,13 @@ def share_axes(layout: dict, cells: list, rows: int, cols: int, labelled: bool) 
 
 def ratio_figure(stack: str, ratio: np.ndarray, n_tokens: int) -> go.Figure:
     """Past BLOCK_TOKENS tokens: every layer's mixing ratio alone, the limit said in the title."""
-    fig = go.Figure(
-        go.Bar(
-            x=[str(layer) for layer in range(len(ratio))],
-            y=ratio,
-            marker_color="#1f4e9a",
-            hovertemplate=tr("layer %{x}: mixing ratio %{y:.3f}") + "<extra></extra>",
-        )
-    )
+    bars = {
+        "type": "bar",
+        "x": [str(layer) for layer in range(len(ratio))],
+        "y": ratio,
+        "marker": {"color": "#1f4e9a"},
+        "hovertemplate": tr("layer %{x}: mixing ratio %{y:.3f}") + "<extra></extra>",
+    }
     title = tr(
         "Mixing ratio per layer — {stack} (Kobayashi et al. 2021)<br><sup>{n} tokens: the "
         "block's norms are drawn for texts of up to {limit} tokens</sup>",
@@ -160,8 +158,8 @@ def ratio_figure(stack: str, ratio: np.ndarray, n_tokens: int) -> go.Figure:
         n=n_tokens,
         limit=BLOCK_TOKENS,
     )
-    base_layout(fig, title, height=360)
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 80, "b": 10})
-    fig.update_xaxes(title_text=tr("layer"), type="category")
-    fig.update_yaxes(title_text=tr("mixing ratio"), range=[0, 1])
-    return fig
+    layout = layout_of(title, height=360)
+    layout["margin"]["t"] = 80
+    layout["xaxis"] = {"title": {"text": tr("layer")}, "type": "category"}
+    layout["yaxis"] = {"title": {"text": tr("mixing ratio")}, "range": [0, 1]}
+    return figure([bars], layout)

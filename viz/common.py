@@ -113,23 +113,6 @@ def layout_of(title: str, height: int) -> dict:
     }
 
 
-def base_layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
-    """``layout_of``'s look on a figure built through Plotly's object model (then
-    ``update_layout(**kw)``); a figure built as plain JSON takes ``layout_of`` itself."""
-    # Leaf by leaf, as update_layout merges them, at an eighth of its cost (1.4 -> 0.17 ms:
-    # update_layout parses every path through Plotly's object model). The template: TEMPLATE,
-    # every figure's default (set above).
-    look = layout_of(title, height)
-    layout = fig.layout
-    layout.height = look.pop("height")
-    for part, leaves in look.items():
-        for key, value in leaves.items():
-            layout[part][key] = value
-    if kw:
-        fig.update_layout(**kw)
-    return fig
-
-
 class CompactFigure(go.Figure):
     """A go.Figure whose JSON leaves "/" unescaped.
 
@@ -232,67 +215,12 @@ def stack_tokens(trace, stack: str, batch: int = 0) -> tuple[list[str], list[str
     return q_all[batch][:n_q], k_all[batch][:n_k]
 
 
-def _label_chars(values) -> int:
-    """Longest label, in characters, among an axis's category values or tick texts."""
-    if values is None or isinstance(values, dict):  # none, or numbers as a typed array
-        return 0
-    texts = [v for v in values if isinstance(v, str)]
-    return max((len(html.unescape(t)) for t in texts), default=0)
-
-
-def fixed_margins(fig: go.Figure) -> go.Figure:
-    """Margins sized to the tick labels, with Plotly's axis automargin off.
-
-    Plotly 7 turns automargin on, and an automargin figure is laid out and drawn twice: half the
-    time a tab takes to appear. Labels here are short and known, so their space is estimated
-    (about 6.5 px a character, rotated x labels 5.5 px) and reserved once.
-    """
-    traces = [{"x": t.x, "y": t.y, "yaxis": t.yaxis} for t in fig.data]
-    # one update: Plotly's update_xaxes / update_yaxes cost milliseconds a call
-    fig.update_layout(_margin_changes(traces, fig.layout.to_plotly_json()))
-    return fig
-
-
 def fixed_margins_json(figure: dict) -> dict:
-    """``fixed_margins`` on a figure's plain JSON ({"data", "layout"}), changed in place."""
-    layout = figure["layout"]
-    for key, value in _margin_changes(figure["data"], layout).items():
-        layout.setdefault(key, {}).update(value)
-    return figure
+    """Moved to ``viz.fit.fixed_margins``; kept as a forward for viz.layer_steps until it
+    imports it from there."""
+    from viz.fit import fixed_margins
 
-
-def _own_ticks(axis: dict) -> bool:
-    """Whether an axis shows its own tick texts rather than its categories."""
-    return axis.get("tickmode") == "array" and axis.get("ticktext") is not None
-
-
-def _margin_changes(traces: list[dict], layout: dict) -> dict:
-    """The layout changes of ``fixed_margins``: {"margin": {"l", "b"}, axis: {"automargin"}}."""
-    xs = ["xaxis", *sorted(k for k in layout if k.startswith("xaxis") and k != "xaxis")]
-    ys = ["yaxis", *sorted(k for k in layout if k.startswith("yaxis") and k != "yaxis")]
-    x_axes, y_axes = [layout.get(k, {}) for k in xs], [layout.get(k, {}) for k in ys]
-    y_chars = x_chars = 0
-    for trace in traces:  # an axis that names its own ticks (ticktext) shows no trace's labels
-        if trace.get("yaxis") in (None, "y") and not _own_ticks(layout.get("yaxis", {})):
-            y_chars = max(y_chars, _label_chars(trace.get("y")))
-        if not _own_ticks(layout.get(axis_key(trace.get("xaxis") or "x"), {})):
-            x_chars = max(x_chars, _label_chars(trace.get("x")))
-    y_chars = max([y_chars, *(_label_chars(a.get("ticktext")) for a in y_axes)])
-    x_chars = max([x_chars, *(_label_chars(a.get("ticktext")) for a in x_axes)])
-    y_title = any(a.get("title", {}).get("text") for a in y_axes)
-    x_title = any(a.get("title", {}).get("text") for a in x_axes)
-    rotated = any((a.get("tickangle") or 0) != 0 for a in x_axes)
-    left = 16 + 6.5 * max(y_chars, 3) + (22 if y_title else 0)
-    bottom = 16 + (5.5 * max(x_chars, 3) if rotated else 16) + (22 if x_title else 0)
-    margin = layout.get("margin", {})
-    changes: dict = {
-        "margin": {
-            "l": int(max(margin.get("l") or 0, min(left, 220))),
-            "b": int(max(margin.get("b") or 0, min(bottom, 200))),
-        }
-    }
-    changes.update({key: {"automargin": False} for key in xs + ys})
-    return changes
+    return fixed_margins(figure)
 
 
 def axis_key(name: str) -> str:

@@ -16,9 +16,10 @@ from model.embeddings import sinusoid_table
 from viz.common import (
     DIVERGING_SCALE,
     axis_key,
-    base_layout,
+    figure,
     grid,
     heatmap,
+    layout_of,
     safe,
     stack_tokens,
     token_labels,
@@ -172,10 +173,9 @@ def embedding_figure(
         for row, (panel, r, h) in enumerate(zip(panels, ranges, heights, strict=True), start=1)
     ]
     layout[axis_key(cells[-1][0])]["title"] = {"text": tr("dimension")}
-    fig = go.Figure(data=traces, layout=layout)
-    base_layout(fig, _embedding_title(trace, stack, n, n_total), height)
-    fig.update_layout(margin={"l": 10, "r": 10, "t": top, "b": bottom})
-    return fig
+    layout.update(layout_of(_embedding_title(trace, stack, n, n_total), height))
+    layout["margin"].update(t=top, b=bottom)
+    return figure(traces, layout)
 
 
 def _panel_trace(layout: dict, cells: list, row: int, panel, r: float, h: int) -> dict:
@@ -192,8 +192,8 @@ def _panel_trace(layout: dict, cells: list, row: int, panel, r: float, h: int) -
         y_title=tr("token"),
         value_name=tr(name),
     )
+    del cells_of_panel["x"]  # numeric dimension axis: no labels to send
     cells_of_panel.update(
-        x=None,  # numeric dimension axis: no labels to send
         xaxis=xaxis,
         yaxis=yaxis,
         coloraxis=axis,
@@ -275,8 +275,8 @@ def position_table_figure(
         y_title=tr("position"),
         value_name="P",
     )
+    del trace_["x"]  # numeric dimension axis: no labels to send
     trace_.update(
-        x=None,
         y=rows,
         zmin=-r,
         zmax=r,
@@ -285,18 +285,16 @@ def position_table_figure(
         colorbar=_colorbar(r, 0.5, 1.0),
         hovertemplate=tr("position %{y}<br>dimension %{x}<br>value %{z:.4f}") + "<extra></extra>",
     )
-    fig = go.Figure(trace_)
     kind = _kind(trace.config)
     every = _every(stride) if stride > 1 else ""
     notes = [n_ for n_ in (note, every) if n_]
     title = tr("Position table · {kind} · {n} positions × {d} dimensions", kind=kind, n=n, d=d)
     if notes:
         title += tr(" — {notes}", notes=tr("; ").join(notes))
-    height = int(np.clip(120 + 3 * len(rows), 320, 560))
-    base_layout(fig, title, height)
-    fig.update_xaxes(title_text=tr("hidden dimension"))
-    fig.update_yaxes(title_text=tr("position"), autorange="reversed")
-    return fig
+    layout = layout_of(title, int(np.clip(120 + 3 * len(rows), 320, 560)))
+    layout["xaxis"] = {"title": {"text": tr("hidden dimension")}}
+    layout["yaxis"] = {"title": {"text": tr("position")}, "autorange": "reversed"}
+    return figure([trace_], layout)
 
 
 def _kind(config) -> str:
@@ -323,28 +321,33 @@ def position_curves_figure(
     bad = [int(i) for i in dims if not 0 <= int(i) < d]
     if bad:
         raise ValueError(f"Dimensions {bad} do not exist: this model has dimensions 0–{d - 1}.")
-    fig = go.Figure()
     positions = np.arange(n, dtype=np.int32)
+    lines = []
     for dim in dims:
         name = _dim_name(trace.config, int(dim))
-        fig.add_trace(
-            go.Scatter(
-                x=positions,
-                y=table[:, int(dim)].astype(np.float32),
-                mode="lines",
-                name=name,
-                hovertemplate=safe(name)
-                + tr("<br>position %{x}<br>value %{y:.3f}")
-                + "<extra></extra>",
-            )
+        hover = safe(name) + tr("<br>position %{x}<br>value %{y:.3f}") + "<extra></extra>"
+        y = table[:, int(dim)].astype(np.float32)
+        lines.append(
+            {
+                "type": "scatter",
+                "x": positions,
+                "y": y,
+                "mode": "lines",
+                "name": name,
+                "hovertemplate": hover,
+            }
         )
     title = tr("Position vectors, dimension by dimension · {kind}", kind=_kind(trace.config))
     title += tr(" — {notes}", notes=note) if note else ""
-    base_layout(fig, title, 340, hovermode="x unified", legend={"orientation": "h", "y": -0.25})
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 48, "b": 70})
-    fig.update_xaxes(title_text=tr("position"))
-    fig.update_yaxes(title_text=tr("value"), zeroline=True)
-    return fig
+    layout = layout_of(title, 340)
+    layout["margin"]["b"] = 70
+    layout.update(
+        hovermode="x unified",
+        legend={"orientation": "h", "y": -0.25},
+        xaxis={"title": {"text": tr("position")}},
+        yaxis={"title": {"text": tr("value")}, "zeroline": True},
+    )
+    return figure(lines, layout)
 
 
 pe_curves_figure = position_curves_figure  # the name seed 002's readers look for

@@ -1,4 +1,5 @@
-"""Any figure that is not a square map, laid out for the page's screen (viz.screen.lay_out).
+"""Any figure that is not a square map, laid out for the page's screen (viz.screen.lay_out), and
+every figure's margins sized to its tick labels (``fixed_margins``, before it is laid out).
 
 What a phone or a wide page changes in such a figure, decided here for the width the asking
 page gives its figures:
@@ -15,6 +16,7 @@ The page draws the result as it came (``layout.meta.laid_out``).
 
 from __future__ import annotations
 
+import html
 import math
 import re
 
@@ -33,6 +35,53 @@ from viz.panels import (
 )
 
 LABEL = 13  # px a tick label needs across its direction
+
+
+def _label_chars(values) -> int:
+    """Longest label, in characters, among an axis's category values or tick texts."""
+    if values is None or isinstance(values, dict):  # none, or numbers as a typed array
+        return 0
+    texts = [v for v in values if isinstance(v, str)]
+    return max((len(html.unescape(t)) for t in texts), default=0)
+
+
+def _own_ticks(axis: dict) -> bool:
+    """Whether an axis shows its own tick texts rather than its categories."""
+    return axis.get("tickmode") == "array" and axis.get("ticktext") is not None
+
+
+def fixed_margins(figure: dict) -> dict:
+    """A figure's plain JSON ({"data", "layout"}) with its left and bottom margins sized to its
+    tick labels and Plotly's axis automargin off, changed in place.
+
+    Plotly 7 turns automargin on, and an automargin figure is laid out and drawn twice: half the
+    time a tab takes to appear. Labels here are short and known, so their space is estimated
+    (about 6.5 px a character, rotated x labels 5.5 px) and reserved once; a margin the figure
+    set larger stays. ``lay_out_general`` and viz.screen lay the figure out from these margins.
+    """
+    data, layout = figure["data"], figure["layout"]
+    xs = ["xaxis", *sorted(k for k in layout if k.startswith("xaxis") and k != "xaxis")]
+    ys = ["yaxis", *sorted(k for k in layout if k.startswith("yaxis") and k != "yaxis")]
+    x_axes, y_axes = [layout.get(k, {}) for k in xs], [layout.get(k, {}) for k in ys]
+    y_chars = x_chars = 0
+    for trace in data:  # an axis that names its own ticks (ticktext) shows no trace's labels
+        if trace.get("yaxis") in (None, "y") and not _own_ticks(layout.get("yaxis", {})):
+            y_chars = max(y_chars, _label_chars(trace.get("y")))
+        if not _own_ticks(layout.get(long_name(trace.get("xaxis") or "x"), {})):
+            x_chars = max(x_chars, _label_chars(trace.get("x")))
+    y_chars = max([y_chars, *(_label_chars(a.get("ticktext")) for a in y_axes)])
+    x_chars = max([x_chars, *(_label_chars(a.get("ticktext")) for a in x_axes)])
+    y_title = any(a.get("title", {}).get("text") for a in y_axes)
+    x_title = any(a.get("title", {}).get("text") for a in x_axes)
+    rotated = any((a.get("tickangle") or 0) != 0 for a in x_axes)
+    left = 16 + 6.5 * max(y_chars, 3) + (22 if y_title else 0)
+    bottom = 16 + (5.5 * max(x_chars, 3) if rotated else 16) + (22 if x_title else 0)
+    margin = layout.setdefault("margin", {})
+    margin["l"] = int(max(margin.get("l") or 0, min(left, 220)))
+    margin["b"] = int(max(margin.get("b") or 0, min(bottom, 200)))
+    for key in xs + ys:
+        layout.setdefault(key, {})["automargin"] = False
+    return figure
 
 
 def title_size(layout: dict, phone: bool) -> float:
