@@ -17,6 +17,7 @@ from ui.render import slide_ready
 from viz.attention import compare_figure, overview_figure
 from viz.embeddings import embedding_figure
 from viz.fit import make_room
+from viz.hidden import norms_heatmap
 from viz.masks import score_steps_figure
 from viz.measure import text_px
 from viz.screen import Screen
@@ -168,3 +169,61 @@ def test_a_figure_in_a_column_is_laid_out_for_its_share_of_a_wide_page(trace):
     assert column["xaxis"].get("dtick", 1) > whole["xaxis"].get("dtick", 1)
     phone = sent(fig, PHONE)["layout"]  # a phone stacks the columns: the whole width
     assert panels(phone)[0][1] == [0, 1]
+
+
+PROJECTOR = Screen.parse("1240x1280x720")
+
+
+@pytest.mark.parametrize("make", ["compare", "overview", "embedding", "steps"])
+def test_the_server_lays_every_figure_out_for_the_projector_and_for_a_slide(trace, make):
+    """Presented (the window the page reported, text 1/54 of its height, 18 px at least) and
+    saved as a slide (1600 x 900 at 22 px): decided here, validated by Plotly, with a colour bar
+    slot for every trace; a phone is not presented but saves slides."""
+    figures = {
+        "compare": lambda: compare_figure(trace, "encoder", (0, 0), (0, 1)),
+        "overview": lambda: overview_figure(trace, "encoder"),
+        "embedding": lambda: embedding_figure(trace, "encoder"),
+        "steps": lambda: score_steps_figure(trace, "encoder", 0, 0),
+    }
+    sent_fig = sent(figures[make](), PROJECTOR)
+    meta = sent_fig["layout"]["meta"]
+    for room, (width, height, font) in (("present", (1264, 662, 18)), ("slide", (1600, 900, 22))):
+        laid = meta[room]
+        layout = go.Layout(laid["layout"]).to_plotly_json()  # Plotly validates it
+        assert (layout["width"], layout["height"]) == (width, height)
+        assert layout["title"]["font"]["size"] == round(1.2 * font)
+        assert len(laid["colorbars"]) == len(sent_fig["data"])
+        for key in (k for k in layout if re.match(r"^[xy]axis\d*$", k)):
+            assert layout[key]["tickfont"]["size"] == font, (room, key)
+        for bar in filter(None, laid["colorbars"]):
+            assert bar["tickfont"]["size"] == font
+    assert meta["present"]["window"] == [1280, 720]
+    phone = sent(figures[make](), PHONE)["layout"]["meta"]
+    assert "present" not in phone and phone["slide"]["layout"]["width"] == 1600
+
+
+def test_a_presented_figure_shows_its_crowded_labels_a_line_of_their_size_apart(trace):
+    """125 tokens across a projector at 18 px: every k-th label, each k labels at least
+    1.08 x 18 px apart (the page's 12 px labels stand closer); labels a figure placed itself
+    (the embeddings' rows) thinned alike."""
+    layout = sent(norms_heatmap(trace, "encoder"), PROJECTOR)["layout"]
+    big, n = layout["meta"]["present"]["layout"], len(trace.tokens)
+    span = big["width"] - big["margin"]["l"] - big["margin"]["r"] - 60
+    assert big["xaxis"]["tickangle"] == -90
+    assert 0.9 * span / n * big["xaxis"]["dtick"] >= 1.08 * 18
+    assert layout["xaxis"].get("dtick", 1) < big["xaxis"]["dtick"]
+    big = sent(embedding_figure(trace, "encoder"), PROJECTOR)["layout"]["meta"]["present"]
+    big = big["layout"]
+    for key in ("yaxis", "yaxis2", "yaxis4"):
+        d0, d1 = big[key]["domain"]
+        plot = big["height"] - big["margin"]["t"] - 5 * 18
+        assert plot * (d1 - d0) / len(big[key]["tickvals"]) >= 1.08 * 18, key
+
+
+def test_a_presented_figure_leaves_room_for_what_the_page_shows_under_it(trace):
+    """``meta.present_below`` (the layer walk's step card): the presented figure is shorter
+    by the card's most height and its gaps."""
+    fig = compare_figure(trace, "encoder", (0, 0), (0, 1))
+    fig.layout.meta = {**(fig.layout.meta or {}), "present_below": [190, 0.24]}
+    big = sent(fig, PROJECTOR)["layout"]["meta"]["present"]["layout"]
+    assert big["height"] == 662 - (round(min(190, 0.24 * 720)) + 10)

@@ -114,7 +114,7 @@ def test_a_presented_square_map_takes_two_thirds_of_the_height_and_its_labels_ke
     # every token is still named on hover: the cells keep every label
     assert len(set(trace["x"])) == n_x and "%{x}" in trace["hovertemplate"]
     if kind != "causal mask":  # a mask's colours are named in its title: no bar
-        assert present["colorbar"]["tickfont"]["size"] == font
+        assert present["colorbars"][0]["tickfont"]["size"] == font
     go.Figure({"data": fig["data"], "layout": big})  # Plotly accepts the presented layout
 
 

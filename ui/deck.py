@@ -4,8 +4,9 @@ The browser keeps the deck (ui/js/deck.js) and sends it as JSON: a list of ``[qu
 each query a "Link to this view" and each figure the presented one's name (``head`` for the
 head view's ``head_plot``; empty: the tab's first figure). Each slide is drawn here as the page
 draws it (the same handlers, from the trace cache, nothing remembered for the page), then
-written with Plotly's own bundled library and the page's slide code (ui/js/slides.js) into one
-file: PageDown/PageUp, the arrow keys, space and the on-screen buttons step; the slide number
+written with Plotly's own bundled library into one file, each figure with the slide layout the
+server made for it (viz/present.py), which the player (ui/js/deck_player.js) scales to the
+window: PageDown/PageUp, the arrow keys, space and the on-screen buttons step; the slide number
 is kept in the address's #fragment, so a reload stays on it.
 """
 
@@ -23,16 +24,18 @@ import plotly
 from engine import MAX_CHARS, InputError, well_formed
 from lang import LOCALE, Msg, tr
 from serve import exports
-from ui.state import parse_link
+from ui.state import Client, parse_link
 from ui.tabs import BY_ID, TAB_IDS
 from ui.tabs.layer import chosen_card
+from viz.screen import Screen
 
 MAX_SLIDES = 40
 MAX_DECK_CHARS = 200_000  # the JSON the browser sends
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-SLIDES_JS = Path(__file__).parent / "js" / "slides.js"
 PLAYER_JS = Path(__file__).parent / "js" / "deck_player.js"  # steps through the slides
 CSS = Path(__file__).resolve().parents[1] / "assets" / "app.css"
+# The deck's figures are laid out as slides (16:9, viz.present.SLIDE); a page of that width.
+SLIDE_CLIENT = Client(screen=Screen(1600, 1600, 900))
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def slide_of(views, query: str, figure: str) -> Slide:
     """One view drawn as the page draws it (a complete figure: no browser fills it)."""
     state, _ = parse_link(query, views.models, TAB_IDS, views.default)
     state = replace(state, text=well_formed(state.text)[:MAX_CHARS])
-    analysis, values, _ = views.draw(state, {}, force=True)
+    analysis, values, _ = views.draw(state, {}, force=True, client=SLIDE_CLIENT)
     sel = state.sel.clamp(analysis)
     tab = BY_ID[state.tab]
     label = tr(tab.label)
@@ -90,10 +93,13 @@ def slide_of(views, query: str, figure: str) -> Slide:
     heading = f"{label} · {state.model} · {where} · “{state.text[:60]}”"
     name = output_of(state.tab, figure)
     if name in tab.lazy:  # drawn on demand in the page (a patched pair): drawn for the slide
-        values = {**values, **views.draw(state, {}, only={name}, force=True)[1]}
+        values = {
+            **values,
+            **views.draw(state, {}, only={name}, force=True, client=SLIDE_CLIENT)[1],
+        }
     value = values.get(name) if name else None
     if value is not None and hasattr(value, "plot"):  # gr.Plot's PlotData: config + figure JSON
-        return Slide(heading, figure=json.loads(value.plot), html=card)
+        return Slide(heading, figure=as_slide(json.loads(value.plot)), html=card)
     parts = []
     for out in tab.outputs:  # a tab without figures: its HTML and tables as the page shows them
         value = values.get(out)
@@ -102,6 +108,20 @@ def slide_of(views, query: str, figure: str) -> Slide:
         elif isinstance(value, pd.DataFrame):
             parts.append(value.to_html(index=False, border=0, classes="ta-table"))
     return Slide(heading, html="\n".join(parts))
+
+
+def as_slide(figure: dict) -> dict:
+    """A figure with the slide layout the server made for it (``layout.meta.slide``,
+    viz/present.py): the deck's player draws it at the slide's size, scaled to the window."""
+    slide = (figure["layout"].get("meta") or {}).get("slide")
+    if not slide:
+        return figure
+    bars = slide["colorbars"]
+    data = [
+        {**t, "colorbar": bars[i]} if i < len(bars) and bars[i] else t
+        for i, t in enumerate(figure["data"])
+    ]
+    return {"data": data, "layout": slide["layout"]}
 
 
 def script_safe(text: str) -> str:
@@ -138,7 +158,6 @@ html, body {{ margin: 0; height: 100%; font-family: system-ui, "Noto Sans CJK SC
 #bar .keys {{ margin-left: auto; opacity: 0.7; }}
 </style>
 <script>{script_safe(PLOTLY_JS.read_text(encoding="utf-8"))}</script>
-<script>{script_safe(SLIDES_JS.read_text(encoding="utf-8"))}</script>
 </head><body>
 {sections}
 <div id="bar"><button id="prev" type="button" aria-label="previous">◀</button>

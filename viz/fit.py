@@ -34,7 +34,7 @@ from viz.panels import (
     stack_maps,
 )
 
-LABEL = 13  # px a tick label needs across its direction
+LABEL = 13  # px a tick label needs across its direction (at least: 1.08 of its size)
 
 
 def _label_chars(values) -> int:
@@ -257,8 +257,9 @@ def thin_axes(data: list[dict], layout: dict, width: float) -> None:
         longest = max(
             (text_px(str(v), size) for v in (axis.get("ticktext") or s["values"])), default=0
         )
-        every = math.ceil(LABEL / s["step"]) if s["step"] < LABEL and not s["placed"] else 1
-        flat = longest + 4 <= s["step"] * every and s["step"] * every >= 2 * LABEL
+        need = max(LABEL, 1.08 * size)  # a presented figure's labels are larger
+        every = math.ceil(need / s["step"]) if s["step"] < need and not s["placed"] else 1
+        flat = longest + 4 <= s["step"] * every and s["step"] * every >= 2 * need
         if s["x"] and not flat and axis.get("tickangle") != -90:
             axis.update(tickangle=-90, automargin=True)
             y = long_name(axis.get("anchor") or "y")

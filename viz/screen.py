@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from viz.fit import lay_out_general
 from viz.measure import Ticks, step_for, text_px, title_px, wrap
 from viz.measure import longest as _longest
+from viz.present import SLIDE, in_room
 
 PHONE_BELOW = 560  # px: a figure narrower than this is laid out for a phone
 PRESENT_BAR = 58  # px the presentation's bar (48) and its gaps take from the window's height
@@ -74,6 +75,7 @@ class Box:
     phone: bool = False
     centre: bool = False  # the figure fills the box, its plot in the middle (presented)
     top: int = 0  # px the page's title margin already has (kept as the least top margin)
+    toolbar: bool = True  # Plotly's toolbar stands over the figure (not on a saved slide)
 
 
 @dataclass
@@ -97,13 +99,14 @@ def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
     f, n_x, n_y = box.font, len(trace["x"]), len(trace["y"])
     # On a page wider than a phone, Plotly's toolbar stands in the figure's top right corner:
     # the title starts under it (a narrow figure's title ran under the toolbar).
-    band = 0 if box.phone or box.centre else TOOLBAR
+    band = TOOLBAR if box.toolbar and not (box.phone or box.centre) else 0
     top = round(title_px(title, box.title) + 14 + band)
     if box.height is not None and not box.phone and box.top:
         top = max(top, box.top)
     y_px = _longest(list(trace["y"]), box.y_chars, f)
     x_px = _longest(list(trace["x"]), box.x_chars, f)
-    bar_chars = max(8, *(len(t) for t in trace.get("colorbar", {}).get("ticktext", [""])))
+    ticks = trace.get("colorbar", {}).get("ticktext")  # Plotly's own: up to 8 characters
+    bar_chars = max(len(t) for t in ticks) if ticks else 8
     if box.phone:  # the colour bar lies under the plot, the axes' names above it
         room = Room(top, y_px + 8, 6, band=band)
         under = 1.6 * f + (14 + 2.8 * f if shows_bar else 4)
@@ -154,7 +157,7 @@ def _phone_bar(bar: dict) -> dict:
         xpad=0,
         ypad=4,
     )
-    bar["title"]["side"] = "top"
+    bar["title"]["side"] = "bottom"  # "top" with a container y overlaps the bar (Plotly 6)
     return bar
 
 
@@ -270,32 +273,69 @@ def presented(data: list[dict], layout: dict, candidates: list[Box]) -> tuple[di
     raise ValueError("no box to present in")
 
 
+def room_of(screen: Screen) -> tuple[int, int, int]:
+    """(width, height, text px) of the window a figure is presented in: the text 1/54 of the
+    window's height, 18 px at least."""
+    height = screen.window_height - PRESENT_BAR
+    return screen.window_width - PRESENT_PAD, height, max(18, round(screen.window_height / 54))
+
+
+def under(below: list | None, screen: Screen) -> int:
+    """px a presented figure leaves under it for the text the page shows there
+    (``layout.meta.present_below``: [most px, most share of the window's height], the limits
+    of that text's box in the page's style; the step card of Inside a layer), with its gaps."""
+    if not below:
+        return 0
+    most_px, share = below
+    return round(min(most_px, share * screen.window_height)) + 10
+
+
+def _square_slide(data: list[dict], layout: dict) -> dict:
+    """A square map saved as a slide (``viz.present.SLIDE``): as tall as the slide, only as wide
+    as its plot and colour bar (the image is the map, not a strip of a wide card)."""
+    width, height, font = SLIDE
+    box = Box(width, height, font, round(1.2 * font), 14, 10, toolbar=False)
+    big, bar = square(data, layout, box)
+    big["title"]["font"] = {**big["title"].get("font", {}), "size": box.title}
+    big.update(autosize=False, font={"size": font})
+    return {"layout": big, "colorbars": [bar]}
+
+
 def lay_out(figure: dict, screen: Screen | None) -> dict:
-    """A declared figure ({"data", "layout"}, plain JSON) laid out for ``screen``, in place:
-    its own layout for the page, and ``meta.present`` for the projector. Others are left as
-    they are, as is everything for a page that reported no screen (an API client)."""
+    """A figure ({"data", "layout"}, plain JSON) laid out for ``screen``, in place: its own
+    layout for the page (``square`` for a declared square map, else viz.fit), ``meta.present``
+    for the window it is presented in (not on a phone) and ``meta.slide`` for a 16:9 slide
+    (viz.present). A page that reported no screen (an API client) gets the figure as it is."""
     layout, data = figure["layout"], figure["data"]
     meta = layout.get("meta") or {}
     if screen is None or not data:
         return figure
     if meta.get("fit") != "square":
+        rooms = {"slide": in_room(data, layout, *SLIDE)}
+        window = [screen.window_width, screen.window_height]
+        if not screen.phone:
+            width, height, font = room_of(screen)
+            height -= under(meta.get("present_below"), screen)
+            rooms["present"] = {**in_room(data, layout, width, height, font), "window": window}
         # a figure in a column of the tab's row (meta.share: its part of the width) on a page
         # wide enough for the row; a phone stacks the columns
         share = 1.0 if screen.phone else float(meta.get("share") or 1.0)
         lay_out_general(data, layout, screen.width * share, screen.phone)
-        layout["meta"] = {**(layout.get("meta") or {}), "laid_out": True}
+        layout["meta"] = {**(layout.get("meta") or {}), "laid_out": True, **rooms}
         return figure
+    slide = _square_slide(data, layout)
     page, present = boxes(screen)
     if not page.phone:  # the page keeps the height the figure chose; the width is the page's
         top = int(layout.get("margin", {}).get("t") or 0)
         page = Box(page.width, layout["height"], page.font, page.title, 14, 14, top=top)
     changes, bar = square(data, layout, page)
-    meta = {**meta, "laid_out": True}
+    meta = {**meta, "laid_out": True, "slide": slide}
     if present:
         big, big_bar, box = presented(data, layout, present)
         big["title"]["font"] = {**big["title"].get("font", {}), "size": box.title}
         big.update(autosize=False, font={"size": box.font})
-        meta["present"] = {"layout": big, "colorbar": big_bar}
+        window = [screen.window_width, screen.window_height]
+        meta["present"] = {"layout": big, "colorbars": [big_bar], "window": window}
     figure["layout"] = {**layout, **changes, "meta": meta}
     if bar is not None:
         data[0]["colorbar"] = bar

@@ -15,9 +15,10 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
   leaves alone (the examples' and the empty tables' headers).
 - ``gradio_words.js``: Gradio's own fixed English labels ("Fullscreen", a slider's "number input
   for …", its status line) and the figures' Plotly toolbar said in Chinese on a Chinese page.
-- ``slides.js``: a figure drawn for a room or a slide (big text, the colour bar beside it).
+- ``slides.js``: a figure drawn with the layout the server made for a room or a slide
+  (``layout.meta.present`` / ``layout.meta.slide``: viz/present.py), keeping the words drawn now.
 - ``present.js``: presentation mode (one figure fills the screen; keys switch head and layer).
-- ``exports.js``: PNG and SVG downloads cropped for a slide.
+- ``exports.js``: PNG and SVG downloads of a figure as a 16:9 slide.
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
 - ``lesson.js``: the Output tab's step table opens at the lesson's step (the row marked ▶).
 - ``patching.js``: Which heads matter: a clicked head of its grids, a shipped pair, a link.
@@ -29,8 +30,8 @@ of the one table of words the server also reads (``ui/zh_CN.json``, ``lang.ZH``)
 ``WORDS`` holds the entries of every ``ta.t`` literal in the files, written before them as
 ``ta.WORDS``.
 
-``deck_player.js`` is not loaded into the page: ui/deck.py writes it (with ``slides.js`` and
-Plotly) into the deck's offline file, where it steps through the slides.
+``deck_player.js`` is not loaded into the page: ui/deck.py writes it (with Plotly) into the deck's
+offline file, where it steps through the slides, each scaled to the window.
 """
 
 from __future__ import annotations

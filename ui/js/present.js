@@ -1,8 +1,7 @@
 /* Transformer Anatomy's page code: presentation mode (?present=1, or the deck's Present button).
 
-   One figure of the visible tab fills the screen, drawn for a projector: the figure is sized to
-   the window and its text scaled up (ta.bigLayout, also used by the slide exports in
-   exports.js); a bar at the bottom names the view, says the keys, and steps. Nothing is
+   One figure of the visible tab fills the screen, drawn for a projector with the layout the
+   server made for this window (layout.meta.present: viz/screen.py, viz/present.py); a bar at the bottom names the view, says the keys, and steps. Nothing is
    moved in the page: the chosen figure's block is fixed over it (data-ta-shown), and Esc (or
    the bar's button) shows the whole page again — controls, captions, the other figures.
 
@@ -74,41 +73,44 @@
     P.choose();
   };
 
-  /* ---- figures drawn for the room (ta.bigLayout: slides.js) ------------------------------- */
-  /* [data, layout] of a figure presented now, filling the room; null where it is not. */
+  /* ---- figures drawn for the room (the server's layout.meta.present) -------------------- */
+  /* [data, layout] of a figure presented now, filling the room; null where it is not. The
+     server laid the figure out for the window this page reported (viz/screen.py, viz/present.py:
+     layout.meta.present); a window that has since changed size (F11, a projector plugged in)
+     asks the server for the layout of the new one, and the old is drawn until it comes. */
   const presentedNow = (gd, data, layout) => {
     if (!P.on || P.paused || !P.block || !P.block.contains(gd)) return null;
-    /* The Inside-a-layer tab shows the chosen step's card under its figure (ui/tabs/layer.py). */
-    const card = ta.tab === 'layer' ? document.querySelector('#layer-cards .ta-step-chosen') : null;
-    const height = window.innerHeight - BAR - 10 - (card ? card.offsetHeight + 8 : 0);
-    const width = P.block.clientWidth - 16;
-    const laid = layout.meta && layout.meta.present;
-    if (laid && !card && Math.abs(laid.layout.width - width) <= 24
-        && Math.abs(laid.layout.height - height) <= 24) {
-      return presented(data, layout, laid);
+    const meta = layout.meta || {}, laid = meta.present;
+    /* a figure drawn before the page said its screen (the page's first view) */
+    if (!meta.laid_out) askLayout();
+    if (!laid) return null;  /* not presented (a phone): drawn as on the page */
+    const [w, h] = laid.window || [0, 0];  /* rounded down to 20 px by the server */
+    if (Math.abs(window.innerWidth - w - 10) > 20 || Math.abs(window.innerHeight - h - 10) > 20) {
+      askLayout();
     }
-    const font = Math.max(18, Math.round(window.innerHeight / 54));
-    const [traces, big] = ta.bigLayout(data, layout, width, height, font);
-    big.taBig = true;
-    return [traces, big];
+    return presented(data, layout, laid);
+  };
+  /* The visible tab drawn again for this window (the server reads its size from the stamp),
+     once for each size. */
+  let asked = null, askedFor = '';
+  const askLayout = () => {
+    const size = `${window.innerWidth}x${window.innerHeight}`;
+    if (size === askedFor) return;
+    clearTimeout(asked);
+    asked = setTimeout(() => {
+      askedFor = size;
+      document.querySelector('#relang-go')?.click();
+    }, 400);
   };
 
-  /* A figure the server laid out for this window as well (viz/screen.py: layout.meta.present)
-     is drawn with that layout; the title and the colour bar's words stay the ones drawn now
-     (the head switch changes them in the browser). */
+  /* The server's presented layout, with the title and colour bars' words drawn now (the head
+     switch changes them in the browser). */
   const presented = (data, layout, laid) => {
     const big = JSON.parse(JSON.stringify(laid.layout));
     big.title = {...big.title, text: layout.title?.text ?? big.title?.text};
     big.meta = layout.meta;
     big.taBig = true;
-    const traces = data.map((trace, i) => {
-      if (i || !trace || !laid.colorbar) return trace;
-      const now = trace.colorbar || {};
-      return {...trace, colorbar: {...laid.colorbar, tickvals: now.tickvals ?? laid.colorbar.tickvals,
-        ticktext: now.ticktext ?? laid.colorbar.ticktext,
-        title: {...laid.colorbar.title, text: now.title?.text ?? laid.colorbar.title?.text}}};
-    });
-    return [traces, big];
+    return [ta.withBars(data, laid.colorbars), big];
   };
 
   /* ---- the bar and the keys ---------------------------------------------------------------- */
@@ -219,11 +221,6 @@
     if (!gd.layout || gd.layout.taBig) return;
     keep(gd, gd.data, gd.layout);
     if (P.on && !P.paused && P.block && P.block.contains(gd)) redraw(gd);
-  });
-  ta.drawHooks.push((gd) => {
-    if (P.on && !P.paused && P.block && P.block.contains(gd) && !gd.layout?.meta?.present) {
-      ta.colorbarBeside(gd);
-    }
   });
   /* A new figure, tab or head: the presented figure follows the visible tab. */
   ta.drawHooks.push(() => { if (P.on) P.choose(); });
