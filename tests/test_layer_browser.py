@@ -60,8 +60,8 @@ def open_layer(page, url, **params):
 
 
 def figure_of(page) -> dict:
-    """The drawn figure's title, z (as drawn: Plotly's decoded arrays), axes, margins and
-    colours."""
+    """The drawn figure's title, z (as drawn: Plotly's decoded arrays), axes, margins, size,
+    colours and meta (what the server laid it out as)."""
     return page.evaluate(
         f"""() => {{
       const gd = {FIGURE}, t = gd._fullData[0], l = gd._fullLayout;
@@ -69,7 +69,8 @@ def figure_of(page) -> dict:
       return {{title: gd.layout.title.text, type: t.type,
         z: t.type === 'bar' ? Array.from(t.y) : rows(t.z), x: Array.from(t.x || []).slice(0, 50),
         y: Array.from(t.y || []).slice(0, 50), margin: [l.margin.l, l.margin.b, l.margin.t],
-        height: l.height, shapes: (gd.layout.shapes || []).length,
+        height: l.height, width: l.width, shapes: (gd.layout.shapes || []).length,
+        title_font: l.title.font.size, meta: gd.layout.meta,
         colours: JSON.stringify(t.colorscale || t.marker?.color), zmid: t.zmid ?? null}};
     }}"""
     )
@@ -80,10 +81,16 @@ def set_step(page, n: int) -> None:
     page.press("#step input[type=number]", "Enter")
 
 
-def test_a_step_switch_asks_nothing_and_draws_what_the_server_draws(served, browser):
+@pytest.mark.parametrize("size", [(1280, 1000), (390, 844)], ids=["desktop", "phone"])
+def test_a_step_switch_asks_nothing_and_draws_what_the_server_draws(served, browser, size):
+    """On a desktop and on a phone, a step drawn by the switch is the figure the server draws for
+    that step on that screen: its title (with the slide's line), margins, size and meta."""
+    from tests.test_e2e_browser import shot
+
     url, demo = served
     steps = steps_of(demo)
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    viewport = {"width": size[0], "height": size[1]}
+    page = browser.new_page(viewport=viewport)
     open_layer(page, url)
     requests = record_requests(page)
     drawn = {}
@@ -92,10 +99,17 @@ def test_a_step_switch_asks_nothing_and_draws_what_the_server_draws(served, brow
         page.wait_for_function(SHOWS, arg=n, timeout=10_000)
         drawn[n] = figure_of(page)
         assert drawn[n]["title"].startswith(steps[n].name.replace("&", "&amp;")), drawn[n]
+        assert "<sup>bert · “the lecturer walks" in drawn[n]["title"]
+        assert drawn[n]["meta"]["laid_out"] and drawn[n]["meta"]["step"] == n
         page.wait_for_function(f"() => location.search.includes('step={n}')")
+        if n == 9:
+            page.wait_for_timeout(300)
+            shot(page, f"layer_step_switched_{size[0]}x{size[1]}")
     assert requests == [], f"a step switch asked the network: {requests[:5]}"
+    if size[0] < 560:  # laid out for the phone: the figure as wide as the phone's card
+        assert all(fig["width"] <= size[0] for fig in drawn.values()), drawn
     for n in (9, 16):  # the same step drawn by the server (a link to it) looks the same
-        fresh = browser.new_page(viewport={"width": 1280, "height": 1000})
+        fresh = browser.new_page(viewport=viewport)
         open_layer(fresh, url, step=n)
         assert figure_of(fresh) == drawn[n]
         fresh.close()

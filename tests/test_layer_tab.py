@@ -8,6 +8,7 @@ import html
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
@@ -20,12 +21,17 @@ from engine import BUNDLED, Engine
 from lang import speaking
 from model import PRESETS, Transformer
 from tests.apphost import CHROMIUM
+from ui.handlers import Views
 from ui.render import render
-from ui.state import Selection, ViewState, parse_link, share_link
+from ui.state import Client, Selection, ViewState, parse_link, share_link
 from ui.tabs import TAB_IDS
 from ui.tabs.base import View
-from ui.tabs.layer import makers
+from ui.tabs.layer import SHARED, makers
+from viz.measure import text_px
+from viz.screen import Screen
 
+PHONE = Screen.parse("326x390x844")
+DESKTOP = Screen.parse("1856x1920x1080")
 CASES = [  # model, text, target, stack
     (BUNDLED, "time flies like an arrow", None, "encoder"),
     ("induction", "qzvkdmqzv", None, "decoder"),
@@ -161,16 +167,72 @@ def test_the_tab_in_chinese_in_the_browser(page):
         shot(page, "layer_tab_phone_390x844")
 
 
+def sent(analysis, sel: Selection, screen: Screen | None, text: str) -> dict:
+    """The tab's outputs as a page on ``screen`` gets them (finished by the handler)."""
+    state = ViewState(text, BUNDLED, tab="layer", sel=sel)
+    out = render("layer", analysis, sel, None, client=Client(screen=screen))
+    return Views.finished(out, state, sel, screen)
+
+
+def with_template(node, template):
+    """A figure of the step switch's data with its shared template put back, as the page does
+    (ui/js/layer_switch.js)."""
+    if isinstance(node, dict):
+        return {
+            k: template if k == "template" and v == SHARED else with_template(v, template)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [with_template(v, template) for v in node]
+    return node
+
+
+def drawn_figure(value) -> dict:
+    """A gr.Plot value without its config (the page draws a step with the drawn figure's)."""
+    fig = json.loads(value.plot)
+    fig.pop("config")
+    return fig
+
+
+@pytest.mark.parametrize("screen", [None, DESKTOP, PHONE], ids=["api", "desktop", "phone"])
+def test_each_step_figure_of_the_switch_data_is_the_figure_the_server_draws(engine, screen):
+    """The step switch draws a step's figure as it came (ui/js/layer_switch.js): it is what the
+    server sends for that step as the drawn figure, its title with the slide's line (model and
+    text) and laid out for the page's screen (on a phone: its title's lines fit the figure)."""
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 14)
+    analysis = engine.analyse(text, BUNDLED)
+    sel = Selection(layer=1, token=5)
+    data = json.loads(sent(analysis, sel, screen, text)["layer_data"])
+    assert len(data["figures"]) == 20 and data["template"]["layout"]
+    for step in (0, 4, 9, 15):
+        drawn = sent(analysis, replace(sel, step=step), screen, text)["layer_plot"]
+        figure = with_template(data["figures"][step], data["template"])
+        assert figure == drawn_figure(drawn), step
+        meta, title = figure["layout"]["meta"], figure["layout"]["title"]
+        assert (meta["step"], meta["step_view"]) == (step, data["view"])
+        assert "<sup>bert · “the quick brown fox" in title["text"]
+        assert meta.get("laid_out") is (True if screen else None)
+        if screen is PHONE:  # every line of the title fits the phone's 326 px figure
+            for line in re.split(r"<br>", title["text"]):
+                assert text_px(line, title["font"]["size"]) <= PHONE.width - 12, line
+
+
 def test_the_step_switch_data_stays_small_at_128_and_512_tokens(engine):
     """Every step's figure for the token comes with the tab (ui/js/layer_switch.js draws a step
     from it): a [T, d] heatmap shows at most 64 rows, so even a narrow model at 512 tokens sends
-    well under the 1 MB a full analysis may take."""
+    well under the 1 MB a full analysis may take; the template, the same for every step, once.
+    (BERT at 128 tokens: 149 kB, 151 kB laid out for a desktop or a phone.)"""
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 80)
-    for model, words, limit in ((BUNDLED, 100, 300_000), ("seed002-encoder", 400, 1_000_000)):
-        analysis = engine.analyse(" ".join(text.split()[:words]), model)
-        out = render("layer", analysis, Selection(layer=1, token=200, step=3), None)
-        data = json.loads(out["layer_data"])
-        assert len(data["figures"]) == len(layer_steps(analysis.trace, "encoder", 1))
-        assert len(out["layer_data"]) < limit, (model, len(out["layer_data"]))
-        assert data["view"] == out["layer_plot"].layout.meta["step_view"]
-        assert f'data-view="{data["view"]}"' in out["layer_cards"]
+    for model, words, limit in ((BUNDLED, 126, 300_000), ("seed002-encoder", 400, 1_000_000)):
+        text_in = " ".join(text.split()[:words])
+        analysis = engine.analyse(text_in, model)
+        for screen in (DESKTOP, PHONE):
+            sel = Selection(layer=1, token=200, step=3)
+            out = sent(analysis, sel, screen, text_in)
+            data = json.loads(out["layer_data"])
+            assert len(data["figures"]) == len(layer_steps(analysis.trace, "encoder", 1))
+            size = len(out["layer_data"].encode())
+            assert size < limit, (model, screen, size)
+            assert out["layer_data"].count('"template":{') == 1
+            assert data["view"] == json.loads(out["layer_plot"].plot)["layout"]["meta"]["step_view"]
+            assert f'data-view="{data["view"]}"' in out["layer_cards"]

@@ -238,12 +238,18 @@ class Views:
             "head_plot": f"L{sel.layer}H{sel.head}",
             "compare_plot": f"L{sel.layer_a}H{sel.head_a}-L{sel.layer_b}H{sel.head_b}",
         }
-        return {
-            out: slide_ready(value, out, model, state.text, label, heads.get(out), screen)
-            if hasattr(value, "layout")
-            else value
-            for out, value in values.items()
-        }
+
+        def finish(out: str, value):
+            def slide(fig):
+                return slide_ready(fig, out, model, state.text, label, heads.get(out), screen)
+
+            if hasattr(value, "layout"):
+                return slide(value)
+            if hasattr(value, "slides"):  # figures the page draws itself (ui.tabs.layer)
+                return value.slides(slide)
+            return value
+
+        return {out: finish(out, value) for out, value in values.items()}
 
     def status_of(self, analysis: Analysis, state: ViewState, notices=(), page=None) -> str:
         """The status line; its link names the shipped corpus the page measured last, while the

@@ -15,8 +15,8 @@ text's tokens:
 A text longer than WINDOW tokens shows WINDOW rows of a [T, …] heatmap, around the token, and
 the title says which. Each figure is built as a plain Plotly dict (``step_spec``: no Plotly
 objects, a fraction of a millisecond), so the page can be sent every step of a layer for one
-token at once (``switch_data``) and switch steps in the browser (ui/js/layer_switch.js); the
-server's own figure of a step is the same dict (``step_figure``).
+token at once (``switch_data``) and switch steps in the browser (ui/js/layer_switch.js), each
+the figure the server draws for that step (``step_figure``).
 
 Words are in the page's language (lang.tr): the English is written here, the Chinese is in
 ui/zh_CN.json with every other word of ours.
@@ -24,7 +24,6 @@ ui/zh_CN.json with every other word of ours.
 
 from __future__ import annotations
 
-import base64
 import math
 
 import numpy as np
@@ -351,24 +350,6 @@ def step_figure(
 
 
 # ---- every step at once, for the browser's step switch -----------------------------------------
-def _plain(value):
-    """A spec with its numpy arrays as Plotly's base64 typed arrays ({"dtype", "bdata",
-    "shape"}, as plotly.py sends them; Plotly.js decodes them itself)."""
-    if isinstance(value, np.ndarray):
-        kind = {np.dtype(np.float32): "f4", np.dtype(np.int32): "i4"}[value.dtype]
-        data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
-        if value.ndim == 1:
-            return {"dtype": kind, "bdata": data}
-        return {"dtype": kind, "bdata": data, "shape": ", ".join(map(str, value.shape))}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.integer | np.floating):
-        return value.item()
-    return value
-
-
 def switch_data(
     steps,
     tokens: list[str],
@@ -376,7 +357,8 @@ def switch_data(
     head: int = 0,
     key_tokens: list[str] | None = None,
     group: int = 1,
-) -> list[dict]:
-    """Every step's figure for one token (step_spec each), JSON-ready: what the page needs to
-    draw any step of the layer without asking the server."""
-    return [_plain(step_spec(s, tokens, token, head, key_tokens, group)) for s in steps]
+) -> list[go.Figure]:
+    """Every step's figure for one token (step_figure each): what the page needs to draw any
+    step of the layer without asking the server, once each is finished as the drawn figure is
+    (ui/tabs/layer.py)."""
+    return [step_figure(s, tokens, token, head, key_tokens, group) for s in steps]

@@ -1,7 +1,10 @@
 /* Transformer Anatomy's page code: the Inside-a-layer tab's step switch, the browser's side (the
    server's side is ui/tabs/layer.py). With the tab the server sends every step's figure for the
-   chosen token (#layer-data: {view, figures: [{data, layout}, …]}, viz.layer_steps.switch_data);
-   a step change draws the chosen figure from it and marks its card, with no request. It resolves
+   chosen token (#layer-data: {view, template, figures: [{data, layout}, …]}, StepFigures), each
+   the figure the server draws for that step (its title, laid out for this page's screen, its
+   meta naming the view and the step; the template, the same for every layout, sent once and
+   put back where a layout says "shared"); a step change draws the chosen figure as it came and
+   marks its card, with no request. It resolves
    false when it cannot (no data yet, or the figure or cards belong to another view): ta.gate then
    asks the server to draw the step. The status line's "Link to this view" (and with it the
    address bar) follows. */
@@ -17,6 +20,14 @@
     return lastData;
   };
   const held = () => lastSrc;
+  /* The figure's own layout and those in its meta (presented, slide) get the shared template. */
+  const withTemplate = (node, template) => {
+    if (!node || typeof node !== 'object') return;
+    for (const [key, value] of Object.entries(node)) {
+      if (key === 'template' && value === 'shared') node[key] = template;
+      else withTemplate(value, template);
+    }
+  };
 
   ta.switchStep = async (step, src) => {
     try {
@@ -34,15 +45,9 @@
       const now = cards.querySelector('.ta-step-now');
       if (now) now.textContent = String(i);
       if (meta.step !== i) {
-        const fig = structuredClone(d.figures[i]);
-        const title = String(gd.layout.title?.text ?? '');
-        const cut = title.indexOf('<br>');  /* the slide's line: model and text (ui/render.py) */
-        const layout = fig.layout;
-        layout.title.text += cut >= 0 ? title.slice(cut) : '';
-        layout.margin.t = gd.taServer?.layout?.margin?.t ?? gd.layout.margin?.t ?? layout.margin.t;
-        layout.template = gd.taServer?.layout?.template ?? gd.layout.template;
-        layout.meta = {...meta, step: i};
-        await ta.drawOwn(gd, fig.data, layout);
+        const fig = structuredClone(d.figures[i]);  /* a copy: Plotly writes into what it draws */
+        withTemplate(fig.layout, d.template);
+        await ta.drawOwn(gd, fig.data, fig.layout);
       }
       ta.setViewLink({step: i});
       return true;

@@ -8,15 +8,17 @@ the model again: the steps are recomputed from the cached trace's residual strea
 few ms at 128 tokens) and kept for the last few layers asked for.
 
 A step change asks the server nothing: with the tab, the page gets every step's figure for the
-chosen token (``layer_data``: viz.layer_steps.switch_data, 20-200 kB at 128 tokens), and
-ta.switches.layer (ui/js/layer_switch.js) draws the chosen one and marks its card, as the
-Attention tab's head switch does. A token, layer, head or stack change is drawn by the server.
+chosen token (``layer_data``: viz.layer_steps.switch_data), each finished as the drawn figure is
+(its slide's title, laid out for the page's screen: ``StepFigures``), and ta.switches.layer
+(ui/js/layer_switch.js) draws the chosen one as it came and marks its card, as the Attention
+tab's head switch does. A token, layer, head or stack change is drawn by the server.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -88,18 +90,72 @@ def view_key(view: View) -> str:
     return run_id((view.analysis.key, sel.stack, sel.layer, sel.token, sel.head))
 
 
-# The last few payloads, shared by the worker threads: ~20-200 kB each at 128 tokens.
-_SWITCH_DATA: LockedLRU[tuple, str] = LockedLRU(4)
+def marked(fig, view: View, step: int):
+    """A step's figure as the tab sends it: its meta names the view and the step (the step
+    switch draws only into a figure of the same view) and the run, as ui.render.stamp stamps
+    the drawn one."""
+    meta = {"step_view": view_key(view), "step": step, "run": run_id(view.analysis.key)}
+    meta["present_below"] = list(CARD_MOST)  # presented, the step's card stands under it
+    fig.layout.meta = meta
+    return fig
 
 
-def switch_payload(view: View, steps: list[Step], tokens, token, keys, group) -> str:
-    """Every step's figure for the view's token, as JSON for the page (cached per view and
-    language): {"view": view_key, "figures": [step_spec, …]}."""
+SHARED = "shared"  # a layout's template, sent once: ui/js/layer_switch.js puts it back
+
+
+def share_template(node, template) -> None:
+    """Every layout in ``node`` (a figure's own, and those in its meta: presented, slide) whose
+    template is ``template`` marked SHARED instead, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "template" and value == template:
+                node[key] = SHARED
+            else:
+                share_template(value, template)
+    elif isinstance(node, list):
+        for value in node:
+            share_template(value, template)
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """Every step's figure for the view's token (``layer_data``), for the page's step switch.
+    The handler that finishes the drawn figure finishes each of these the same way
+    (``slides``: ui.render.slide_ready, with the slide's title and laid out for the page's
+    screen), so a switched step is exactly the figure the server draws for it."""
+
+    view: str  # view_key
+    figures: tuple  # Plotly figures, one a step (left as they are: they are kept)
+
+    def slides(self, finish) -> str:
+        """The JSON the page gets: {"view", "template", "figures": [{"data", "layout"}, …]},
+        each figure as ``finish`` (a figure -> gr.Plot's PlotData) makes it, less its config
+        (the page draws with the drawn figure's); the template, the same for every layout of
+        every step, sent once (``share_template``)."""
+        template, texts = None, []
+        for fig in self.figures:
+            plain = json.loads(finish(fig).plot)
+            plain.pop("config", None)
+            if template is None:
+                template = plain["layout"].get("template")
+            share_template(plain["layout"], template)
+            texts.append(json.dumps(plain, separators=(",", ":"), ensure_ascii=False))
+        head = json.dumps({"view": self.view, "template": template}, separators=(",", ":"))
+        return head[:-1] + ',"figures":[' + ",".join(texts) + "]}"
+
+
+# The last few tokens' step figures, shared by the worker threads (a page's screen and title
+# are the handler's: ui.render.DRAWN keeps what it finished).
+_SWITCH_DATA: LockedLRU[tuple, StepFigures] = LockedLRU(4)
+
+
+def switch_payload(view: View, steps: list[Step], tokens, token, keys, group) -> StepFigures:
+    """Every step's figure for the view's token (cached per view and language)."""
     key = (view_key(view), LOCALE.get())
     found = _SWITCH_DATA.get(key)
     if found is None:
         figures = switch_data(steps, tokens, token, view.sel.head, keys, group)
-        found = json.dumps({"view": key[0], "figures": figures}, separators=(",", ":"))
+        found = StepFigures(key[0], tuple(marked(f, view, i) for i, f in enumerate(figures)))
         _SWITCH_DATA.put(key, found)
     return found
 
@@ -170,6 +226,10 @@ def chosen_card(cards: str) -> str:
 STEP_MARK = "\u2063STEP\u2063"  # where the chosen step's number goes in the translated heading
 
 
+# Presented, the chosen step's card stands under the figure, at most this tall (px, share of the
+# window's height; it scrolls beyond): the server lays the figure out above it (viz.screen.under).
+CARD_MOST = (110, 0.16)
+
 STYLE = """<style>
 #layer-cards .ta-steps{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));
 gap:8px}
@@ -184,7 +244,7 @@ white-space:pre-wrap;word-break:break-word}
 #layer-cards .ta-step-note{margin:3px 0;color:#374151}
 #layer-cards .ta-step-seed{color:#6b7280}
 body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen{position:fixed;left:8px;right:8px;
-bottom:60px;z-index:1001;max-height:min(190px,24vh);overflow:auto;font-size:17px;box-shadow:0 2px
+bottom:60px;z-index:1001;max-height:CARD_MOST;overflow:auto;font-size:17px;box-shadow:0 2px
 8px rgba(0,0,0,.15);display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.2fr);
 column-gap:18px;align-content:start}
 body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen>div{grid-column:1}
@@ -197,7 +257,7 @@ body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen .ta-step-title{font
 @media (max-width:640px){body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen{
 font-size:13px;max-height:26vh;bottom:62px;display:block}
 body.ta-present:not(.ta-paused) #layer-cards .ta-step-chosen .ta-step-title{font-size:15px}}
-</style>"""
+</style>""".replace("CARD_MOST", f"min({CARD_MOST[0]}px,{round(100 * CARD_MOST[1])}vh)")
 
 
 def makers(view: View) -> dict:
@@ -215,8 +275,7 @@ def makers(view: View) -> dict:
             return None
         chosen = min(sel.step, len(steps) - 1)
         fig = step_figure(steps[chosen], tokens, token, sel.head, key_tokens=cross, group=group)
-        fig.layout.meta = {"step_view": view_key(view), "step": chosen}
-        return fig
+        return marked(fig, view, chosen)
 
     def cards():
         steps = steps_of(view)
