@@ -14,10 +14,28 @@ from tests.apphost import serve_app
 
 pytestmark = pytest.mark.slow
 
-# The selection controls after the five run inputs, at their defaults:
-# stack, layer, head, layer_a, head_a, layer_b, head_b, dims, bertviz_view, scale, measure,
-# ablation, query, key.
-SELECTION = ("encoder", 0, 0, 0, 0, 0, 1, "0, 1, 2, 3", "head", "fixed", "weights", "zero", 0, 0)
+# The selection controls after the five run inputs (ui.state.SELECTION_FIELDS: the shared
+# fields, then each tab's own in page order), at their defaults but the fixed colour scale:
+# stack, layer, head, dims, layer_a, head_a, layer_b, head_b, scale, measure, units, token,
+# step, ablation, query, key.
+SELECTION = (
+    "encoder",
+    0,
+    0,
+    "0, 1, 2, 3",
+    0,
+    0,
+    0,
+    1,
+    "fixed",
+    "weights",
+    "tokens",
+    0,
+    0,
+    "zero",
+    0,
+    0,
+)
 SECOND = "I have a dog."
 PICKER = ("final", True)  # training snapshot (trained models only), positional encoding on
 REQUEST_TIMEOUT = 120  # seconds; one request on the 2-core CI machine takes well under one

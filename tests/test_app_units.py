@@ -12,6 +12,7 @@ from engine import BUNDLED, Engine
 from ui import state as views
 from ui.render import render
 from ui.tabs import BY_ID, TAB_IDS, TABS
+from ui.tabs.embeddings import parse_dims
 from ui.tabs.masks import padded_item
 
 
@@ -72,12 +73,12 @@ def test_selection_is_clamped_to_the_model():
 
 
 def test_dimension_text_is_parsed_with_a_note():
-    assert views.parse_dims("0, 1, 2, 3", 64) == ((0, 1, 2, 3), None)
-    dims, note = views.parse_dims("5 70 2", 64)
+    assert parse_dims("0, 1, 2, 3", 64) == ((0, 1, 2, 3), None)
+    dims, note = parse_dims("5 70 2", 64)
     assert dims == (5, 2) and "above 63" in note
-    dims, note = views.parse_dims("none", 64)
+    dims, note = parse_dims("none", 64)
     assert dims == (0, 1, 2, 3) and "numbers" in note
-    dims, note = views.parse_dims("9" * 5000, 64)  # thousands of digits: a note, not a crash
+    dims, note = parse_dims("9" * 5000, 64)  # thousands of digits: a note, not a crash
     assert dims == (0, 1, 2, 3) and note
 
 
@@ -245,3 +246,29 @@ def test_only_a_page_that_holds_the_head_data_gets_figures_without_numbers():
     other = Client.of("9f1c|fill:0123456789ab")  # another run's data
     redrawn = render("attention", analysis, sel, only=only, client=other)
     assert redrawn["compare_plot"].data[0].z is not None
+
+
+def test_each_tab_declares_its_own_selection_fields_and_the_selection_is_made_of_them(
+    monkeypatch,
+):
+    """The stack, layer and head are every view's; any other field belongs to the one tab that
+    shows its control (its Tab's ``fields``); the selection is made of them, in that order."""
+    from dataclasses import replace as replaced
+
+    import gradio as gr
+
+    from ui.fields import Text, declared
+
+    own = {name: tab.id for tab in TABS for name in tab.fields}
+    assert (*views.SHARED, *own) == views.SELECTION_FIELDS
+    for tab in (t for t in TABS if t.fields):  # a tab declares the fields its controls set
+        with gr.Blocks():
+            assert set(tab.fields) == set(tab.build().controls) & set(views.SELECTION_FIELDS)
+    assert own["dims"] == "embeddings" and own["keep"] == "circuits" and own["step"] == "layer"
+    assert views.Selection(dims="7").dims == "7" and views.Selection().bertviz_view == "head"
+    assert views.RULES["keep"].most == 10_000 and views.RULES["pair"].linked == 2_000
+    # a second tab declaring a name already declared is refused as the server starts
+    second = replaced(TABS[1], fields={**TABS[1].fields, "dims": declared("", Text(9))})
+    monkeypatch.setattr(views, "TABS", [TABS[0], TABS[1], second])
+    with pytest.raises(TypeError, match="declares dims"):
+        views._selection_fields()

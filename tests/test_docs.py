@@ -17,10 +17,10 @@ DEFAULT = state.ViewState("time flies like an arrow", "bert")
 CHOICES = {
     "tab": TAB_IDS,
     "stack": state.STACKS,
-    "bertviz_view": state.BERTVIZ_VIEWS,
-    "scale": state.SCALES,
-    "measure": state.MEASURES,
-    "ablation": state.ABLATIONS,
+    "bertviz_view": state.RULES["bertviz_view"].choices,
+    "scale": state.RULES["scale"].choices,
+    "measure": state.RULES["measure"].choices,
+    "ablation": state.RULES["ablation"].choices,
     "pe": ("on", "off"),
     "corpus": state.CORPORA,
 }

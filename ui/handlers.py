@@ -35,6 +35,7 @@ from model import PRESETS, TRAINED
 from serve.lru import LockedLRU
 from serve.memory import release_freed_memory, release_when_settled
 from serve.training import Trainings
+from ui.fields import Whole, as_int
 from ui.i18n import t
 from ui.layout import FINAL, STACK_LABELS
 from ui.render import DRAWN, own_copy, render, slide_ready
@@ -45,8 +46,6 @@ from ui.state import (
     Client,
     Selection,
     ViewState,
-    Whole,
-    as_int,
     parse_link,
     share_link,
 )

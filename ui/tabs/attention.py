@@ -13,9 +13,10 @@ import analysis
 from engine import InputError
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
+from ui.client import run_id
+from ui.fields import HEAD, LAYER, Choice, declared
 from ui.i18n import t
 from ui.patching_measures import pair_runs
-from ui.state import run_id
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
 from viz import attention, wire
 from viz.attention import CAPTIONS
@@ -26,6 +27,21 @@ from viz.patching import pair_head_figure
 # The head switch's two sides: here, the data every head is drawn from (switch_data) and the
 # figures; in the browser, ta.switchHead (ui/js/head_switch.js), which redraws the head view from
 # that data with no request, and ta.tilePicker, which turns an overview tile's click into a pick.
+
+SCALES = ("auto", "fixed", "head")  # attention colours: 0–1 unless faint, 0–1, 0–head max
+MEASURES = ("weights", "norms")  # attention maps: α, or ‖α f(x)‖ (Kobayashi et al. 2020)
+UNITS = ("tokens", "words")  # attention views over tokens, or words (Clark et al.'s convention)
+# The heads A and B compared; the attention views' colour scale, measure and units (read by the
+# Heads tab's views of attention too).
+FIELDS = {
+    "layer_a": declared(0, LAYER),
+    "head_a": declared(0, HEAD),
+    "layer_b": declared(0, LAYER),
+    "head_b": declared(1, HEAD),
+    "scale": declared("auto", Choice(SCALES)),
+    "measure": declared("weights", Choice(MEASURES)),
+    "units": declared("tokens", Choice(UNITS)),
+}
 
 
 def build() -> Built:
@@ -287,6 +303,7 @@ TAB = Tab(
     "Attention",
     build,
     makers,
+    fields=FIELDS,
     depends={
         "head_plot": ("stack", "layer", "head", "scale", "measure", "units"),
         "head_data": ("stack", "scale", "measure", "units"),

@@ -6,12 +6,17 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from engine import Analysis, InputError
 from lang import message_of
-from ui.state import API, Client, Selection, as_int
+from ui.client import API, Client
+from ui.fields import as_int
+
+if TYPE_CHECKING:
+    from ui.state import Selection
 
 
 def plot(elem_id: str) -> gr.Plot:
@@ -134,6 +139,9 @@ class Tab:
     # on another tab (a pair's boxes); None: every field. The tab drawn again after a change of
     # none of them shows what it showed: nothing is sent and its on-demand outputs stay.
     reads: tuple[str, ...] | None = None
+    # the tab's own selection fields (ui.fields.declared: a default and its rule), which its
+    # controls set and a link carries; the fields every view reads are ui.state's
+    fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outputs(self) -> tuple[str, ...]:

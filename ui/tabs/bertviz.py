@@ -7,9 +7,12 @@ import gradio as gr
 from analysis.tokens import SEPARATORS
 from analysis.words import SPECIAL
 from lang import tr
+from ui.fields import Choice, declared
 from ui.i18n import t
 from ui.tabs.base import Built, Radio, Tab, View
 from viz.bertviz_embed import bertviz_iframe
+
+BERTVIZ_VIEWS = ("head", "model")
 
 
 def build() -> Built:
@@ -79,5 +82,6 @@ TAB = Tab(
     "bertviz",
     build,
     makers,
+    fields={"bertviz_view": declared("head", Choice(BERTVIZ_VIEWS))},
     depends={"bertviz_html": ("stack", "layer", "bertviz_view")},
 )

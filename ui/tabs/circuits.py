@@ -17,6 +17,7 @@ from lang import tr
 from serve import exports
 from ui import circuit_measures as cm
 from ui.circuit_export import circuit_npz
+from ui.fields import Whole, declared
 from ui.i18n import t
 from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot, tile_picker
 from ui.tabs.patching import shipped, what_measured
@@ -58,6 +59,8 @@ LESSON = (
 # server lays each out for its own width (viz.screen.lay_out). A phone stacks the columns.
 GRAPH_SCALE, CURVE_SCALE = 3, 2
 GRAPH_SHARE, CURVE_SHARE = 0.6, 0.4
+
+MAX_KEEP = 10_000  # the most edges a circuit keeps on the page (GPT-2 small has ~32,000)
 
 
 def build() -> Built:
@@ -273,6 +276,8 @@ TAB = Tab(
     "How the heads connect",
     build,
     makers,
+    # the edges the circuit keeps (0: the smallest circuit measured that restores 80 %)
+    fields={"keep": declared(0, Whole(most=MAX_KEEP, digits=5, always=False))},
     depends={
         "circuit_said": ("stack",),
         "circuit_attr_plot": ("stack",),

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import re
+
 import gradio as gr
 
+from lang import tr
+from ui.fields import Text, declared
 from ui.i18n import t
-from ui.state import DEFAULT_DIMS, parse_dims
 from ui.tabs.base import Built, Tab, View, plot
 from viz import embeddings, rope
 from viz.embeddings import CAPTIONS
+
+DEFAULT_DIMS = "0, 1, 2, 3"
+
+
+def parse_dims(text: str, d_model: int) -> tuple[tuple[int, ...], str | None]:
+    """ "0, 1, 2, 3" -> (0, 1, 2, 3); a note when something was out of range or unreadable."""
+    found = [int(x) for x in re.findall(r"\d{1,6}", str(text or "")[:200])][:8]
+    dims = tuple(dict.fromkeys(d for d in found if d < d_model))
+    if not dims:
+        note = tr("Dimensions must be numbers from 0 to {last}; showing 0–3.", last=d_model - 1)
+        return (0, 1, 2, 3)[: min(4, d_model)], note
+    if len(dims) < len(found):
+        return dims, tr("Dimensions above {last} were left out.", last=d_model - 1)
+    return dims, None
 
 
 def build() -> Built:
@@ -61,5 +78,6 @@ TAB = Tab(
     "Embeddings",
     build,
     makers,
+    fields={"dims": declared(DEFAULT_DIMS, Text(200))},  # the position curves' dimensions
     depends={"embedding_plot": (), "position_table_plot": (), "position_curves_plot": ("dims",)},
 )

@@ -21,8 +21,10 @@ from analysis.head_stats import COLUMNS as STATS_COLUMNS
 from analysis.head_stats import TABLE_COLUMNS
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
 from lang import message_of, tr
+from model.attention import ABLATIONS
 from model.hf_reference import HF_REFERENCE, hf_difference
 from serve import exports
+from ui.fields import Choice, Text, Whole, declared
 from ui.i18n import empty_table, t
 from ui.tabs.base import Built, Radio, Slider, Tab, View, plot, tile_picker
 from viz.common import display_token, md_literal, stack_tokens
@@ -100,6 +102,19 @@ CORPUS_CAPTION = (
     "is measured once per model; asking again answers from the cache. A link may name a "
     "shipped sample (corpus=en or zh): opening it measures that sample."
 )
+
+CONVENTIONS = ("ours", "clark")  # head statistics: ours, or Clark et al.'s notebook (analysis)
+# Ablation, the score breakdown's query and key (clamped to the text by the view that reads
+# them), heads ablated together ("0:2, 3:5"; empty: the chosen layer's), the head statistics'
+# conventions and a pattern column of the head table ("first", …).
+FIELDS = {
+    "ablation": declared("zero", Choice(ABLATIONS)),
+    "query": declared(0, Whole()),
+    "key": declared(0, Whole()),
+    "heads_set": declared("", Text(400)),
+    "convention": declared("ours", Choice(CONVENTIONS)),
+    "pattern": declared("", Text(80)),
+}
 
 
 def table_controls() -> tuple[Radio, gr.Textbox]:
@@ -595,6 +610,7 @@ TAB = Tab(
     "Heads",
     build,
     makers,
+    fields=FIELDS,
     depends={
         "head_stats_table": ("stack", "convention", "pattern"),
         "stats_csv": ("stack", "convention", "pattern"),

@@ -26,8 +26,9 @@ from analysis.layer_lines import LLAMA_FILE
 from analysis.layer_steps import Step, layer_steps, unsupported
 from lang import LOCALE, tr
 from serve.lru import LockedLRU
+from ui.client import run_id
+from ui.fields import Whole, declared
 from ui.i18n import t
-from ui.state import run_id
 from ui.tabs.base import Built, Slider, Tab, View, plot
 from viz.common import display_token, safe, stack_tokens
 from viz.layer_steps import step_figure, step_name, switch_data
@@ -298,6 +299,7 @@ TAB = Tab(
     "Inside a layer",
     build,
     makers,
+    fields={"token": declared(0, Whole("token")), "step": declared(0, Whole("step"))},
     depends={
         "layer_plot": ("stack", "layer", "head", "token", "step"),
         "layer_cards": ("stack", "layer", "token", "step"),

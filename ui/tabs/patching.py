@@ -21,6 +21,7 @@ import analysis.export
 from engine import InputError
 from lang import tr
 from serve import exports
+from ui.fields import Text, declared
 from ui.i18n import t
 from ui.patching_inputs import (
     PATCH_TOKENS,
@@ -66,6 +67,18 @@ SHIFT_CAPTION = (
     "between the two texts, beside the grid above, and the chosen head on both texts (click a "
     "head in any grid, or use the layer and head sliders)."
 )
+
+# The minimal pair's other text (kept as long as the page's own, engine.MAX_CHARS, so that the
+# tab can say how long a text it will not read was; a link carries its first 2,000 characters),
+# the answer and the wrong token whose logit difference is measured (empty: picked from the
+# runs), and the position read ("": the last, or an encoder's first that differs).
+PAIR_CHARS = 20_000
+FIELDS = {
+    "pair": declared("", Text(PAIR_CHARS, linked=2_000)),
+    "answer": declared("", Text(80)),
+    "wrong": declared("", Text(80)),
+    "read_at": declared("", Text(8)),
+}
 
 
 def build() -> Built:
@@ -373,6 +386,7 @@ TAB = Tab(
     "Which heads matter",
     build,
     makers,
+    fields=FIELDS,
     depends={
         "pair_example": (),
         "patch_said": ("patch",),
