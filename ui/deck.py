@@ -121,7 +121,10 @@ def as_slide(figure: dict) -> dict:
         {**t, "colorbar": bars[i]} if i < len(bars) and bars[i] else t
         for i, t in enumerate(figure["data"])
     ]
-    return {"data": data, "layout": slide["layout"]}
+    layout = dict(slide["layout"])
+    if figure["layout"].get("template"):  # the page's: the server sends it once
+        layout["template"] = figure["layout"]["template"]
+    return {"data": data, "layout": layout}
 
 
 def script_safe(text: str) -> str:

@@ -221,7 +221,8 @@ def in_room(data: list[dict], layout: dict, width: float, height: float, font: f
     with text of ``font`` px — title, axes, panel titles, legends and colour bars; the traces'
     other properties are the page's. ``layout`` is the figure as viz/ built it (before the
     page's layout: a copy is changed)."""
-    big = copy.deepcopy({k: v for k, v in layout.items() if k != "meta"})
+    # the template is the page's (the page puts it back: not sent three times)
+    big = copy.deepcopy({k: v for k, v in layout.items() if k not in ("meta", "template")})
     big.update(width=round(width), height=round(height), autosize=False)
     big["font"] = {**(big.get("font") or {}), "size": font}
     lines = _title(big, width, height, font)

@@ -80,9 +80,7 @@
      asks the server for the layout of the new one, and the old is drawn until it comes. */
   const presentedNow = (gd, data, layout) => {
     if (!P.on || P.paused || !P.block || !P.block.contains(gd)) return null;
-    const meta = layout.meta || {}, laid = meta.present;
-    /* a figure drawn before the page said its screen (the page's first view) */
-    if (!meta.laid_out) askLayout();
+    const laid = layout.meta && layout.meta.present;
     if (!laid) return null;  /* not presented (a phone): drawn as on the page */
     const [w, h] = laid.window || [0, 0];  /* rounded down to 20 px by the server */
     if (Math.abs(window.innerWidth - w - 10) > 20 || Math.abs(window.innerHeight - h - 10) > 20) {
@@ -109,6 +107,7 @@
     const big = JSON.parse(JSON.stringify(laid.layout));
     big.title = {...big.title, text: layout.title?.text ?? big.title?.text};
     big.meta = layout.meta;
+    big.template = layout.template;  /* the page's: the server sends it once */
     big.taBig = true;
     return [ta.withBars(data, laid.colorbars), big];
   };
@@ -220,7 +219,12 @@
   ta.drawHooks.push((gd) => {
     if (!gd.layout || gd.layout.taBig) return;
     keep(gd, gd.data, gd.layout);
-    if (P.on && !P.paused && P.block && P.block.contains(gd)) redraw(gd);
+    if (!P.on || P.paused || !P.block || !P.block.contains(gd)) return;
+    const meta = gd.layout.meta || {};
+    if (!meta.laid_out) askLayout();  /* drawn before the page said its screen */
+    /* only a figure laid out for the room is drawn again (a phone's is drawn as it came: drawn
+       again, it would come back here) */
+    if (meta.present) redraw(gd);
   });
   /* A new figure, tab or head: the presented figure follows the visible tab. */
   ta.drawHooks.push(() => { if (P.on) P.choose(); });

@@ -22,6 +22,7 @@
     if (!slide) return null;
     const big = JSON.parse(JSON.stringify(slide.layout));
     big.title = {...big.title, text: layout.title?.text ?? big.title?.text};
+    big.template = layout.template;  /* the page's: the server sends it once */
     return [ta.withBars(data, slide.colorbars), big];
   };
 })();
