@@ -109,7 +109,8 @@ def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
     bar_chars = max(len(t) for t in ticks) if ticks else 8
     if box.phone:  # the colour bar lies under the plot, the axes' names above it
         room = Room(top, y_px + 8, 6, band=band)
-        under = 1.6 * f + (14 + 2.8 * f if shows_bar else 4)
+        # the axes' names, then the bar: its title, the bar and its numbers
+        under = 1.6 * f + (18 + 3.6 * f if shows_bar else 4)
     else:  # the colour bar stands at the right, the axes' names upright at the left
         right = 16 + 12 + bar_chars * 0.7 * f + 1.6 * f + 8 if shows_bar else 16
         room, under = Room(top, y_px + 8 + 1.6 * f, right, band=band), 0
@@ -142,22 +143,24 @@ def _fit_title(trace, title: str, box: Box, shows_bar: bool, room: Room, spare: 
     return title, room
 
 
-def _phone_bar(bar: dict) -> dict:
+def _phone_bar(bar: dict, plot_h: float, bottom: float) -> dict:
     """A colour bar under the plot, across it: the cells keep the figure's width."""
     bar.update(
         orientation="h",
         x=0.5,
         xanchor="center",
-        y=0,
+        # its foot 4 px above the figure's bottom, in the plot's height (a container y put the
+        # bar's title over the bar: Plotly 7.1, seen in Chromium)
+        y=-(bottom - 4) / plot_h,
         yanchor="bottom",
-        yref="container",
+        yref="paper",
         len=0.92,  # its end labels stay inside the figure
         lenmode="fraction",
         thickness=10,
         xpad=0,
         ypad=4,
     )
-    bar["title"]["side"] = "bottom"  # "top" with a container y overlaps the bar (Plotly 6)
+    bar["title"]["side"] = "top"
     return bar
 
 
@@ -241,7 +244,9 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
         return changes, None
     bar = {**trace.get("colorbar", {}), "tickfont": {"size": f}}
     bar["title"] = {**bar.get("title", {}), "font": {"size": f}}
-    return changes, _phone_bar(bar) if box.phone else bar
+    if not box.phone:
+        return changes, bar
+    return changes, _phone_bar(bar, room.cell * len(ys), room.bottom)
 
 
 def boxes(screen: Screen) -> tuple[Box, list[Box]]:
