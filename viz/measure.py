@@ -46,6 +46,7 @@ def shorten(label: str, chars: int) -> str:
     return html.escape(plain[: max(1, chars - 1)] + "…", quote=True).replace("&quot;", "&#34;")
 
 
+@functools.lru_cache(maxsize=4096)  # a tab's titles repeat (the slide's line, a layer's steps)
 def wrap(text: str, room: float, size: float) -> str:
     """A title's lines (split at <br>) each broken at its last space, "·" or Chinese
     punctuation that fits in ``room`` px; a <sup> line stays a <sup> line."""
