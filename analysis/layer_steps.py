@@ -15,13 +15,15 @@ decoder layer's other attention is one step (its sublayer output), so that the s
 "decoder" and of "cross" both walk the whole layer from its input to its output.
 
 No step is computed here: the model runs the layer again on the trace's stored input
-(``trace.hidden_states``), the encoder output and the masks, and its own modules hand back every
-intermediate they computed (``Replay.walk``, model/replay.py; the model is ``net``, or the one the
-trace replays). This module names those tensors, in the layer's order, with their formulas, the
-tutorial lines that compute them and notes. The layer runs on the real tokens of one text: a
-padded item keeps only its real positions (T = its real token count, S = its source's), which
-give the same numbers as the padded batch (padded keys were hidden, -inf, and padding never
-reaches a real token). STEP_NAMES lists every name in order; docs/layer-steps.md documents it.
+(``trace.hidden_states``), the encoder output and the masks, and reads the named sites
+(model/sites.py) its own modules pass, every intermediate they computed (``Replay.walk``,
+model/replay.py; the model is ``net``, or the one the trace replays). This module maps step
+names to site names (ATTENTION_SITES, NORM_SITES, FFN_SITES) and gives the steps, in the layer's
+order, their formulas, the tutorial lines that compute them and notes. The layer runs on the
+real tokens of one text: a padded item keeps only its real positions (T = its real token count,
+S = its source's), which give the same numbers as the padded batch (padded keys were hidden,
+-inf, and padding never reaches a real token). STEP_NAMES lists every name in order;
+docs/layer-steps.md documents it.
 """
 
 from __future__ import annotations
@@ -125,26 +127,51 @@ def _b(linear: nn.Linear, name: str) -> str:
     return f" + b_{name}" if linear.bias is not None else ""
 
 
-# The attention's record (MultiHeadAttention with "record", model/attention.py) by step name;
-# RoPE's and the repeated heads' entries exist only where the model turned or repeated.
-ATTENTION_RECORD = {
-    "Q": "q_linear",
-    "K": "k_linear",
-    "V": "v_linear",
-    "Q heads": "q_heads",
-    "K heads": "k_heads",
-    "V heads": "v_heads",
-    "RoPE on Q": "q_rot",
-    "RoPE on K": "k_rot",
-    "K heads repeated": "k_rep",
-    "V heads repeated": "v_rep",
-    "scores": "scores",
-    "masked scores": "masked",
-    "attention weights": "pattern",
-    "context": "z",  # before any head ablation; "concat" is after it
-    "concat": "concat",
-    "attention output": "out",
+# The detailed attention's steps by site name (model/sites.py), under "attn." (self-attention) or
+# "cross_attn."; RoPE's and the repeated heads' sites are passed only where the model turns or
+# repeats. "context" is the heads' contexts before a head mask (Replay.walk's "contexts"),
+# "concat" after it; "attention output" is the layer's hook_attn_out / hook_cross_attn_out.
+ATTENTION_SITES = {
+    "Q": "hook_q_flat",
+    "K": "hook_k_flat",
+    "V": "hook_v_flat",
+    "Q heads": "hook_q",
+    "K heads": "hook_k",
+    "V heads": "hook_v",
+    "RoPE on Q": "hook_rot_q",
+    "RoPE on K": "hook_rot_k",
+    "K heads repeated": "hook_rep_k",
+    "V heads repeated": "hook_rep_v",
+    "scores": "hook_unmasked_scores",
+    "masked scores": "hook_attn_scores",
+    "attention weights": "hook_pattern",
+    "concat": "hook_concat",
 }
+# Each attention's Add & Norm by kind: (its norm's output: "… before" when pre-norm, "… after"
+# when post-norm; "… residual"; "… output", the sublayer's output).
+NORM_SITES = {
+    "self": ("ln1.hook_normalized", "hook_attn_resid", "hook_attn_out"),
+    "cross": ("ln2.hook_normalized", "hook_cross_attn_resid", "hook_cross_attn_out"),
+}
+# The FFN's steps; "FFN gate" and "FFN up" in a gated MLP only.
+FFN_SITES = {
+    "FFN gate": "mlp.hook_pre",
+    "FFN up": "mlp.hook_pre_linear",
+    "FFN hidden": "mlp.hook_post",
+    "FFN output": "hook_mlp_out",
+    "FFN residual": "hook_mlp_resid",
+}
+# The FFN's norm ("… before FFN" when pre-norm, "… after FFN" when post-norm): without, with
+# cross-attention before it in the layer.
+FFN_NORM_SITES = ("ln2.hook_normalized", "ln3.hook_normalized")
+LAYER_SITES = ("hook_resid_pre", "hook_resid_post")  # "input", "output"
+
+
+def _reads(detail: str) -> list[str]:
+    """The site names the walk reads, the attention taken apart being under ``detail``."""
+    names = [detail + name for name in ATTENTION_SITES.values()]
+    names += [name for kind in NORM_SITES.values() for name in kind]
+    return [*names, *FFN_SITES.values(), *FFN_NORM_SITES, *LAYER_SITES]
 
 
 def unsupported(config) -> str | None:
@@ -177,8 +204,9 @@ class _Steps:
         self.steps.append(Step(name, formula, shape, value, seed, line, note, tuple(reads)))
 
 
-def _detail(s: _Steps, parts: dict, block: dict) -> None:
-    """The steps inside the attention the stack names, Q through W_O."""
+def _projections(s: _Steps, parts: dict, block: dict) -> tuple[str, str, str, str]:
+    """The attention's steps from Q to its heads (turned, repeated): the names of the steps the
+    scores read (Q's, K's) and the context reads (V's), and the scores' symbol."""
     place, reader, kv, src = block["place"], block["reader"], block["kv"], block["src"]
     cross = block["kind"] == "cross"
     keys = "S" if cross else "T"
@@ -213,7 +241,14 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
             formula = f"{m}_h = {shared}, g = h // {rep}  (H / H_kv = {rep})"
             s.add(name, parts[name], formula, f"[H, {keys}, d_k]", place, (was,))
         k_name, v_name = "K heads repeated", "V heads repeated"
-    scores = f"{q_sym} {k_sym}ᵀ / √d_k"
+    return q_name, k_name, v_name, f"{q_sym} {k_sym}ᵀ / √d_k"
+
+
+def _detail(s: _Steps, parts: dict, block: dict) -> None:
+    """The steps inside the attention the stack names, Q through W_O."""
+    q_name, k_name, v_name, scores = _projections(s, parts, block)
+    place, cross, attn = block["place"], block["kind"] == "cross", block["attn"]
+    keys = "S" if cross else "T"
     s.add("scores", parts["scores"], scores, f"[H, T, {keys}]", place, (q_name, k_name))
     ok = block["allowed"]
     hidden, total = int((~ok).sum()), ok.numel()
@@ -305,81 +340,99 @@ def layer_steps(
     replay = model_of(trace, stack, net, "The layer's steps")
     home = "decoder" if stack == "cross" else stack
     module = replay.stacks[home].layers[layer]  # its biases and groups name the formulas
-    with torch.no_grad():
-        record = replay.walk(trace, stack, layer, item)  # every intermediate the layer computed
+    detail = "cross_attn." if stack == "cross" else "attn."
+    with torch.no_grad():  # every intermediate the layer computed, by site name
+        walked = replay.walk(trace, stack, layer, item, _reads(detail))
+    at = walked["sites"]
+    parts = {step: at[detail + n] for step, n in ATTENTION_SITES.items() if detail + n in at}
+    parts["context"] = walked["contexts"][detail]  # before a head mask
     cfg = trace.config
-    pre = cfg.norm == "pre"
     norm_name, ln = ("RMSNorm", "RMSNorm") if cfg.norm_kind == "rms" else ("LayerNorm", "LN")
-    blocks = [{"kind": "self", "attn": module.self_attn, "allowed": record["mask"]}]
-    if "cross" in record:
-        blocks.append({"kind": "cross", "attn": module.cross_attn, "allowed": record["cross_mask"]})
+    walk = {"trace": trace, "stack": stack, "home": home, "layer": layer, "at": at}
+    walk.update(parts=parts, pre=cfg.norm == "pre", norm_name=norm_name, ln=ln)
+    blocks = [{"kind": "self", "attn": module.self_attn, "allowed": walked["mask"]}]
+    if "cross_mask" in walked:
+        blocks.append({"kind": "cross", "attn": module.cross_attn, "allowed": walked["cross_mask"]})
     s = _Steps(cfg)
-    dims = "[T, d_model]"
-    s.add("input", record["resid_pre"], "X", dims, home)
+    s.add("input", at["hook_resid_pre"], "X", "[T, d_model]", home)
     sym, last = "X", "input"
     for number, block in enumerate(blocks, start=1):
-        kind = block["kind"]
-        done, norm = record[kind], record[f"{kind}_norm"]  # the attention's and its Add & Norm's
-        place = "cross" if kind == "cross" else home
-        detailed = (kind == "cross") == (stack == "cross")
-        # the name of this attention's steps: "attention …" when taken apart, else its kind
-        label = "attention" if detailed else f"{kind}-attention"
-        head_mask = trace.head_mask.get("cross" if kind == "cross" else home)
-        keep = None if head_mask is None else head_mask[layer]
-        src_name, reader = last, sym
-        if pre:
-            src_name, reader = f"{norm_name} before {label}", f"{ln}({sym})"
-            s.add(src_name, norm["input"], reader, dims, place, (last,))
-        if kind == "cross":
-            kv_sym, mha = "C", f"MultiHead({reader}, C, C)"
-        else:
-            kv_sym = reader
-            mha = ("Masked" if home == "decoder" else "") + f"MultiHead({reader})"
-        out_name = f"{label} output"
-        if detailed:
-            parts = {step: done[key] for step, key in ATTENTION_RECORD.items() if key in done}
-            info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
-            info.update(kind=kind, home=home, allowed=block["allowed"], keep=keep)
-            info.update(mode=trace.ablation, positions=trace.positions)
-            _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
-        else:
-            s.add(out_name, done["out"], mha, dims, place, (src_name,))
-        new = f"X{'₁₂'[number - 1]}"
-        res_name = f"{label} residual"
-        added = f"{new} = {sym} + {mha}" if pre else f"{sym} + {mha}"
-        s.add(res_name, norm["residual"], added, dims, place, (last, out_name))
-        last = res_name
-        if not pre:
-            last = f"LayerNorm after {label}"
-            s.add(
-                last, norm["output"], f"{new} = LayerNorm({sym} + {mha})", dims, place, (res_name,)
-            )
-        sym = new
-    ffn, mlp, norm = module.ffn, record["mlp"], record["mlp_norm"]
+        sym, last = _attention_steps(s, walk, block, number, sym, last)
+    _ffn_steps(s, walk, module.ffn, FFN_NORM_SITES[len(blocks) - 1], sym, last)
+    return s.steps
+
+
+def _attention_steps(
+    s: _Steps, walk: dict, block: dict, number: int, sym: str, last: str
+) -> tuple[str, str]:
+    """One attention of the layer with its Add & Norm: taken apart when the stack names it,
+    else its output only. Returns the new stream's symbol and its step's name."""
+    kind, home, pre, at = block["kind"], walk["home"], walk["pre"], walk["at"]
+    norm_site, residual_site, out_site = NORM_SITES[kind]
+    place = "cross" if kind == "cross" else home
+    detailed = (kind == "cross") == (walk["stack"] == "cross")
+    # the name of this attention's steps: "attention …" when taken apart, else its kind
+    label = "attention" if detailed else f"{kind}-attention"
+    head_mask = walk["trace"].head_mask.get("cross" if kind == "cross" else home)
+    keep = None if head_mask is None else head_mask[walk["layer"]]
+    dims = "[T, d_model]"
     src_name, reader = last, sym
     if pre:
-        src_name, reader = f"{norm_name} before FFN", f"{ln}({sym})"
-        s.add(src_name, norm["input"], reader, dims, home, (last,))
+        src_name, reader = f"{walk['norm_name']} before {label}", f"{walk['ln']}({sym})"
+        s.add(src_name, at[norm_site], reader, dims, place, (last,))
+    if kind == "cross":
+        kv_sym, mha = "C", f"MultiHead({reader}, C, C)"
+    else:
+        kv_sym = reader
+        mha = ("Masked" if home == "decoder" else "") + f"MultiHead({reader})"
+    out_name = f"{label} output"
+    if detailed:
+        parts = walk["parts"] | {"attention output": at[out_site]}
+        info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
+        info.update(kind=kind, home=home, allowed=block["allowed"], keep=keep)
+        info.update(mode=walk["trace"].ablation, positions=walk["trace"].positions)
+        _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
+    else:
+        s.add(out_name, at[out_site], mha, dims, place, (src_name,))
+    new = f"X{'₁₂'[number - 1]}"
+    res_name = f"{label} residual"
+    added = f"{new} = {sym} + {mha}" if pre else f"{sym} + {mha}"
+    s.add(res_name, at[residual_site], added, dims, place, (last, out_name))
+    last = res_name
+    if not pre:
+        last = f"LayerNorm after {label}"
+        s.add(last, at[norm_site], f"{new} = LayerNorm({sym} + {mha})", dims, place, (res_name,))
+    return new, last
+
+
+def _ffn_steps(s: _Steps, walk: dict, ffn: nn.Module, norm_site: str, sym: str, last: str) -> None:
+    """The FFN with its Add & Norm, then the layer's output."""
+    cfg, home, pre, at = s.config, walk["home"], walk["pre"], walk["at"]
+    dims = "[T, d_model]"
+    src_name, reader = last, sym
+    if pre:
+        src_name, reader = f"{walk['norm_name']} before FFN", f"{walk['ln']}({sym})"
+        s.add(src_name, at[norm_site], reader, dims, home, (last,))
     if cfg.mlp == "gated":
         act = _ACT[cfg.activation].format(x="G")
         for name, key, weight in (("FFN gate", "gate", "G"), ("FFN up", "up", "U")):
             linear = getattr(ffn, f"w_{key}")
             formula = f"{weight} = {reader} W_{key}{_b(linear, key)}"
-            s.add(name, mlp[key], formula, "[T, d_ff]", home, (src_name,))
+            s.add(name, at[FFN_SITES[name]], formula, "[T, d_ff]", home, (src_name,))
         reads = ("FFN gate", "FFN up")
-        s.add("FFN hidden", mlp["hidden"], f"{act} ⊙ U", "[T, d_ff]", home, reads, GATED_HIDDEN)
+        hidden = at[FFN_SITES["FFN hidden"]]
+        s.add("FFN hidden", hidden, f"{act} ⊙ U", "[T, d_ff]", home, reads, GATED_HIDDEN)
         formula = f"FFN({reader}) = (SiLU(G) ⊙ U) W_down{_b(ffn.w_down, 'down')}"
     else:
         inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
-        s.add("FFN hidden", mlp["hidden"], inner, "[T, d_ff]", home, (src_name,))
+        s.add("FFN hidden", at[FFN_SITES["FFN hidden"]], inner, "[T, d_ff]", home, (src_name,))
         formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
-    s.add("FFN output", record["mlp_out"], formula, dims, home, ("FFN hidden",))
+    s.add("FFN output", at[FFN_SITES["FFN output"]], formula, dims, home, ("FFN hidden",))
     added = f"{sym} + FFN({reader})"
-    s.add("FFN residual", norm["residual"], added, dims, home, (last, "FFN output"))
+    s.add("FFN residual", at[FFN_SITES["FFN residual"]], added, dims, home, (last, "FFN output"))
     last = "FFN residual"
     if not pre:
         added = f"LayerNorm({added})"
-        s.add("LayerNorm after FFN", norm["output"], added, dims, home, (last,))
+        s.add("LayerNorm after FFN", at[norm_site], added, dims, home, (last,))
         last = "LayerNorm after FFN"
-    s.add("output", record["resid_post"], f"X_out = {added}", dims, home, (last,))
-    return s.steps
+    s.add("output", at["hook_resid_post"], f"X_out = {added}", dims, home, (last,))

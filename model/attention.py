@@ -4,9 +4,8 @@ Both return their intermediates instead of stashing them on the module: the mode
 concurrent requests, so whatever one call computes must leave through its return value. What a
 call changes or reads in between (a head mask, a patch, a key/value cache, a trace's pattern
 slot, a caller's sites) arrives as one argument, a view of the call's sites (model/sites.py).
-Asked to (``record``), multi-head attention returns every intermediate of its forward pass,
-from the projections to W_O: the layer walk (analysis/layer_steps.py) reads those, not a second
-copy of the formula.
+Every intermediate from the projections to W_O passes a named site there: the layer walk
+(analysis/layer_steps.py) reads them by name, not a second copy of the formula.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ def scaled_dot_product_attention(
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     pattern: torch.Tensor | None = None,
-    record: dict[str, torch.Tensor] | None = None,
+    sites: SiteView | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention(Q, K, V) = softmax(QKᵀ / √d_k) V, with masked keys set to -inf before the softmax.
 
@@ -41,28 +40,24 @@ def scaled_dot_product_attention(
         mask: bool, broadcastable to [..., T_q, T_k]; True = may attend.
         pattern: optional tensor [..., T_q, T_k] to write the weights into (a trace's per-layer
             slot), which saves copying them afterwards.
-        record: optional {} that gets the masked scores, "masked" (the layer walk's; nothing
-            is kept otherwise).
+        sites: the call's sites under the attention (model/sites.py): "hook_unmasked_scores"
+            (QKᵀ/√d_k) and "hook_attn_scores" (with -inf where hidden), read or replaced there.
     Returns:
         (out [..., T_q, d_v], weights [..., T_q, T_k], scores [..., T_q, T_k]) where scores are
         QKᵀ/√d_k before masking. A query row with no allowed key gets all-zero weights (not NaN).
     """
     q = q * q.shape[-1] ** -0.5  # scale Q (T·d_k numbers) instead of QKᵀ (T·T numbers): same scores
-    scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k)
+    scores = site(sites, "hook_unmasked_scores", q @ k.transpose(-2, -1))  # (..., T_q, T_k)
     if mask is not None and bool(mask.all()):
         mask = None  # nothing hidden (one text, no padding, no causality): skip the masking work
-    if mask is None:
-        if record is not None:
-            record["masked"] = scores  # nothing hidden: the same tensor
-        weights = torch.softmax(scores, dim=-1, out=pattern)
+    if mask is None:  # nothing hidden: the masked scores are the same tensor
+        weights = torch.softmax(site(sites, "hook_attn_scores", scores), dim=-1, out=pattern)
         return weights @ v, weights, scores
     bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
     bias.masked_fill_(~mask, float("-inf"))  # (..., T_q, T_k) broadcast over heads
-    masked = scores + bias  # (..., T_q, T_k): -inf where hidden
-    if record is not None:
-        record["masked"] = masked
+    masked = site(sites, "hook_attn_scores", scores + bias)  # (..., T_q, T_k): -inf where hidden
     weights = torch.softmax(masked, dim=-1, out=pattern)
-    del masked  # freed before weights @ v unless recorded: a trace's peak stays where it was
+    del masked  # freed before weights @ v unless a site keeps it: a trace's peak stays as it was
     if not bool(mask.any(dim=-1).all()):
         # A fully hidden row is softmax(-inf, ..., -inf) = NaN. Every entry of such a row is hidden,
         # so this zeroes exactly those rows; other rows' hidden entries are 0 already.
@@ -184,36 +179,29 @@ class MultiHeadAttention(nn.Module):
         x: torch.Tensor,
         rotary: Rotation | None = None,
         turn: bool = True,
-        record: dict[str, torch.Tensor] | None = None,
         repeat: bool = True,
         sites: SiteView | None = None,
     ) -> torch.Tensor:
         """ "q", "k" or "v" of x per query head, [B, H, T, d_head]: q and k turned by rotary
         (unless turn=False: the projection before RoPE), a shared key/value head repeated for
         each query head of its group (HF's repeat_kv; repeat=False: [B, H_kv, T, d_head], as a
-        key/value cache keeps them). ``record`` gets each stage: "q_linear" [B, T, heads ·
-        d_head], "q_heads" [B, H or H_kv, T, d_head], "q_rot" (turned), "k_rep" (repeated),
-        with the kind's letter. x may be [B, heads, T, d_model], each head's own input (the
-        split inputs of model/sites.py); ``sites``: the call's "hook_q" / "hook_k" / "hook_v"
-        and, turned, "hook_rot_q" / "hook_rot_k" (where a key/value cache adds its keys)."""
+        key/value cache keeps them). x may be [B, heads, T, d_model], each head's own input (the
+        split inputs of model/sites.py). ``sites``: the call's sites of each stage, with the
+        kind's letter: "hook_q_flat" (x W_Q + b_Q [B, T, heads · d_head]; not with split
+        inputs), "hook_q" (its heads [B, H or H_kv, T, d_head]), "hook_rot_q" (turned; where a
+        key/value cache adds its keys), "hook_rep_k" / "hook_rep_v" (repeated)."""
         linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
         if x.dim() == 4:
             heads = self.per_head(linear, x)  # (B, H or H_kv, T, d_head)
         else:
-            flat = linear(x)  # (B, T, H or H_kv · d_head)
+            flat = site(sites, f"hook_{kind}_flat", linear(x))  # (B, T, H or H_kv · d_head)
             heads = self.split(flat)  # (B, H or H_kv, T, d_head)
-            if record is not None:
-                record[f"{kind}_linear"], record[f"{kind}_heads"] = flat, heads
         heads = site(sites, f"hook_{kind}", heads)
         if rotary is not None and turn and kind != "v":
             heads = rotary(heads)  # turned before repeating: H_kv heads, not H
-            if record is not None:
-                record[f"{kind}_rot"] = heads
             heads = site(sites, f"hook_rot_{kind}", heads)
         if kind != "q" and self.n_rep > 1 and repeat:
-            heads = self.repeat(heads)  # (B, H, T, d_head)
-            if record is not None:
-                record[f"{kind}_rep"] = heads
+            heads = site(sites, f"hook_rep_{kind}", self.repeat(heads))  # (B, H, T, d_head)
         return heads
 
     def per_head(self, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -245,7 +233,6 @@ class MultiHeadAttention(nn.Module):
         sites: SiteView | None = None,
         rotary: Rotation | None = None,
         inputs: Mapping[str, torch.Tensor] | None = None,
-        record: dict | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Queries come from x_q, keys and values from x_kv (the same tensor in self-attention).
 
@@ -254,50 +241,43 @@ class MultiHeadAttention(nn.Module):
             mask: bool [B, T_q, T_k] (or broadcastable), True = may attend.
             sites: the call's sites under this sublayer ("attn."; model/sites.py): what it reads
                 or replaces there ("hook_z": a head mask, a patch; "hook_rot_k" / "hook_v": a
-                key/value cache, x_kv then holding the new tokens only), the slot a trace's
-                pattern is written into, and whether the pass shows weights: in a pass that
-                does not, where no site reads or replaces "hook_pattern", the fused kernel
-                (fused_attention) computes the contexts and "scores" and "pattern" are None.
-                Without sites (a direct call) the attention is explicit.
+                key/value cache, x_kv then holding the new tokens only; every stage of
+                project() and scaled_dot_product_attention, "hook_concat" [B, T_q, d_model]
+                what W_O reads), the slot a trace's pattern is written into, and whether the
+                pass shows weights: in a pass that does not, where no site reads or replaces
+                the scores or "hook_pattern", the fused kernel (fused_attention) computes the
+                contexts and "scores" and "pattern" are None. Without sites (a direct call) the
+                attention is explicit.
             rotary: RoPE angles of the text (self-attention of a rotary model), else None.
             inputs: {"q" | "k" | "v": [B, heads, T, d_model]}: each head's own input in place of
                 x_q / x_kv (the split inputs of model/sites.py).
-            record: optional {} to get every intermediate back (the layer walk's).
         Returns:
             out [B, T_q, d_model] and {"q", "k", "v": [B, H, T, d_head], "scores", "pattern":
-            [B, H, T_q, T_k]}; with a record, also project()'s stages, "masked" (the scores
-            with -inf where hidden), "z" (the heads' contexts [B, H, T_q, d_head] before any
-            replacement), "concat" [B, T_q, d_model] (after it) and "out".
+            [B, H, T_q, T_k]}.
         """
         inputs = inputs or {}
-        q = self.project("q", inputs.get("q", x_q), rotary, record=record, sites=sites)
-        k = self.project("k", inputs.get("k", x_kv), rotary, record=record, sites=sites)
-        v = self.project("v", inputs.get("v", x_kv), record=record, sites=sites)
+        q = self.project("q", inputs.get("q", x_q), rotary, sites=sites)
+        k = self.project("k", inputs.get("k", x_kv), rotary, sites=sites)
+        v = self.project("v", inputs.get("v", x_kv), sites=sites)
         if mask is not None:  # q: (B, H, T_q, d_head); k, v: (B, H, T_k, d_head)
             mask = mask.unsqueeze(-3)  # (B, 1, T_q, T_k): the same mask for every head
-        shown = sites is None or sites.weights or record is not None
         wants_pattern = sites is not None and sites.wants("hook_pattern")
         # z: (B, H, T_q, d_head), the heads' contexts before concat
-        if not shown and not wants_pattern:
+        if not _explicit(sites, wants_pattern):
             z, pattern, scores = fused_attention(q, k, v, mask), None, None
         else:
             slot = None if sites is None else sites.slot("hook_pattern")
-            z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, slot, record)
+            z, pattern, scores = scaled_dot_product_attention(q, k, v, mask, slot, sites)
         if wants_pattern:
             pattern = sites("hook_pattern", pattern)
             z = pattern @ v  # (B, H, T_q, d_head): from the pattern the call gave
         found = {"q": q, "k": k, "v": v, "scores": scores, "pattern": pattern}
-        if record is not None:
-            record["z"] = z
         if sites is not None:
             z = sites("hook_z", z)  # a head mask's, a patch's, then the caller's
             if sites.wants("hook_result"):
                 return self.results(z, sites), found
-        concat = self.concat(z)  # (B, T_q, d_model)
-        out = self.w_o(concat)  # (B, T_q, d_model)
-        if record is not None:
-            found = {**record, **found, "concat": concat, "out": out}
-        return out, found
+        concat = site(sites, "hook_concat", self.concat(z))  # (B, T_q, d_model)
+        return self.w_o(concat), found  # (B, T_q, d_model)
 
     def results(self, z: torch.Tensor, sites: SiteView) -> torch.Tensor:
         """W_O applied head by head (the site "hook_result", [B, H, T_q, d_model]), then summed
@@ -307,6 +287,15 @@ class MultiHeadAttention(nn.Module):
         result = sites("hook_result", torch.einsum("bhtk,dhk->bhtd", z, w_o))
         out = result.sum(dim=1)  # (B, T_q, d_model)
         return out if self.w_o.bias is None else out + self.w_o.bias
+
+
+def _explicit(sites: SiteView | None, wants_pattern: bool) -> bool:
+    """Whether attention makes its weights (scaled_dot_product_attention) rather than running
+    the fused kernel: a direct call, a pass that shows weights, or one whose sites read or
+    replace the pattern or the scores."""
+    if sites is None or sites.weights or wants_pattern:
+        return True
+    return sites.wants("hook_attn_scores") or sites.wants("hook_unmasked_scores")
 
 
 def head_masks(

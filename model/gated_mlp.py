@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from model.config import TransformerConfig
+from model.sites import SiteView, site
 
 
 class GatedFeedForward(nn.Module):
@@ -21,12 +22,12 @@ class GatedFeedForward(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.w_down = nn.Linear(config.d_ff, config.d_model, bias=bias)
 
-    def forward(self, x: torch.Tensor, record: dict | None = None) -> torch.Tensor:
-        """record: optional {} that gets "gate" x W_gate, "up" x W_up and "hidden" their
-        product after the activation, each [B, T, d_ff]."""
-        gate, up = self.w_gate(x), self.w_up(x)  # (B, T, d_ff) each
-        gated = self.act(gate) * up  # (B, T, d_ff)
-        if record is not None:
-            record.update(gate=gate, up=up, hidden=gated)
-        del gate, up  # freed before W_down unless recorded: a forward pass's peak stays as it was
+    def forward(self, x: torch.Tensor, sites: SiteView | None = None) -> torch.Tensor:
+        """sites: the call's sites under "mlp." (model/sites.py), TransformerLens's names:
+        "hook_pre" x W_gate, "hook_pre_linear" x W_up and "hook_post" their product after the
+        activation, each [B, T, d_ff]."""
+        gate = site(sites, "hook_pre", self.w_gate(x))  # (B, T, d_ff)
+        up = site(sites, "hook_pre_linear", self.w_up(x))  # (B, T, d_ff)
+        gated = site(sites, "hook_post", self.act(gate) * up)  # (B, T, d_ff)
+        del gate, up  # freed before W_down unless a site keeps them: a pass's peak stays as it was
         return self.w_down(self.dropout(gated))  # (B, T, d_model)

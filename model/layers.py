@@ -36,12 +36,11 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.fc2 = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
 
-    def forward(self, x: torch.Tensor, record: dict | None = None) -> torch.Tensor:
-        """record: optional {} that gets "hidden", act(x W_1 + b_1) [B, T, d_ff]."""
-        hidden = self.act(self.fc1(x))  # (B, T, d_ff)
-        if record is not None:
-            record["hidden"] = hidden
-        return self.fc2(self.dropout(hidden))  # (B, T, d_model)
+    def forward(self, x: torch.Tensor, sites: SiteView | None = None) -> torch.Tensor:
+        """sites: the call's sites under "mlp." (model/sites.py), TransformerLens's names:
+        "hook_pre" x W_1 + b_1 and "hook_post" act(x W_1 + b_1), each [B, T, d_ff]."""
+        hidden = self.act(site(sites, "hook_pre", self.fc1(x)))  # (B, T, d_ff)
+        return self.fc2(self.dropout(site(sites, "hook_post", hidden)))  # (B, T, d_model)
 
 
 def make_mlp(config: TransformerConfig) -> nn.Module:
@@ -52,6 +51,14 @@ def make_mlp(config: TransformerConfig) -> nn.Module:
 
 
 SubLayer = Callable[[torch.Tensor], tuple[torch.Tensor, dict]]
+
+# The sites of each Add & Norm (model/sites.py): its norm's output, TransformerLens's
+# "ln{n}.hook_normalized" (ln3 is the FFN's in a layer with cross-attention, as in
+# TransformerLens's T5 block), and x + the sublayer's output (ours).
+SELF_NORM = ("ln1.hook_normalized", "hook_attn_resid")
+CROSS_NORM = ("ln2.hook_normalized", "hook_cross_attn_resid")
+MLP_NORM = ("ln2.hook_normalized", "hook_mlp_resid")
+MLP_NORM_AFTER_CROSS = ("ln3.hook_normalized", "hook_mlp_resid")
 
 
 class AddNorm(nn.Module):
@@ -76,35 +83,26 @@ class AddNorm(nn.Module):
         self,
         x: torch.Tensor,
         sublayer: SubLayer,
-        record: dict | None = None,
+        sites: SiteView | None = None,
+        names: tuple[str, str] = SELF_NORM,
         read: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-        """Returns (new residual stream, the sublayer's own output, the sublayer's record).
+        """Returns (new residual stream, the sublayer's own output, what the sublayer found).
 
-        record: optional {} that gets "input" (what the sublayer read: LayerNorm(x) when
-        pre-norm), "residual" (x + the sublayer's output) and "output" (the new stream).
-        read: what the sublayer reads in place of x (a site, model/sites.py); the residual
-        connection still adds x.
+        sites: the call's sites under the layer (model/sites.py), at ``names``: the norm's
+        output ("ln1.hook_normalized": what the sublayer reads when pre-norm, the new stream
+        when post-norm) and x + the sublayer's output ("hook_attn_resid", before a post-norm's
+        norm). read: what the sublayer reads in place of x (a site); the residual connection
+        still adds x.
         """
-        h = self.sublayer_input(x if read is None else read(x))  # (B, T, d_model)
+        h = x if read is None else read(x)
+        if self.pre:
+            h = site(sites, names[0], self.norm(h))  # (B, T, d_model)
         out, found = sublayer(h)
-        residual = x + self.dropout(out)  # (B, T, d_model)
-        new = residual if self.pre else self.norm(residual)
-        if record is not None:
-            record.update(input=h, residual=residual, output=new)
-        return new, out, found
-
-
-def _ffn(ffn: nn.Module, record: bool) -> SubLayer:
-    """The FFN as a sublayer; with ``record``, its record holds its hidden features."""
-    if not record:
-        return lambda h: (ffn(h), {})
-
-    def run(h: torch.Tensor) -> tuple[torch.Tensor, dict]:
-        found: dict = {}
-        return ffn(h, found), found
-
-    return run
+        residual = site(sites, names[1], x + self.dropout(out))  # (B, T, d_model)
+        if self.pre:
+            return residual, out, found
+        return site(sites, names[0], self.norm(residual)), out, found
 
 
 def _sited(sublayer: SubLayer, sites: SiteView | None, name: str) -> SubLayer:
@@ -144,17 +142,19 @@ def _under(sites: SiteView | None, name: str) -> SiteView | None:
 
 
 def _mlp(
-    ffn: nn.Module, add_norm: AddNorm, x: torch.Tensor, sites: SiteView | None, seen: dict | None
-) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """The FFN's Add & Norm, with the call's hook_mlp_in and hook_mlp_out sites."""
+    ffn: nn.Module,
+    add_norm: AddNorm,
+    x: torch.Tensor,
+    sites: SiteView | None,
+    names: tuple[str, str],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The FFN's Add & Norm, with the call's hook_mlp_in, mlp.* and hook_mlp_out sites:
+    (the new stream, the FFN's output)."""
     read = None if sites is None else (lambda x: sites("hook_mlp_in", x))
-    sublayer = _sited(_ffn(ffn, seen is not None), sites, "hook_mlp_out")
-    return add_norm(x, sublayer, _norm_record(seen, "mlp_norm"), read)
-
-
-def _norm_record(record: dict | None, name: str) -> dict | None:
-    """The record of one Add & Norm ("self_norm", "cross_norm", "mlp_norm"), when recording."""
-    return None if record is None else record.setdefault(name, {})
+    inner = _under(sites, "mlp.")
+    sublayer = _sited(lambda h: (ffn(h, inner), {}), sites, "hook_mlp_out")
+    x, out, _ = add_norm(x, sublayer, sites, names, read)
+    return x, out
 
 
 class EncoderLayer(nn.Module):
@@ -173,30 +173,27 @@ class EncoderLayer(nn.Module):
         mask: torch.Tensor | None,
         sites: SiteView | None = None,
         rotary: Rotation | None = None,
-        record: bool = False,
     ) -> tuple[torch.Tensor, dict]:
-        """sites: the call's sites under this layer ("blocks.{l}.", model/sites.py); rotary: the
-        text's RoPE angles when the model turns queries and keys; record: every intermediate
-        back (the Add & Norms' "self_norm" and "mlp_norm", the FFN's "mlp", the attention's)."""
-        seen = {} if record else None
+        """sites: the call's sites under this layer ("blocks.{l}.", model/sites.py), which read
+        or replace every intermediate (the layer walk reads them all); rotary: the text's RoPE
+        angles when the model turns queries and keys. Returns the new stream and {"self": the
+        attention's q, k, v, scores, pattern; "attn_out", "mlp_out"} (what a trace replays)."""
         x = site(sites, "hook_resid_pre", x)
         attn = _under(sites, "attn.")
         inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
-        attn_rec = {} if record else None
-        x, attn_out, self_rec = self.add_norm1(
+        x, attn_out, self_found = self.add_norm1(
             x,
             _sited(
-                lambda h: self.self_attn(h, h, mask, attn, rotary, inputs, attn_rec),
+                lambda h: self.self_attn(h, h, mask, attn, rotary, inputs),
                 sites,
                 "hook_attn_out",
             ),
-            _norm_record(seen, "self_norm"),
+            sites,
+            SELF_NORM,
         )
         x = site(sites, "hook_resid_mid", x)
-        x, mlp_out, mlp_rec = _mlp(self.ffn, self.add_norm2, x, sites, seen)
-        found = {"self": self_rec, "attn_out": attn_out, "mlp_out": mlp_out}
-        if seen is not None:
-            found.update(seen, mlp=mlp_rec)
+        x, mlp_out = _mlp(self.ffn, self.add_norm2, x, sites, MLP_NORM)
+        found = {"self": self_found, "attn_out": attn_out, "mlp_out": mlp_out}
         return site(sites, "hook_resid_post", x), found
 
 
@@ -224,44 +221,42 @@ class DecoderLayer(nn.Module):
         cross_mask: torch.Tensor | None = None,
         sites: SiteView | None = None,
         rotary: Rotation | None = None,
-        record: bool = False,
     ) -> tuple[torch.Tensor, dict]:
-        """sites, record as EncoderLayer (with "cross_norm", and cross-attention's sites under
-        "cross_attn."); rotary: the text's RoPE angles, for self-attention (cross-attention is
-        never turned)."""
-        seen = {} if record else None
+        """sites as EncoderLayer (cross-attention's under "cross_attn.", the stream after it
+        "hook_resid_mid_cross"); rotary: the text's RoPE angles, for self-attention (cross-
+        attention is never turned). Returns as EncoderLayer, with "cross" and "cross_out"."""
         x = site(sites, "hook_resid_pre", x)
         attn = _under(sites, "attn.")
         inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
-        attn_rec = {} if record else None
-        x, attn_out, self_rec = self.add_norm1(
+        x, attn_out, self_found = self.add_norm1(
             x,
             _sited(
-                lambda h: self.self_attn(h, h, self_mask, attn, rotary, inputs, attn_rec),
+                lambda h: self.self_attn(h, h, self_mask, attn, rotary, inputs),
                 sites,
                 "hook_attn_out",
             ),
-            _norm_record(seen, "self_norm"),
+            sites,
+            SELF_NORM,
         )
         x = site(sites, "hook_resid_mid", x)
-        found = {"self": self_rec, "attn_out": attn_out}
+        found = {"self": self_found, "attn_out": attn_out}
+        mlp_names = MLP_NORM
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
             cross = _under(sites, "cross_attn.")
-            cross_rec = {} if record else None
             x, cross_out, cross_found = self.add_norm2(
                 x,
                 _sited(
-                    lambda h: self.cross_attn(h, memory, cross_mask, cross, None, None, cross_rec),
+                    lambda h: self.cross_attn(h, memory, cross_mask, cross),
                     sites,
                     "hook_cross_attn_out",
                 ),
-                _norm_record(seen, "cross_norm"),
+                sites,
+                CROSS_NORM,
             )
+            x = site(sites, "hook_resid_mid_cross", x)
             found.update(cross=cross_found, cross_out=cross_out)
-        x, mlp_out, mlp_rec = _mlp(self.ffn, self.add_norm3, x, sites, seen)
-        found["mlp_out"] = mlp_out
-        if seen is not None:
-            found.update(seen, mlp=mlp_rec)
+            mlp_names = MLP_NORM_AFTER_CROSS
+        x, found["mlp_out"] = _mlp(self.ffn, self.add_norm3, x, sites, mlp_names)
         return site(sites, "hook_resid_post", x), found

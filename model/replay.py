@@ -6,9 +6,10 @@ tokens) and only a few views read them, so they are computed on first access: by
 modules, on the same inputs, in the same order as the forward pass (the equal numbers are pinned
 in tests/test_big_shapes.py and tests/test_transformer.py).
 
-``walk`` runs one layer of one text again with every intermediate recorded, from its input to
-its output (the layer walk, analysis/layer_steps.py): what the layer computes, returned by the
-layer's own modules, so no second copy of the formulas exists to drift from the model.
+``walk`` runs one layer of one text again and reads the named sites it is asked for
+(model/sites.py), any intermediate from its input to its output (the layer walk,
+analysis/layer_steps.py): what the layer's own modules computed, so no second copy of the
+formulas exists to drift from the model.
 
 The replay holds a reference to the model's stacks (shared, read-only) and the version counters
 of their weights: if the weights change in place after the trace (a training step, a new
@@ -17,14 +18,14 @@ checkpoint copied in), asking for a replayed field is an error rather than a sil
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import torch
 from torch import nn
 
 from model.attention import ablation_sites
 from model.rotary import Rotation
-from model.sites import Intervention, prefix
+from model.sites import Intervention, Sites, prefix
 
 # Field -> (projection, turned by RoPE). Rotary models also give Q and K before the turn.
 PROJECTIONS = {
@@ -140,21 +141,25 @@ class Replay:
             }
         return found
 
-    def walk(self, trace, stack: str, layer: int, item: int) -> dict:
-        """One layer of one text run again, every intermediate recorded (see module doc).
+    def walk(self, trace, stack: str, layer: int, item: int, read: Collection[str]) -> dict:
+        """One layer of one text run again, its sites ``read`` read (see module doc).
 
-        The layer's own forward pass on the text's real tokens only: padded keys were hidden
-        and padding never reaches a real token, so these are the padded batch's numbers. RoPE
-        turns the real rows by their own positions in the batch; with positions off a rotary
-        model's turn is the identity (so the walk can show that nothing turned).
+        The layer's own forward pass on the text's real tokens only, as one call with
+        ``Sites(read=…)`` and the trace's head masks: padded keys were hidden and padding never
+        reaches a real token, so these are the padded batch's numbers. RoPE turns the real rows
+        by their own positions in the batch; with positions off a rotary model's turn is the
+        identity (so the walk can show that nothing turned).
 
+        Args:
+            read: site names under the layer ("hook_resid_pre", "attn.hook_q", "mlp.hook_post",
+                …; model/sites.py).
         Returns:
-            The layer's record (EncoderLayer / DecoderLayer with "record": "self", "cross"
-            attention, "self_norm", "cross_norm", "mlp_norm", "mlp"), the batch dimension
-            dropped, and "resid_pre", "resid_post" [T, d_model] (the layer's input and output),
-            "mask" [T, T] (self-attention's, True = may attend), with cross-attention "memory"
-            [S, d_model] (the encoder output C of the source's real tokens) and "cross_mask"
-            [T, S]; on the model's device and dtype.
+            "sites": {name: value} for each name of ``read`` the layer passed, the batch
+            dimension dropped; "contexts": {"attn." | "cross_attn.": [H, T, d_head]} each
+            attention's contexts as computed, before the trace's head mask replaced them at
+            "hook_z"; "mask" [T, T] (self-attention's, True = may attend), with cross-attention
+            "memory" [S, d_model] (the encoder output C of the source's real tokens) and
+            "cross_mask" [T, S]; on the model's device and dtype.
         """
         name = "decoder" if stack == "cross" else stack
         module = self.stacks[name]
@@ -175,32 +180,60 @@ class Replay:
         hidden = trace.hidden_states[name]  # (B, L+1, T, d_model)
         x = on(hidden[item, layer], rows)  # (T, d_model)
         mask = on(trace.masks[name][item], rows, rows)  # (T, T)
-        rotary = self.rotation(hidden.shape[2], trace.positions)
-        if rotary is not None:  # the real rows' own angles
-            rotary = Rotation(on(rotary.cos, rows), on(rotary.sin, rows))  # (T, d_head) each
-        elif trace.config.positions == "rotary":
-            one = torch.ones((), dtype=param.dtype, device=param.device)
-            rotary = Rotation(one, one * 0)  # positions off: the identity turn
-        keep = {s: m.to(param.device) for s, m in trace.head_mask.items()}
-        at = _ablations(trace, keep, {}, range(layer, layer + 1))
-        sites = at.at(f"{prefix(trace.config, name)}.{layer}.")
-        found: dict = {"resid_pre": x, "mask": mask}
+        rotary = self._walk_rotation(trace, hidden.shape[2], rows, on, param)
+        under = f"{prefix(trace.config, name)}.{layer}."
+        sites = Sites(read=[under + n for n in read])
+        at, contexts = _walk_sites(trace, under, sites, layer, param.device)
+        found: dict = {"mask": mask}
+        args: tuple = () if name == "encoder" else (None, None)  # memory, cross mask
+        if name == "decoder" and "cross" in trace.masks:
+            memory = on(trace.outputs["encoder"][item], cols)  # (S, d_model)
+            cross = on(trace.masks["cross"][item], rows, cols)  # (T, S)
+            found.update(memory=memory, cross_mask=cross)
+            args = (memory[None], cross[None])
         with torch.no_grad():
-            layer_module = module.layers[layer]
-            if name == "encoder":
-                out, record = layer_module(x[None], mask[None], sites, rotary, record=True)
-            else:
-                memory = cross = None
-                if "cross" in trace.masks:
-                    memory = on(trace.outputs["encoder"][item], cols)  # (S, d_model)
-                    cross = on(trace.masks["cross"][item], rows, cols)  # (T, S)
-                    found.update(memory=memory, cross_mask=cross)
-                    memory, cross = memory[None], cross[None]
-                out, record = layer_module(
-                    x[None], mask[None], memory, cross, sites, rotary, record=True
-                )
-        found.update(_first(record), resid_post=out[0])
+            module.layers[layer](x[None], mask[None], *args, at.at(under), rotary)
+        found["sites"] = {n[len(under) :]: v[0] for n, v in sites.values.items()}
+        found["contexts"] = {n: v[0] for n, v in contexts.items()}
         return found
+
+    def _walk_rotation(self, trace, seq_len: int, rows, on, param) -> Rotation | None:
+        """RoPE's angles of the real rows (their own positions in the batch); positions off,
+        a rotary model's identity turn."""
+        rotary = self.rotation(seq_len, trace.positions)
+        if rotary is not None:  # the real rows' own angles
+            return Rotation(on(rotary.cos, rows), on(rotary.sin, rows))  # (T, d_head) each
+        if trace.config.positions == "rotary":
+            one = torch.ones((), dtype=param.dtype, device=param.device)
+            return Rotation(one, one * 0)  # positions off: the identity turn
+        return None
+
+
+def _walk_sites(
+    trace, under: str, sites: Sites, layer: int, device: torch.device
+) -> tuple[Intervention, dict[str, torch.Tensor]]:
+    """The walk's Intervention: at each attention's "hook_z", first a keeper of the contexts as
+    computed (into the dict returned, by "attn." / "cross_attn."), then the trace's head mask as
+    its pass applied it (the layer's); then the walk's Sites, which read what follows it."""
+    at = Intervention(sites, weights=True)
+    contexts: dict[str, torch.Tensor] = {}
+    for attn in ("attn.", "cross_attn."):
+        at.replace(under + attn + "hook_z", _keeper(contexts, attn))
+    keep = {s: m.to(device) for s, m in trace.head_mask.items()}
+    layers = range(layer, layer + 1)
+    for name, fn in ablation_sites(trace.config, keep, trace.ablation, {}, layers).items():
+        at.replace(name, fn)
+    return at, contexts
+
+
+def _keeper(kept: dict, key: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A replacement that changes nothing and keeps the value it was given under ``key``."""
+
+    def keep(x: torch.Tensor) -> torch.Tensor:
+        kept[key] = x
+        return x
+
+    return keep
 
 
 def _ablations(
@@ -212,8 +245,3 @@ def _ablations(
     for name, fn in ablation_sites(trace.config, keep, trace.ablation, query_masks, layers).items():
         at.replace(name, fn)
     return at
-
-
-def _first(record: dict) -> dict:
-    """A record of a batch of one, its batch dimension dropped (nested dicts too)."""
-    return {k: _first(v) if isinstance(v, dict) else v[0] for k, v in record.items()}

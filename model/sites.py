@@ -18,17 +18,40 @@ in a Trace), B items, T tokens:
   query (key, value) head's own copy of the stream, before the layer's norm (TransformerLens's
   ``use_split_qkv_input``; key and value per key/value head). Named, the layer's attention reads
   them instead of the one stream; the stream itself goes on unchanged.
+- ``P.{l}.ln1.hook_normalized`` [B, T, d_model]: the attention's norm's output: pre-norm what
+  the attention reads, post-norm the stream after attention (the value of hook_resid_mid);
+  ``ln2.`` the MLP's norm (in a decoder layer with cross-attention ``ln2.`` is cross-attention's
+  and ``ln3.`` the MLP's, as in TransformerLens's T5 block).
 - ``P.{l}.attn.hook_q``, ``hook_k``, ``hook_v`` [B, H or H_kv, T, d_head] (before RoPE),
   ``attn.hook_rot_q``, ``hook_rot_k`` (the same turned by RoPE, in a pass with rotary positions),
+  ``attn.hook_attn_scores`` [B, H, T_q, T_k] (the scores after the mask, -inf where hidden),
   ``attn.hook_pattern`` [B, H, T_q, T_k], ``attn.hook_z`` [B, H, T_q, d_head] (the heads'
   contexts before W_O), ``attn.hook_result`` [B, H, T_q, d_model] (each head's z_h·W_O^h; W_O's
   bias is added to their sum); the same under ``cross_attn.`` for a decoder's cross-attention.
+- Ours, where TransformerLens has no name (each one stage of the layer walk,
+  analysis/layer_steps.py): ``attn.hook_q_flat``, ``hook_k_flat``, ``hook_v_flat`` [B, T, H or
+  H_kv · d_head] (x W_Q + b_Q before the split into heads; not with split inputs);
+  ``attn.hook_rep_k``, ``hook_rep_v`` [B, H, T, d_head] (grouped-query attention's key/value
+  heads repeated for the query heads of their group; only where H_kv < H);
+  ``attn.hook_unmasked_scores`` [B, H, T_q, T_k] (QKᵀ/√d_k before the mask);
+  ``attn.hook_concat`` [B, T_q, d_model] (the contexts after hook_z, concatenated: what W_O
+  reads; not where hook_result is named).
 - ``P.{l}.hook_attn_out`` (``hook_cross_attn_out``) [B, T, d_model]: the sublayer's output.
-- ``P.{l}.hook_resid_mid`` [B, T, d_model]: the stream after attention (post-norm: after its norm).
+- ``P.{l}.hook_attn_resid`` (``hook_cross_attn_resid``, ``hook_mlp_resid``) [B, T, d_model],
+  ours: the stream plus the sublayer's output, what a post-norm layer's norm reads (pre-norm:
+  the value of hook_resid_mid, hook_resid_mid_cross, hook_resid_post).
+- ``P.{l}.hook_resid_mid`` [B, T, d_model]: the stream after attention (post-norm: after its norm);
+  ``hook_resid_mid_cross``: after cross-attention, in a decoder layer with it.
 - ``P.{l}.hook_mlp_in`` [B, T, d_model]: the stream as the MLP reads it, before its norm
-  (the stream itself goes on unchanged); ``P.{l}.hook_mlp_out``: the MLP's output.
+  (the stream itself goes on unchanged).
+- ``P.{l}.mlp.hook_pre`` [B, T, d_ff]: x W_1 + b_1 before the activation (gated MLP: x W_gate),
+  ``mlp.hook_pre_linear`` (gated MLP: x W_up), ``mlp.hook_post``: the activation (gated MLP:
+  act(x W_gate) ⊙ x W_up), what W_2 (W_down) reads; ``P.{l}.hook_mlp_out``: the MLP's output.
 - ``P.{l}.hook_resid_post`` [B, T, d_model]: the stream leaving the layer (the last layer's is
   what the final norm reads).
+
+A site that reads or replaces the scores or the pattern makes attention compute its weights in
+a pass that would otherwise run the fused kernel (a forward pass, ``run_with_sites``).
 
 At a named site, in this order: ``replace[name](x)`` gives the value the run goes on with; a name
 in ``grad`` gets a zero tensor added that requires grad (``gradients(value)`` is then ∂value/∂ the
@@ -57,6 +80,7 @@ class Sites:
     def __post_init__(self) -> None:
         self.read, self.grad = frozenset(self.read), frozenset(self.grad)
         self.names = self.read | self.grad | frozenset(self.replace)
+        self.live = bool(self.names)  # whether any site is named (SiteView's quick way past)
 
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
         """The value the run goes on with at site ``name``, x as the model computed it."""
@@ -106,11 +130,15 @@ class Intervention:
         self.sites, self.weights = sites, weights
         self.own: dict[str, list[Replacement]] = {}
         self.slots: dict[str, torch.Tensor] = {}
+        # whether any site is named: a pass without one (a plain forward) passes each site by
+        # one attribute read (SiteView), not a name lookup
+        self.live = sites is not None and sites.live
 
     def replace(self, name: str, fn: Replacement | None) -> None:
         """Put fn(x) in place of x at site ``name``, after what was added there before."""
         if fn is not None:
             self.own.setdefault(name, []).append(fn)
+            self.live = True
 
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
         """The value the run goes on with at site ``name``, x as the model computed it."""
@@ -132,6 +160,8 @@ class Intervention:
 class Named(Protocol):
     """What a SiteView looks through: a Sites or an Intervention."""
 
+    live: bool  # whether any site is named
+
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor: ...
 
     def wants(self, name: str) -> bool: ...
@@ -145,10 +175,10 @@ class SiteView:
     prefix: str
 
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        return self.sites(self.prefix + name, x)
+        return self.sites(self.prefix + name, x) if self.sites.live else x
 
     def wants(self, name: str) -> bool:
-        return self.sites.wants(self.prefix + name)
+        return self.sites.live and self.sites.wants(self.prefix + name)
 
     def at(self, prefix: str) -> SiteView:
         return SiteView(self.sites, self.prefix + prefix)

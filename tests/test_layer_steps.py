@@ -300,28 +300,47 @@ def test_input_attention_weights_and_output_are_the_traces(traced, name):
 
 
 def test_the_steps_are_what_the_models_own_modules_computed(traced):
-    """The walk names the layer's record (Replay.walk: the layer run with "record"), and computes
-    nothing itself; a forward pass not asked to record returns only what a trace replays."""
+    """The walk names the sites the layer passed (Replay.walk: the layer run with
+    Sites(read=…)), and computes nothing itself; a forward pass returns only what a trace
+    replays, and no module takes a "record" any more."""
+    import inspect
+
+    from model.attention import MultiHeadAttention, scaled_dot_product_attention
+    from model.gated_mlp import GatedFeedForward
+    from model.layers import AddNorm, DecoderLayer, EncoderLayer, PositionwiseFeedForward
+
     net, tr = traced("seed001-prenorm")
     layer = net.decoder.layers[0]
     x = tr.hidden_states["decoder"][:, 0]  # (B, T, d_model)
     _, plain = layer(x, tr.masks["decoder"], tr.outputs["encoder"], tr.masks["cross"])
     assert set(plain) == {"self", "attn_out", "cross", "cross_out", "mlp_out"}
     assert set(plain["self"]) == {"q", "k", "v", "scores", "pattern"}
-    record = net.replay().walk(tr, "decoder", 0, 1)
+    read = ["attn.hook_pattern", "attn.hook_attn_scores", "hook_cross_attn_out", "mlp.hook_post"]
+    walked = net.replay().walk(tr, "decoder", 0, 1, [*read, "hook_resid_post"])
     steps = {s.name: s.value for s in layer_steps(tr, "decoder", 0, 1)}
     for name, value in (
-        ("attention weights", record["self"]["pattern"]),
-        ("masked scores", record["self"]["masked"]),
-        ("context", record["self"]["z"]),
-        ("cross-attention output", record["cross"]["out"]),
-        ("FFN hidden", record["mlp"]["hidden"]),
-        ("output", record["resid_post"]),
+        ("attention weights", walked["sites"]["attn.hook_pattern"]),
+        ("masked scores", walked["sites"]["attn.hook_attn_scores"]),
+        ("context", walked["contexts"]["attn."]),
+        ("cross-attention output", walked["sites"]["hook_cross_attn_out"]),
+        ("FFN hidden", walked["sites"]["mlp.hook_post"]),
+        ("output", walked["sites"]["hook_resid_post"]),
     ):
         assert torch.equal(steps[name], value.float()), name
     source = (Path(__file__).parents[1] / "analysis" / "layer_steps.py").read_text()
     for code in (".softmax(", " @ ", "functional"):  # no second attention formula
         assert code not in source, code
+    for fn in (
+        scaled_dot_product_attention,
+        MultiHeadAttention.project,
+        MultiHeadAttention.forward,
+        AddNorm.forward,
+        PositionwiseFeedForward.forward,
+        GatedFeedForward.forward,
+        EncoderLayer.forward,
+        DecoderLayer.forward,
+    ):
+        assert "record" not in inspect.signature(fn).parameters, fn.__qualname__
 
 
 def test_names_come_from_one_list_in_its_order(traced):
