@@ -286,3 +286,18 @@ def lay_out_general(data: list[dict], layout: dict, width: float, phone: bool) -
     if meta.get("fit_height") and width < meta["fit_height"].get("below", STACK_BELOW):
         fit_height(data, layout, width, meta["fit_height"].get("pad", 16))
     wrap_notes(data, layout, width)
+    if phone:
+        pin_title(layout, title_size(layout, phone))
+
+
+def pin_title(layout: dict, size: float, pad: float = 6) -> None:
+    """The title hung from the figure's top, ``pad`` px under it. Plotly's own place for it is
+    the middle of the top margin: a title of many lines (a phone's, wrapped) then reached down
+    onto labels standing over the plot (the overview's heads). Plotly stands a title's first
+    baseline, not its top, on y: one line of ``size`` px lower."""
+    title = layout.get("title") or {}
+    height = layout.get("height")
+    if not title.get("text") or not height or title.get("yref") == "container":
+        return
+    y = 1 - (pad + size) / height
+    layout["title"] = {**title, "yref": "container", "y": y, "yanchor": "top"}
