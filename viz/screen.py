@@ -76,6 +76,7 @@ class Box:
     centre: bool = False  # the figure fills the box, its plot in the middle (presented)
     top: int = 0  # px the page's title margin already has (kept as the least top margin)
     toolbar: bool = True  # Plotly's toolbar stands over the figure (not on a saved slide)
+    bar_least: int = 8  # characters the colour bar's tick labels get room for, at least
 
 
 @dataclass
@@ -105,8 +106,10 @@ def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
         top = max(top, box.top)
     y_px = _longest(list(trace["y"]), box.y_chars, f)
     x_px = _longest(list(trace["x"]), box.x_chars, f)
-    ticks = trace.get("colorbar", {}).get("ticktext")  # Plotly's own: up to 8 characters
-    bar_chars = max(len(t) for t in ticks) if ticks else 8
+    # At least ``bar_least`` characters, whatever this head's ticks: the head switch keeps the
+    # layout of the head first drawn, and another head's ticks ("0.0564") must fit it too.
+    ticks = trace.get("colorbar", {}).get("ticktext") or [""]
+    bar_chars = max(box.bar_least, *(len(t) for t in ticks))
     if box.phone:  # the colour bar lies under the plot, the axes' names above it
         room = Room(top, y_px + 8, 6, band=band)
         # the axes' names, then the bar: its title, the bar and its numbers
@@ -299,7 +302,8 @@ def _square_slide(data: list[dict], layout: dict) -> dict:
     """A square map saved as a slide (``viz.present.SLIDE``): as tall as the slide, only as wide
     as its plot and colour bar (the image is the map, not a strip of a wide card)."""
     width, height, font = SLIDE
-    box = Box(width, height, font, round(1.2 * font), 14, 10, toolbar=False)
+    # a slide is saved as drawn: room for the longest ticks a head's bar shows ("0.00123")
+    box = Box(width, height, font, round(1.2 * font), 14, 10, toolbar=False, bar_least=7)
     big, bar = square(data, layout, box)
     big["title"]["font"] = {**big["title"].get("font", {}), "size": box.title}
     big.update(autosize=False, font={"size": font})
