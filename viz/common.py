@@ -215,14 +215,6 @@ def stack_tokens(trace, stack: str, batch: int = 0) -> tuple[list[str], list[str
     return q_all[batch][:n_q], k_all[batch][:n_k]
 
 
-def fixed_margins_json(figure: dict) -> dict:
-    """Moved to ``viz.fit.fixed_margins``; kept as a forward for viz.layer_steps until it
-    imports it from there."""
-    from viz.fit import fixed_margins
-
-    return fixed_margins(figure)
-
-
 def axis_key(name: str) -> str:
     """A trace's axis name ("x3") as the layout's key ("xaxis3")."""
     return f"{name[0]}axis{name[1:]}"

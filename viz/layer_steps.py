@@ -36,11 +36,11 @@ from viz.common import (
     DIVERGING_SCALE,
     colorscale,
     figure,
-    fixed_margins_json,
     layout_of,
     safe,
     token_labels,
 )
+from viz.fit import fixed_margins
 
 FOLD_AT = 384  # a vector this wide or wider is folded into a rectangle
 TOP_NEURONS = 20  # bars of the FFN step
@@ -147,11 +147,11 @@ def _heatmap(z, x, y, x_title: str, y_title: str, value: str, **colours) -> dict
 
 def _spec(trace: dict, title: str, height: int, x: dict, y: dict, shapes=()) -> dict:
     """One figure as a dict: viz.common.layout_of's look, and margins sized to the tick labels
-    by viz.common.fixed_margins_json (so finishing the figure for the page changes nothing)."""
+    by viz.fit.fixed_margins (so finishing the figure for the page changes nothing)."""
     layout = {**layout_of(title, height), "xaxis": x, "yaxis": y}
     if shapes:
         layout["shapes"] = list(shapes)
-    return fixed_margins_json({"data": [trace], "layout": layout})
+    return fixed_margins({"data": [trace], "layout": layout})
 
 
 def _shown(n: int, start: int, stop: int) -> str:
