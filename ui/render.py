@@ -12,7 +12,8 @@ from serve.lru import LockedLRU
 from serve.unread import size_of
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
-from viz.common import compact_json, safe
+from viz.common import compact_json, layout_of, safe
+from viz.common import figure as plain_figure
 from viz.fit import fixed_margins
 from viz.screen import Screen, lay_out
 
@@ -41,16 +42,14 @@ def failed_view(name: str, exc: Exception):
     if name.endswith(("_csv", "_npz")):  # a download: nothing to offer (the status says why)
         return None
     if name.endswith("_plot") or name.startswith("norms"):
-        import plotly.graph_objects as go
-
-        fig = go.Figure()
-        fig.add_annotation(
-            text=safe(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper"
-        )
-        fig.update_layout(
-            height=160, xaxis_visible=False, yaxis_visible=False, template="plotly_white"
-        )
-        return fig
+        note = {"text": safe(message), "showarrow": False, "x": 0.5, "y": 0.5}
+        layout = {
+            **layout_of("", 160),
+            "xaxis": {"visible": False},
+            "yaxis": {"visible": False},
+            "annotations": [{**note, "xref": "paper", "yref": "paper"}],
+        }
+        return plain_figure([], layout)
     if name.endswith("_table"):
         import pandas as pd
 
