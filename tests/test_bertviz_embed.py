@@ -324,7 +324,13 @@ def test_model_view_renders_offline(browser_page):
     assert frame.locator("#vis svg line").count() == n_layers * n_heads * t * t
     assert frame.locator(".attn_background").count() == n_layers * n_heads
     # clicking a thumbnail opens bertviz's detail panel with the tokens as text
-    frame.locator(".attn_background").nth(14).click(force=True)
+    # (the event is sent to the thumbnail's click region itself: a click by coordinates can land
+    # beside it while the embedding page still settles its height under load)
+    frame.locator(".attn_background").nth(14).evaluate(
+        """(el) => el.parentNode.querySelector(':scope > rect:last-of-type')
+          .dispatchEvent(new MouseEvent('click'))"""
+    )
+    frame.locator("text.detail").first.wait_for(state="attached", timeout=10_000)
     detail_tokens = frame.locator("text.detail, .detail text.token").all_text_contents()
     assert set(toks) <= set(detail_tokens)
     _no_failures(frame, state)

@@ -34,6 +34,15 @@ PATCHED = """() => {
     return drawn && gd.data?.[0]?.type === 'heatmap';
   }) && document.querySelector('#patch-said')?.textContent.includes('%');
 }"""
+SHOWN = """() => [...document.querySelectorAll('#tab-patching .js-plotly-plot')]
+  .filter((gd) => gd.offsetParent && gd.querySelector('.main-svg')).length >= 4"""
+WHERE = """() => ({
+  selected: document.querySelector('[role=tab][aria-selected=true]')?.id,
+  panel: getComputedStyle(document.getElementById('tab-patching')).display,
+  plots: [...document.querySelectorAll('#tab-patching .js-plotly-plot')].map(
+    (gd) => [gd.closest('.block[id]')?.id, !!gd.offsetParent]),
+  status: document.querySelector('#status')?.textContent,
+})"""
 PAIR_TITLE = """() => document.querySelector('#patch-pair-plot .gtitle')?.textContent || ''"""
 
 
@@ -106,6 +115,10 @@ def test_the_tab_fits_a_phone_in_both_languages(app_url, browser, lang):
     page.wait_for_function(READY, timeout=60_000)
     wait_patched(page)
     page.wait_for_timeout(1000)  # the frames after the draw: stacked panels, spaced labels
+    try:  # shown, not only drawn: the four figures of the tab visible on the screen
+        page.wait_for_function(SHOWN, timeout=30_000)
+    except Exception:
+        raise AssertionError(f"the tab's figures not shown: {page.evaluate(WHERE)}") from None
     seen = page.evaluate(MEASURE_JS, "patching")
     page.evaluate("() => document.querySelector('#patch-said').scrollIntoView({block: 'start'})")
     page.wait_for_timeout(300)
