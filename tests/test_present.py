@@ -15,6 +15,8 @@ import pytest
 
 from tests.apphost import CHROMIUM, serve_app
 from tests.test_e2e_browser import shot, wait_status, wait_tab
+from tests.test_phone import MEASURE_JS
+from tests.test_screen import PARAGRAPH
 from ui.tabs import TAB_IDS
 
 pytestmark = [
@@ -385,11 +387,22 @@ def test_inside_a_layer_and_the_masks_presented_at_720p_give_their_figure_three_
     app_url, browser, lang
 ):
     context, page = open_page(browser, "1280x720")
-    page.goto(f"{app_url}?tab=masks&present=1&lang={lang}")
-    page.wait_for_function(READY, timeout=30_000)
-    page.wait_for_function(f"() => {SHOWN} === 'padding-mask-plot'", timeout=30_000)
+    # the padding masks of a real paragraph (125 tokens): the four maps side by side, each
+    # about a quarter of the height (in two rows, 78 px each), their titles and labels apart
+    page.goto(f"{app_url}?tab=masks&present=1&lang={lang}&text={quote(PARAGRAPH)}")
+    page.wait_for_function(READY, timeout=60_000)
+    page.wait_for_function(f"() => {SHOWN} === 'padding-mask-plot'", timeout=60_000)
     page.wait_for_timeout(500)
-    assert shown(page)["plot"] >= 0.6 * 720
+    maps = page.evaluate(
+        """() => [...document.querySelectorAll('#padding-mask-plot .nsewdrag')]
+          .map((e) => e.getBoundingClientRect().toJSON())"""
+    )
+    assert len(maps) == 4 and len({round(m["top"]) for m in maps}) == 1, maps
+    assert all(m["width"] >= 0.22 * 720 and m["height"] >= 0.22 * 720 for m in maps), maps
+    seen = page.evaluate(MEASURE_JS, "masks")
+    assert not [o for o in seen["overlaps"] if o[0] == "padding-mask-plot"], seen["overlaps"]
+    assert not [o for o in seen["outside"] if o[0] == "padding-mask-plot"], seen["outside"]
+    shot(page, f"presentation_masks_1280x720_{lang}", full_page=False)
     page.goto(f"{app_url}?tab=layer&present=1&lang={lang}")
     page.wait_for_function(READY, timeout=30_000)
     page.wait_for_function(f"() => {SHOWN} === 'layer-step-plot'", timeout=30_000)

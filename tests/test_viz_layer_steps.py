@@ -179,13 +179,16 @@ def test_a_long_text_shows_a_window_of_rows_around_the_token_and_says_which():
 
 
 def test_the_step_switch_data_holds_each_steps_figure_as_the_server_draws_it(bert_steps):
-    """Every step's entry of switch_data is the figure step_figure draws (ui/tabs/layer.py then
-    finishes each as the drawn figure is: tests/test_layer_tab.py); its arrays go as Plotly's
-    base64 typed arrays."""
+    """Every step's entry of switch_data is, as plain JSON, the figure step_figure draws as
+    Plotly itself writes it (its arrays as Plotly's base64 typed arrays; the template is put in
+    when the figure is finished: ui/tabs/layer.py finishes each as the drawn figure is,
+    tests/test_layer_tab.py)."""
     tokens, steps = bert_steps
     data = viz.switch_data(list(steps.values()), tokens, token=4, head=3)
     assert len(data) == len(steps)
     for fig, step in zip(data, steps.values(), strict=True):
-        assert fig.to_json() == viz.step_figure(step, tokens, token=4, head=3).to_json(), step.name
-    z = json.loads(data[list(steps).index("attention weights")].to_json())["data"][0]["z"]
+        plotly = json.loads(viz.step_figure(step, tokens, token=4, head=3).to_json())
+        plotly["layout"].pop("template")
+        assert json.loads(json.dumps(fig)) == plotly, step.name
+    z = data[list(steps).index("attention weights")]["data"][0]["z"]
     assert z["dtype"] == "f4" and z["shape"] == f"12, {len(tokens)}"

@@ -38,7 +38,7 @@ from serve.training import Trainings
 from ui.fields import Whole, as_int
 from ui.i18n import t
 from ui.layout import FINAL, STACK_LABELS
-from ui.render import DRAWN, own_copy, render, slide_ready
+from ui.render import DRAWN, own_copy, render, slide_figure, slide_ready
 from ui.state import (
     API,
     RULES,
@@ -245,7 +245,7 @@ class Views:
             if hasattr(value, "layout"):
                 return slide(value)
             if hasattr(value, "slides"):  # figures the page draws itself (ui.tabs.layer)
-                return value.slides(slide)
+                return value.slides(lambda fig: slide_figure(fig, label, state.text, screen))
             return value
 
         return {out: finish(out, value) for out, value in values.items()}

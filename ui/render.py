@@ -12,9 +12,10 @@ from serve.lru import LockedLRU
 from serve.unread import size_of
 from ui.state import API, Client, Selection, run_id
 from ui.tabs import BY_ID, View
-from viz.common import compact_json, layout_of, safe
+from viz.common import compact_json, layout_of, safe, template_json
 from viz.common import figure as plain_figure
 from viz.fit import fixed_margins
+from viz.present import plain_copy
 from viz.screen import Screen, lay_out
 
 # The last views drawn, finished, by everything that decides them (the analysis, the selection,
@@ -96,21 +97,11 @@ def slide_ready(
     the view (the SVG button beside it saves the same). A figure that declares its kind is laid
     out for the asking page's ``screen`` (viz.screen).
 
-    The changes are made on the figure's plain JSON, which is then written once: Plotly's
-    validated setters cost more than the figure's serialisation."""
+    The changes are made on the figure's plain JSON (``slide_figure``), which is then written
+    once: Plotly's validated setters cost more than the figure's serialisation."""
     from gradio.components.plot import PlotData
 
-    figure = fixed_margins(fig.to_plotly_json())  # {"data", "layout"}: a copy
-    layout = figure["layout"]
-    short = text if len(text) <= 60 else text[:59] + "…"
-    title = layout.setdefault("title", {})
-    title["text"] = (
-        f"{title.get('text') or ''}<br><sup>{safe(label or model)} · “{safe(short)}”</sup>"
-    )
-    margin = layout.setdefault("margin", {})
-    margin["t"] = (margin.get("t") or 48) + 26
-    title_above_panels(layout)
-    lay_out(figure, screen)  # last: the title has all its lines
+    figure = slide_figure(fig, label or model, text, screen)
     stem = f"{name.removesuffix('_plot')}_{model}" + (f"_{what}" if what else "")
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)[:80]
     config = {  # the PNG and SVG buttons save it cropped for a slide (ui/js/exports.js)
@@ -122,6 +113,32 @@ def slide_ready(
     # the figure JSON is reused as is.
     plot = '{"config":' + json.dumps(config) + "," + compact_json(figure)[1:]
     return PlotData(type="plotly", plot=plot)
+
+
+def plain_of(fig) -> dict:
+    """A figure's plain JSON ({"data", "layout"}), a copy to change: a Plotly figure's
+    ``to_plotly_json``, or a plain figure copied with the template that puts in (shared: a
+    template is never changed)."""
+    if not isinstance(fig, dict):
+        return fig.to_plotly_json()
+    layout = plain_copy({k: v for k, v in fig["layout"].items() if k != "template"})
+    layout["template"] = fig["layout"].get("template") or template_json()
+    return {"data": plain_copy(fig["data"]), "layout": layout}
+
+
+def slide_figure(fig, source: str, text: str, screen: Screen | None = None) -> dict:
+    """slide_ready's figure as plain JSON, before its config: a Plotly figure or a plain one
+    (ui.tabs.layer finishes its twenty step figures so), left as it was; ``source``: the model,
+    or what the caption names for it."""
+    figure = fixed_margins(plain_of(fig))
+    layout = figure["layout"]
+    short = text if len(text) <= 60 else text[:59] + "…"
+    title = layout.setdefault("title", {})
+    title["text"] = f"{title.get('text') or ''}<br><sup>{safe(source)} · “{safe(short)}”</sup>"
+    margin = layout.setdefault("margin", {})
+    margin["t"] = (margin.get("t") or 48) + 26
+    title_above_panels(layout)
+    return lay_out(figure, screen)  # last: the title has all its lines
 
 
 def laid_out(fig, screen: Screen | None):

@@ -7,6 +7,7 @@ on a Plotly axis; labels therefore carry their position ("3·the") and stay dist
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 import re
@@ -130,6 +131,40 @@ def compact_json(figure: dict) -> str:
     """A figure's plain JSON ({"data", "layout"}, as ``to_plotly_json`` gives it) written as
     CompactFigure writes it, without validating it again."""
     return pio.to_json(figure, validate=False).replace("\\u002f", "/")
+
+
+@functools.cache
+def template_json() -> dict:
+    """The figures' template as plain JSON: what Plotly puts in a figure's layout when it
+    writes it (``to_plotly_json``). Shared: never changed in place."""
+    return pio.templates[TEMPLATE].to_plotly_json()
+
+
+# numpy dtypes Plotly.js reads as typed arrays, by its short names
+TYPED = {"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4"}
+TYPED |= {"uint32": "u4", "float32": "f4", "float64": "f8"}
+
+
+def typed_arrays(value):
+    """Plain JSON with its numpy arrays written as Plotly.js's base64 typed arrays ({"dtype",
+    "bdata", "shape"}), as ``to_plotly_json`` writes them: figures that skip Plotly's object
+    model (its deep copy and its walk over every value cost more than drawing them). A 64-bit
+    integer array is sent as 32-bit (plotly.js reads no 64-bit integers)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype == np.int64:
+            value = value.astype(np.int32)
+        array = {"dtype": TYPED[str(value.dtype)]}
+        array["bdata"] = base64.b64encode(np.ascontiguousarray(value)).decode("ascii")
+        if value.ndim > 1:
+            array["shape"] = ", ".join(map(str, value.shape))
+        return array
+    if isinstance(value, dict):
+        return {k: typed_arrays(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [typed_arrays(v) for v in value]
+    if isinstance(value, np.integer | np.floating):
+        return value.item()
+    return value
 
 
 def figure(data: list[dict], layout: dict) -> go.Figure:

@@ -39,6 +39,7 @@ from viz.common import (
     layout_of,
     safe,
     token_labels,
+    typed_arrays,
 )
 from viz.fit import fixed_margins
 
@@ -357,8 +358,9 @@ def switch_data(
     head: int = 0,
     key_tokens: list[str] | None = None,
     group: int = 1,
-) -> list[go.Figure]:
-    """Every step's figure for one token (step_figure each): what the page needs to draw any
-    step of the layer without asking the server, once each is finished as the drawn figure is
-    (ui/tabs/layer.py)."""
-    return [step_figure(s, tokens, token, head, key_tokens, group) for s in steps]
+) -> list[dict]:
+    """Every step's figure for one token (step_figure's) as plain JSON ({"data", "layout"}), its
+    arrays as the typed arrays Plotly writes, without Plotly's object model: what the page
+    needs to draw any step of the layer without asking the server, once each is finished as the
+    drawn figure is, and the drawn step itself (ui/tabs/layer.py)."""
+    return [typed_arrays(step_spec(s, tokens, token, head, key_tokens, group)) for s in steps]

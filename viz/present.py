@@ -89,6 +89,52 @@ def _axes(layout: dict, font: float, lines: int) -> float:
     return top
 
 
+def _one_row(
+    data: list[dict], layout: dict, width: float, height: float, top: float, font: float
+) -> float:
+    """Maps of square tiles in rows (the padding masks of two texts: 2 × 2) put side by side,
+    in one row, where the room is wide enough that each map grows so: in a card the rows suit
+    the page's width, on a projector's 16:9 they leave each map a few tokens' height. Each map
+    stands at the top of its column under its title, wrapped to the column; returns the px the
+    titles' further lines take above the row."""
+    keys = axis_keys(layout, "y")
+    rows = {tuple((layout[k] or {}).get("domain") or (0, 1)) for k in keys}
+    if len(rows) < 2 or not all((layout[k] or {}).get("scaleanchor") for k in keys):
+        return 0.0
+    n, cols = len(keys), math.ceil(len(keys) / len(rows))
+    labels = max(
+        [1, *(len(str(v)) for t in data for v in [*(t.get("x") or ()), *(t.get("y") or ())])]
+    )
+    reach = (labels * 0.62 + 1) * font  # a panel's row labels, and its column labels under it
+
+    def side(n_rows: int, n_cols: int) -> float:
+        across = (width - 2 * EDGE) / n_cols - reach
+        down = (height - top - EDGE) / n_rows - reach - (n_rows - 1) * 2.4 * font
+        return min(across, down)
+
+    if side(1, n) <= side(len(rows), cols):
+        return 0.0
+    gap = min(0.5 / n, (reach + font) / (width - 2 * EDGE))
+    span = (1 - gap * (n - 1)) / n
+    room, lines = span * (width - 2 * EDGE), 1  # the column: the last one ends at the edge
+    for i, key in enumerate(keys):
+        x_key = "x" + key[1:]
+        old_x, old_y = layout[x_key].get("domain") or [0, 1], layout[key].get("domain") or [0, 1]
+        x0 = i * (span + gap)
+        layout[x_key]["domain"] = [round(x0, 6), round(min(1.0, x0 + span), 6)]
+        layout[key].update(domain=[0.0, 1.0], constraintoward="top")
+        for note in layout.get("annotations") or []:  # the panel's title rides on its top
+            if (
+                note.get("yref", "paper") == "paper"
+                and abs(float(note.get("y", -1)) - old_y[1]) < 1e-6
+                and abs(float(note.get("x", -1)) - (old_x[0] + old_x[1]) / 2) < 1e-6
+            ):
+                text = wrap(str(note.get("text") or ""), room, font)
+                note.update(x=x0 + span / 2, y=1.0, text=text)
+                lines = max(lines, lines_of(text))
+    return (lines - 1) * 1.45 * font
+
+
 def _rows_apart(data: list[dict], layout: dict, height: float, top: float, font: float) -> None:
     """Panels in several rows (the padding masks of two texts): the gap between two rows holds
     the upper row's key labels, upright at the room's size, and the lower row's panel titles.
@@ -236,6 +282,7 @@ def in_room(data: list[dict], layout: dict, width: float, height: float, font: f
     big["font"] = {**(big.get("font") or {}), "size": font}
     lines = _title(big, width, height, font)
     top = _axes(big, font, lines)
+    top += _one_row(data, big, width, height, top, font)
     _rows_apart(data, big, height, top, font)
     big["margin"] = {"t": round(top), "l": EDGE, "r": EDGE, "b": EDGE, "pad": 0}
     _square_tiles(data, big, width, height, font)

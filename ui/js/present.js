@@ -1,8 +1,8 @@
 /* Transformer Anatomy's page code: presentation mode (?present=1, or the deck's Present button).
 
    One figure of the visible tab fills the screen, drawn for a projector with the layout the
-   server made for this window (layout.meta.present: viz/screen.py, viz/present.py); a bar at the bottom names the view, says the keys, and steps. Nothing is
-   moved in the page: the chosen figure's block is fixed over it (data-ta-shown), and Esc (or
+   server made for this window (layout.meta.present: viz/screen.py, viz/present.py); a bar at
+   the bottom names the view, says the keys, and steps. Nothing is moved in the page: the chosen figure's block is fixed over it (data-ta-shown), and Esc (or
    the bar's button) shows the whole page again — controls, captions, the other figures.
 
    Keys, outside the text boxes: ←/→ head, ↑/↓ layer (through the sliders, so the head switch

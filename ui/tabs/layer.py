@@ -2,7 +2,7 @@
 
 The steps are analysis.layer_steps' (docs/layer-steps.md): every card holds the step's formula,
 its shape, what it does and the seed tutorial's line that does it; the chosen step's numbers for
-the chosen token are one figure (viz.layer_steps.step_figure). Few components for every visitor:
+the chosen token are one figure (viz.layer_steps.step_figure's). Few components for every visitor:
 two number controls, one figure, one HTML block for all the cards, one hidden box. Nothing runs
 the model again: the steps are recomputed from the cached trace's residual stream (one layer, a
 few ms at 128 tokens) and kept for the last few layers asked for.
@@ -31,7 +31,9 @@ from ui.fields import Whole, declared
 from ui.i18n import t
 from ui.tabs.base import Built, Slider, Tab, View, plot
 from viz.common import display_token, safe, stack_tokens
-from viz.layer_steps import step_figure, step_name, switch_data
+from viz.common import figure as plain_figure
+from viz.layer_steps import step_name, switch_data
+from viz.present import plain_copy
 
 CAPTION = (
     "**Inside a layer**: the chosen layer (and stack) taken apart step by step, from its input to "
@@ -91,13 +93,13 @@ def view_key(view: View) -> str:
     return run_id((view.analysis.key, sel.stack, sel.layer, sel.token, sel.head))
 
 
-def marked(fig, view: View, step: int):
-    """A step's figure as the tab sends it: its meta names the view and the step (the step
-    switch draws only into a figure of the same view) and the run, as ui.render.stamp stamps
-    the drawn one."""
+def marked(fig: dict, view: View, step: int) -> dict:
+    """A step's figure (plain JSON) as the tab sends it: its meta names the view and the step
+    (the step switch draws only into a figure of the same view) and the run, as
+    ui.render.stamp stamps the drawn one."""
     meta = {"step_view": view_key(view), "step": step, "run": run_id(view.analysis.key)}
     meta["present_below"] = list(CARD_MOST)  # presented, the step's card stands under it
-    fig.layout.meta = meta
+    fig["layout"]["meta"] = meta
     return fig
 
 
@@ -126,17 +128,21 @@ class StepFigures:
     screen), so a switched step is exactly the figure the server draws for it."""
 
     view: str  # view_key
-    figures: tuple  # Plotly figures, one a step (left as they are: they are kept)
+    figures: tuple  # plain figures, one a step (left as they are: they are kept)
+
+    def drawn(self, step: int):
+        """The step's figure as the server draws it (a copy: the step figures are kept)."""
+        plain = plain_copy(self.figures[step])
+        return plain_figure(plain["data"], plain["layout"])
 
     def slides(self, finish) -> str:
         """The JSON the page gets: {"view", "template", "figures": [{"data", "layout"}, …]},
-        each figure as ``finish`` (a figure -> gr.Plot's PlotData) makes it, less its config
-        (the page draws with the drawn figure's); the template, the same for every layout of
-        every step, sent once (``share_template``)."""
+        each figure as ``finish`` (a plain figure -> a finished copy, as the drawn one is
+        finished) makes it; the template, the same for every layout of every step, sent once
+        (``share_template``)."""
         template, texts = None, []
         for fig in self.figures:
-            plain = json.loads(finish(fig).plot)
-            plain.pop("config", None)
+            plain = finish(fig)
             if template is None:
                 template = plain["layout"].get("template")
             share_template(plain["layout"], template)
@@ -275,8 +281,7 @@ def makers(view: View) -> dict:
         if isinstance(steps, str):
             return None
         chosen = min(sel.step, len(steps) - 1)
-        fig = step_figure(steps[chosen], tokens, token, sel.head, key_tokens=cross, group=group)
-        return marked(fig, view, chosen)
+        return switch_payload(view, steps, tokens, token, cross, group).drawn(chosen)
 
     def cards():
         steps = steps_of(view)
