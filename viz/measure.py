@@ -57,13 +57,19 @@ def wrap(text: str, room: float, size: float) -> str:
         scale = 0.7 if sup else 1.0
         # a tag is never broken; a line breaks after a space, "·" or any Chinese character
         words = re.findall(rf"<[^>]+>|[{WIDE}]|[^<\s·—{WIDE}]+[\s·—]*|[\s·—]+", body)
-        pieces, current = [], ""
+        # text_px's widths, added up word by word: a tag takes no room and a <sup> in the line
+        # makes what follows 0.7 of the size until it closes (a line is measured alone)
+        pieces, current, width, inner = [], "", 0.0, False
         for word in filter(None, words):
-            if current and text_px(current + word, size * scale) > room:
+            now = {"<sup>": True, "</sup>": False}.get(word.lower(), inner)
+            px = 0.0 if word.startswith("<") else sum(map(_em, html.unescape(word))) * size
+            if current and width + px * scale * (0.7 if now else 1.0) > room:
                 pieces.append(current.rstrip())
-                current = word
+                now = {"<sup>": True}.get(word.lower(), False)  # the new line's own tags
+                current, width = word, px * scale * (0.7 if now else 1.0)
             else:
-                current += word
+                current, width = current + word, width + px * scale * (0.7 if now else 1.0)
+            inner = now
         pieces.append(current.rstrip())
         out += [f"<sup>{p}</sup>" if sup else p for p in pieces if p]
     return "<br>".join(out)

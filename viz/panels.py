@@ -22,9 +22,12 @@ PHONE_FONT = 10  # px: a phone's tick labels
 DEFAULT_MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}  # Plotly's own
 
 
+AXIS_KEY = {letter: re.compile(rf"[{letter or 'xy'}]axis\d*") for letter in ("", "x", "y")}
+
+
 def axis_keys(layout: dict, letter: str = "") -> list[str]:
-    pattern = rf"^[{letter or 'xy'}]axis\d*$"
-    return sorted((k for k in layout if re.match(pattern, k)), key=lambda k: (k[0], len(k), k))
+    match = AXIS_KEY[letter].fullmatch
+    return sorted((k for k in layout if match(k)), key=lambda k: (k[0], len(k), k))
 
 
 def short_name(key: str) -> str:

@@ -24,15 +24,17 @@ from viz.panels import axis_keys
 SLIDE = (1600, 900, 22)  # px: a slide's width, height and text
 EDGE = 16  # px: the margins the axes' labels push out from (Plotly's automargin)
 BR = re.compile(r"<br\s*/?>", re.I)
+NESTED = (dict, list, tuple)
 
 
 def plain_copy(value):
     """A copy of plain JSON (dicts, lists and scalars): copy.deepcopy's result at a fraction of
     its cost (no memo; a layout holds no shared or cyclic parts)."""
+    # (a scalar is not passed down: the call per label was most of the copy's time)
     if isinstance(value, dict):
-        return {k: plain_copy(v) for k, v in value.items()}
+        return {k: plain_copy(v) if isinstance(v, NESTED) else v for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [plain_copy(v) for v in value]
+        return [plain_copy(v) if isinstance(v, NESTED) else v for v in value]
     return value
 
 

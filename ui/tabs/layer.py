@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 import gradio as gr
+import orjson
 
 from analysis.layer_lines import LLAMA_FILE
 from analysis.layer_steps import Step, layer_steps, unsupported
@@ -106,18 +107,14 @@ def marked(fig: dict, view: View, step: int) -> dict:
 SHARED = "shared"  # a layout's template, sent once: ui/js/layer_switch.js puts it back
 
 
-def share_template(node, template) -> None:
-    """Every layout in ``node`` (a figure's own, and those in its meta: presented, slide) whose
-    template is ``template`` marked SHARED instead, in place."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "template" and value == template:
-                node[key] = SHARED
-            else:
-                share_template(value, template)
-    elif isinstance(node, list):
-        for value in node:
-            share_template(value, template)
+def share_template(layout: dict, template) -> None:
+    """A figure's layout, and those in its meta (presented, slide), marked SHARED where their
+    template is ``template``, in place."""
+    meta = layout.get("meta") or {}
+    rooms = [(meta.get(room) or {}).get("layout") or {} for room in ("present", "slide")]
+    for node in (layout, *rooms):
+        if node.get("template") == template:
+            node["template"] = SHARED
 
 
 @dataclass(frozen=True)
@@ -146,7 +143,8 @@ class StepFigures:
             if template is None:
                 template = plain["layout"].get("template")
             share_template(plain["layout"], template)
-            texts.append(json.dumps(plain, separators=(",", ":"), ensure_ascii=False))
+            # NaN as null, as Plotly writes it
+            texts.append(orjson.dumps(plain, option=orjson.OPT_SERIALIZE_NUMPY).decode())
         head = json.dumps({"view": self.view, "template": template}, separators=(",", ":"))
         return head[:-1] + ',"figures":[' + ",".join(texts) + "]}"
 
