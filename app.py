@@ -184,7 +184,7 @@ def build_demo(engine: Engine | None = None, public: bool | None = None) -> gr.B
         api_open=False,
     )
     bound_unread(page.demo)
-    quiet_queue(page.demo)
+    quiet_queue(page.demo, events.costly_draws(page))
     lean()
     keep_page_files()
     return page.demo

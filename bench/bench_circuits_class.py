@@ -42,7 +42,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_patching_class import corrupt_of, spread, students  # noqa: E402
+from bench.bench_patching_class import at_once, corrupt_of, spread, students  # noqa: E402
 from bench.serving_cost import Client, Meter  # noqa: E402
 from tests.apphost import serve_app_process  # noqa: E402
 
@@ -129,16 +129,7 @@ def classroom(url: str, config: dict, size: int, n_students: int, same: bool = F
             waits["tab_end"].append(t1)
 
     askers = [threading.Thread(target=ask, args=(n,)) for n in range(size)]
-    for asker in askers:
-        asker.start()
-    ready.wait()
-    asked = time.perf_counter()
-    for asker in askers:
-        asker.join()
-    class_end = time.perf_counter()
-    load = os.getloadavg()
-    stop.set()
-    crowd.join(timeout=120)
+    asked, class_end, load = at_once(askers, ready, stop, crowd)
     quiet = [s for t, s in seen if t < quiet_end]
     beside = [s for t, s in seen if asked <= t < class_end]
     tabs_end = max(waits["tab_end"])  # the last asker's grids: then only Finds are left

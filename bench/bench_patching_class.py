@@ -199,6 +199,21 @@ def lm_class(url: str, config: dict, meter: Meter, folder: str, students: int, r
     )
 
 
+def at_once(workers: list, ready, stop: threading.Event, crowd: threading.Thread) -> tuple:
+    """The class's threads started; (when all were ready, when the last was done, the load
+    average then), the students beside them stopped after."""
+    for worker in workers:
+        worker.start()
+    ready.wait()
+    start = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    end, load = time.perf_counter(), os.getloadavg()
+    stop.set()
+    crowd.join(timeout=120)
+    return start, end, load
+
+
 def spread(values: list[float]) -> str:
     if not values:
         return "none"
@@ -260,16 +275,7 @@ def main() -> None:
                     waits.append(took)
 
             pressers = [threading.Thread(target=press, args=(n,)) for n in range(args.class_size)]
-            for presser in pressers:
-                presser.start()
-            ready.wait()
-            pressed = time.perf_counter()
-            for presser in pressers:
-                presser.join()
-            class_end = time.perf_counter()
-            load = os.getloadavg()
-            stop.set()
-            crowd.join(timeout=120)
+            pressed, class_end, load = at_once(pressers, ready, stop, crowd)
             quiet = [s for t, s in seen if t < quiet_end]
             beside = [s for t, s in seen if pressed <= t < class_end]
             print(

@@ -22,6 +22,9 @@ import time
 import types
 
 FALLBACK = 0.5  # seconds: the longest a free queue sleeps without a wake-up
+# Costly events (``quiet_queue``'s ``costly``: a tab opened on a pair it measures first) running
+# at once; the next waits until one ends, and the other events pass it.
+COSTLY_AT_ONCE = 2
 
 
 class Wake:
@@ -49,15 +52,48 @@ class Wake:
         event.clear()  # the caller re-reads the queue's state after this: no wake-up is lost
 
 
+def is_costly(queue, event) -> bool:
+    """Whether ``event`` is costly (asked once, kept on the event)."""
+    if not hasattr(event, "ta_costly"):
+        event.ta_costly = bool(queue.costly and queue.costly(event))
+    return event.ta_costly
+
+
+def hold_costly(queue) -> dict:
+    """With COSTLY_AT_ONCE costly events running, every group's waiting costly events taken out
+    of its line (``{group: [event, …]}``, in order) while the queue picks what starts next:
+    the others go first, and a costly one starts only when one of those running ends. A class
+    that opens a tab on thirty new pairs within a second then takes two of the group's places,
+    not all twelve, and a student's Run or tab switch waits for no more than those two
+    (bench/bench_circuits_class.py). ``put_back`` returns them behind the others."""
+    held: dict = {}
+    if queue.costly is None or queue.costly_running < COSTLY_AT_ONCE:
+        return held
+    for group in queue.event_queue_per_concurrency_id.values():
+        costly = [event for event in group.queue if is_costly(queue, event)]
+        if costly:
+            group.queue[:] = [event for event in group.queue if not is_costly(queue, event)]
+            held[group] = costly
+    return held
+
+
+def put_back(held: dict) -> None:
+    for group, costly in held.items():
+        group.queue.extend(costly)
+
+
 async def _start_processing(self) -> None:
-    """Gradio's ``Queue.start_processing``, its 1 ms sleeps replaced by a nap until woken."""
+    """Gradio's ``Queue.start_processing``, its 1 ms sleeps replaced by a nap until woken, and
+    no more than COSTLY_AT_ONCE costly events started at once (``hold_costly``)."""
     try:
         while not self.stopped:
             if len(self) == 0 or None not in self.active_jobs:
                 await self.wake.nap()
                 continue
             async with self.delete_lock:  # Gradio's own mutex over the lists
+                held = hold_costly(self)
                 event_batch = self.get_events()
+                put_back(held)
             if not event_batch:  # every waiting event's concurrency group is full
                 await self.wake.nap()
                 continue
@@ -72,6 +108,8 @@ def _start_batch(self, events, batch, concurrency_id) -> None:
     from gradio.utils import run_coro_in_background, set_task_name
 
     self.active_jobs[self.active_jobs.index(None)] = events
+    if any(is_costly(self, event) for event in events):
+        self.costly_running += 1
     event_queue = self.event_queue_per_concurrency_id[concurrency_id]
     event_queue.current_concurrency += 1
     start_time = time.time()
@@ -103,11 +141,14 @@ async def _start_progress_updates(self) -> None:
         await asyncio.sleep(self.progress_update_sleep_when_free)
 
 
-def quiet_queue(demo) -> None:
-    """Make ``demo``'s queue (after ``demo.queue()``, before launch) sleep while it has no work."""
+def quiet_queue(demo, costly=None) -> None:
+    """Make ``demo``'s queue (after ``demo.queue()``, before launch) sleep while it has no work;
+    ``costly(event) -> bool`` names the events that wait behind the others while
+    COSTLY_AT_ONCE of them run (``hold_costly``)."""
     queue = demo._queue
     queue.wake = Wake()  # something may start: an event joined, or a job ended
     queue.running = Wake()  # a job started: progress may need sending
+    queue.costly, queue.costly_running = costly, 0
     push, process_events = queue.push, queue.process_events
 
     async def woken_push(*args, **kwargs):
@@ -116,10 +157,12 @@ def quiet_queue(demo) -> None:
         finally:
             queue.wake.set()
 
-    async def woken_process_events(*args, **kwargs):
+    async def woken_process_events(events, *args, **kwargs):
         try:
-            return await process_events(*args, **kwargs)
+            return await process_events(events, *args, **kwargs)
         finally:
+            if any(is_costly(queue, event) for event in events):
+                queue.costly_running -= 1
             queue.wake.set()  # a worker and a concurrency slot are free again
 
     queue.push = woken_push

@@ -258,3 +258,23 @@ def test_a_huge_paste_is_cut_before_anything_keeps_it(served):
         assert longest_text([kept.state_data, kept.config_values]) < MAX_CHARS
     session = demo.views.sessions.of("huge-paste")  # the page id the page sent
     assert session.run is not None and len(session.run.text) == MAX_CHARS
+
+
+def test_only_a_switch_to_a_tab_that_measures_a_pair_is_costly_in_the_queue(served):
+    """serve.idle holds back a class's tab switches to Which heads matter and How the heads
+    connect beyond two at once (they run the pair and its grids first): the queue's ``costly``
+    names those and no other event — a switch to any other tab, a Run."""
+    from types import SimpleNamespace
+
+    *_, demo = served
+    costly = demo._queue.costly
+
+    def event(fn, tab: str):
+        data = [tab if getattr(b, "elem_id", None) == "tab-box" else None for b in fn.inputs]
+        return SimpleNamespace(fn=fn, data=SimpleNamespace(data=data))
+
+    fns = list(demo.fns.values())
+    switch = next(f for f in fns if any(t[1] == "change" for t in f.targets) and f.name == "tab")
+    assert {tab for tab in TAB_IDS if costly(event(switch, tab))} == {"patching", "circuits"}
+    others = [f for f in fns if f is not switch and f.fn is not None]
+    assert others and not any(costly(event(f, "circuits")) for f in others)

@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from serve.idle import FALLBACK, quiet_queue
+from serve.idle import COSTLY_AT_ONCE, FALLBACK, quiet_queue
 
 
 def thread_cpu_ns(native_id: int) -> int:
@@ -103,3 +103,42 @@ def test_a_demo_closed_and_launched_again_still_serves():
             assert Client(demo.local_url, verbose=False).predict("a", api_name="/up") == "A"
         finally:
             demo.close()
+
+
+def test_costly_events_run_two_at_once_and_the_others_pass_them():
+    """A class opening a tab on new pairs at once (serve.idle.hold_costly): of six costly events
+    queued together, no more than COSTLY_AT_ONCE run at once although the group admits twelve,
+    and a light event asked after all six starts before the last costly one."""
+    stamps: dict[str, tuple[float, float]] = {}
+
+    def costly(x: str) -> str:
+        start = time.monotonic()
+        time.sleep(0.3)
+        stamps[x] = (start, time.monotonic())
+        return x
+
+    def light(x: str) -> str:
+        stamps[x] = (time.monotonic(), time.monotonic())
+        return x
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(costly, box, box, api_name="costly", concurrency_id="g", concurrency_limit=12)
+        box.blur(light, box, box, api_name="light", concurrency_id="g", concurrency_limit=12)
+    demo.queue(default_concurrency_limit=12)
+    quiet_queue(demo, costly=lambda event: event.fn.name == "costly")
+    demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(demo.local_url, verbose=False)
+        jobs = [client.submit(f"c{i}", api_name="/costly") for i in range(6)]
+        time.sleep(0.1)  # all six queued; two of them running
+        assert client.predict("l", api_name="/light") == "l"
+        assert sorted(job.result(timeout=30) for job in jobs) == [f"c{i}" for i in range(6)]
+    finally:
+        demo.close()
+    spans = [stamps[f"c{i}"] for i in range(6)]
+    at_once = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
+    assert at_once == COSTLY_AT_ONCE, spans
+    assert stamps["l"][0] < max(s for s, _ in spans), (stamps["l"], spans)
+    # the light one waited for no costly event to end beyond the two running when it came
+    assert stamps["l"][0] - min(s for s, _ in spans) < 0.3 + 0.2, (stamps["l"], spans)

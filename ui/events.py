@@ -385,6 +385,24 @@ def wire_selection(w: Wiring, views: Views) -> None:
     wire_gates(p)
 
 
+def costly_draws(p: Page) -> Callable:
+    """``serve.idle.quiet_queue``'s ``costly``: a tab switch to a tab whose actions wait in a
+    queue of their own (Which heads matter, How the heads connect): opened on a pair the server
+    has not measured, it runs the pair and its attribution grids (~50 core-ms, several times a
+    Run's draw). The queue lets the others' requests pass such switches beyond two at once."""
+    box = p["tab_box"]
+    tabs = {tab.id for tab in TABS if tab.own_queue}
+
+    def costly(event) -> bool:
+        fn, body = event.fn, event.data
+        if body is None or not any(tuple(t) == (box._id, "change") for t in fn.targets or ()):
+            return False
+        at = [block._id for block in fn.inputs].index(box._id)
+        return at < len(body.data) and body.data[at] in tabs
+
+    return costly
+
+
 def selecting(views: Views, name: str) -> Callable:
     def handler(ask: Ask) -> dict:
         return views.selection(ask, name)
