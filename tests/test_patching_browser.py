@@ -105,6 +105,12 @@ def test_a_link_patches_and_a_clicked_head_shows_on_both_texts(app_url, browser)
         timeout=30_000,
     )
     assert page.is_visible("#head-plot .main-svg")
+    # back on the tab, the pair is still patched: its grids and sentence as the user left them
+    page.evaluate("() => ta.openTab('patching')")
+    page.wait_for_function("() => ta.tab === 'patching'", timeout=10_000)
+    page.wait_for_timeout(2500)  # the tab's event answered (it must not clear the patch)
+    wait_patched(page, timeout=30_000)
+    assert page.inner_text("#patch-said") == said
     context.close()
 
 

@@ -265,18 +265,40 @@ def test_the_attention_tab_shows_the_pairs_head_on_both_texts_only_for_a_pair(de
     assert not attention.server_redraws("head") and not attention.server_redraws("layer")
 
 
+BOXES = ("answer", "wrong", "read_at")  # what Patch fills with what it measured
+
+
 def test_coming_back_to_the_tab_keeps_its_patched_pair(demo):
     """A patched pair stays when the page shows another tab and comes back (the tab's redraw
-    finds it shows this run already), and a new Run clears it."""
+    finds it shows this run already, with the boxes the patch filled), and a new Run clears
+    it."""
     views = demo.views
     ask = Ask(tab="patching", sel=Selection(pair="bhmtk qzxw"), page="back")
     views.run(ask, "qzxwv qzxw", "induction", "", "", "", "final", True)
-    assert views.selection(ask, "patch")["patch_heads_plot"] is not None
+    out = views.selection(ask, "patch")
+    assert out["patch_heads_plot"] is not None
+    ask = replace(ask, sel=replace(ask.sel, **{f: out[f"patch_{f}"]["value"] for f in BOXES}))
     views.tab(replace(ask, tab="attention"), "attention")
     back = views.tab(ask, "patching")
     assert "patch_heads_plot" not in back and "patch_said" not in back  # left as they were
     again = views.run(ask, "qzxwv qzxv", "induction", "", "", "", "final", True)
     assert again["patch_heads_plot"] is None  # another run: its grids are gone
+
+
+def test_coming_back_with_the_boxes_the_patch_filled_keeps_its_patched_pair(demo):
+    """Patch fills the answer, wrong-token and position boxes with what it measured (the
+    defaults it picked): the page's next tab event carries those values, the same measure, and
+    the tab stays as it was (a page whose tab event came after the patch lost its grids)."""
+    views = demo.views
+    ask = Ask(tab="patching", sel=Selection(pair="bhmtk qzxw"), page="filled")
+    views.run(ask, "qzxwv qzxw", "induction", "", "", "", "final", True)
+    out = views.selection(ask, "patch")
+    filled = {f: out[f"patch_{f}"]["value"] for f in BOXES}
+    assert filled["answer"] == "v" and filled["read_at"].startswith("10")
+    back = views.tab(replace(ask, sel=replace(ask.sel, **filled)), "patching")
+    assert "patch_heads_plot" not in back and "patch_said" not in back, sorted(back)
+    other = views.tab(replace(ask, sel=replace(ask.sel, **{**filled, "answer": "q"})), "patching")
+    assert other["patch_heads_plot"] is None  # another answer: another measure, cleared
 
 
 def test_the_head_on_both_texts_traces_only_the_corrupt_text(demo, monkeypatch):

@@ -210,8 +210,9 @@ class Views:
             and str(seen.get(state.tab)).startswith(f"({analysis.key!r}, ")
         ):
             # A patched pair (on-demand outputs of a tab whose action waits in a queue of its
-            # own) over a tab that shows this run: it still does, with them, and coming back to
-            # the tab keeps them.
+            # own) over a tab that shows this run: it still does, with them and the boxes they
+            # filled, and coming back to the tab keeps them.
+            shown = tab.read_of(tab.filled(state.sel, values))
             whole = repr((analysis.key, shown, state.second, [], LOCALE.get()))
             seen = {**seen, state.tab: whole}
         else:

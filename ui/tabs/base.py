@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -139,6 +139,10 @@ class Tab:
     # on another tab (a pair's boxes); None: every field. The tab drawn again after a change of
     # none of them shows what it showed: nothing is sent and its on-demand outputs stay.
     reads: tuple[str, ...] | None = None
+    # on-demand output -> the selection field whose control it sets: an action that fills a
+    # box with what it measured (Patch's answer, wrong token and position), so the page's next
+    # request carries that value for the same measure
+    fills: dict[str, str] = field(default_factory=dict)
     # the tab's own selection fields (ui.fields.declared: a default and its rule), which its
     # controls set and a link carries; the fields every view reads are ui.state's
     fields: dict[str, Any] = field(default_factory=dict)
@@ -157,6 +161,15 @@ class Tab:
         if self.reads is None:
             return sel
         return tuple((name, getattr(sel, name)) for name in self.reads)
+
+    def filled(self, sel: Selection, values: dict) -> Selection:
+        """``sel`` with the values the drawn ``values`` put in the boxes they fill (``fills``)."""
+        boxes = {}
+        for out, name in self.fills.items():
+            value = values.get(out)
+            if isinstance(value, dict) and "value" in value:  # gr.update(..., value=...)
+                boxes[name] = value["value"]
+        return replace(sel, **boxes) if boxes else sel
 
     def redrawn_by(self, field_name: str) -> set[str]:
         """The outputs a change of this selection field redraws."""

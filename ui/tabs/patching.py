@@ -422,4 +422,5 @@ TAB = Tab(
     },
     own_queue=("patch",),
     linked="patch",
+    fills={"patch_answer": "answer", "patch_wrong": "wrong", "patch_read_at": "read_at"},
 )
