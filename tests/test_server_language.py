@@ -77,8 +77,7 @@ def output_texts(name: str, value) -> list[str]:
         return [t for row in json.loads(value)["titles"] for t in row] if value else []
     if name == "layer_data":  # the step switch's figures: titles, axis titles, hover
         texts = []
-        for fig in value.figures if value else []:  # ui.tabs.layer.StepFigures
-            fig = json.loads(fig.to_json())
+        for fig in value.figures if value else []:  # ui.tabs.layer.StepFigures: plain JSON
             layout = fig["layout"]
             texts.append(layout["title"]["text"])
             texts += [layout[a].get("title", {}).get("text", "") for a in ("xaxis", "yaxis")]
