@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import types
+
+log = logging.getLogger(__name__)
 
 FALLBACK = 0.5  # seconds: the longest a free queue sleeps without a wake-up
 # Costly events (``quiet_queue``'s ``costly``: a tab opened on a pair it measures first) running
@@ -53,9 +56,15 @@ class Wake:
 
 
 def is_costly(queue, event) -> bool:
-    """Whether ``event`` is costly (asked once, kept on the event)."""
+    """Whether ``event`` is costly (asked once, kept on the event). The queue's loop asks this
+    before every start: a ``costly`` that raises is logged and the event taken as light, since
+    an error here would end the loop and no page's event would start again."""
     if not hasattr(event, "ta_costly"):
-        event.ta_costly = bool(queue.costly and queue.costly(event))
+        try:
+            event.ta_costly = bool(queue.costly and queue.costly(event))
+        except Exception:
+            log.exception("the queue's costly() failed on an event; it runs as a light one")
+            event.ta_costly = False
     return event.ta_costly
 
 

@@ -142,3 +142,32 @@ def test_costly_events_run_two_at_once_and_the_others_pass_them():
     assert stamps["l"][0] < max(s for s, _ in spans), (stamps["l"], spans)
     # the light one waited for no costly event to end beyond the two running when it came
     assert stamps["l"][0] - min(s for s, _ in spans) < 0.3 + 0.2, (stamps["l"], spans)
+
+
+def test_a_costly_test_that_raises_is_logged_and_the_queue_goes_on(caplog):
+    """The queue asks ``costly`` before it starts each event: an error there (as a dict sent in
+    the tab's field once raised) is logged once and the event runs as a light one; the queue's
+    loop must not end, or no page's event would ever start again."""
+
+    def up(x):
+        return str(x).upper()
+
+    def costly(event) -> bool:
+        value = event.data.data[0]
+        return value in {"patching"}  # a dict or a list raises TypeError here
+
+    with gr.Blocks() as demo:
+        box = gr.JSON()
+        out = gr.Textbox()
+        box.change(up, box, out, api_name="up")
+    demo.queue()
+    quiet_queue(demo, costly=costly)
+    demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(demo.local_url, verbose=False)
+        assert client.predict({"a": 1}, api_name="/up") == "{'A': 1}"
+        assert client.predict("b", api_name="/up") == "B"  # the queue still starts events
+    finally:
+        demo.close()
+    failed = [r for r in caplog.records if "costly() failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info is not None

@@ -398,7 +398,9 @@ def costly_draws(p: Page) -> Callable:
         if body is None or not any(tuple(t) == (box._id, "change") for t in fn.targets or ()):
             return False
         at = [block._id for block in fn.inputs].index(box._id)
-        return at < len(body.data) and body.data[at] in tabs
+        # Any JSON may come in a field: a dict or a list is no tab (and no set key).
+        value = body.data[at] if at < len(body.data) else None
+        return isinstance(value, str) and value in tabs
 
     return costly
 
