@@ -171,7 +171,7 @@ def test_a_figure_in_a_column_is_laid_out_for_its_share_of_a_wide_page(trace):
     assert panels(phone)[0][1] == [0, 1]
 
 
-PROJECTOR = Screen.parse("1240x1280x720")
+PROJECTOR = Screen.parse("1240x1280x720xp")  # a page presenting on a 720p projector
 
 
 @pytest.mark.parametrize("make", ["compare", "overview", "embedding", "steps"])
@@ -200,6 +200,9 @@ def test_the_server_lays_every_figure_out_for_the_projector_and_for_a_slide(trac
     assert meta["present"]["window"] == [1280, 720]
     phone = sent(figures[make](), PHONE)["layout"]["meta"]
     assert "present" not in phone and phone["slide"]["layout"]["width"] == 1600
+    # the same page before it presents: no presented layout (it asks as it starts), a slide
+    page = sent(figures[make](), Screen.parse("1240x1280x720"))["layout"]["meta"]
+    assert "present" not in page and page["slide"]["layout"]["width"] == 1600
 
 
 def test_a_presented_figure_shows_its_crowded_labels_a_line_of_their_size_apart(trace):

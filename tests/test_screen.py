@@ -94,7 +94,7 @@ def test_a_presented_square_map_takes_two_thirds_of_the_height_and_its_labels_ke
     traces, size, least_font, text, kind
 ):
     width, height = map(int, size.split("x"))
-    fig = laid_out(traces[text], Screen.parse(f"1856x{width}x{height}"), kind)
+    fig = laid_out(traces[text], Screen.parse(f"1856x{width}x{height}xp"), kind)
     trace = fig["data"][0]
     present = fig["layout"]["meta"]["present"]
     big = present["layout"]
@@ -166,3 +166,23 @@ def test_the_page_reports_its_screen_in_its_stamp():
         assert Client.of(bad).screen is None, bad
     # alike screens are one kind: the server draws their figures once
     assert Client.of("a|screen:1900x1920x1080") == Client.of("b|screen:1910x1925x1090")
+    # "xp": the page presents (its figures carry the presented layout); a phone never does
+    presenting = Client.of("page-1|screen:1857x1921x1081xp").screen
+    assert presenting.presented and presenting.text() == "1840x1920x1080xp"
+    assert not Client.of("page-1|screen:1857x1921x1081").screen.presented
+    assert not Client.of("page-1|screen:326x390x844xp").screen.presented  # a phone
+    assert Client.of("page-1|screen:326x390x844xq").screen is None
+
+
+def test_only_a_presenting_page_gets_the_presented_layout(traces):
+    """Laid out for a projector only when the page says it presents: a desktop page that does not
+    gets the page's layout and the slide, and no presented layout to carry."""
+    on = laid_out(traces["paragraph"], Screen.parse("1856x1920x1080xp"))["layout"]
+    off = laid_out(traces["paragraph"], Screen.parse("1856x1920x1080"))["layout"]
+    assert "present" in on["meta"] and "present" not in off["meta"]
+    assert on["meta"]["slide"] == off["meta"]["slide"]
+    page_only = {k: v for k, v in on.items() if k != "meta"}
+    assert page_only == {k: v for k, v in off.items() if k != "meta"}
+    # a phone in presentation mode is told it is drawn as on its page (null: nothing to ask)
+    phone = laid_out(traces["paragraph"], Screen.parse("326x390x844xp"))["layout"]["meta"]
+    assert phone["present"] is None and "slide" in phone

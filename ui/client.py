@@ -27,7 +27,8 @@ class Client:
 
     @classmethod
     def of(cls, page: str | None) -> Client:
-        """From the page's stamp: "<id>[|fill:<data id>][|screen:<w>x<W>x<H>]" (ta.stamp)."""
+        """From the page's stamp: "<id>[|fill:<data id>][|screen:<w>x<W>x<H>[xp]]" (ta.stamp;
+        "xp": the page is presenting)."""
         if not isinstance(page, str):
             return cls()
         said = dict(part.partition(":")[::2] for part in page.split("|")[1:])

@@ -7,7 +7,10 @@ the page swaps in without asking again). The page draws what it is sent: nothing
 measures such a figure or lays it out again (``layout.meta.laid_out``).
 
 Kinds of screen, from the page's report (ui/js/core.js ``ta.screen``): a phone (a figure narrower
-than ``PHONE_BELOW`` px), a wider page, and for either the window it would be presented in.
+than ``PHONE_BELOW`` px), a wider page, and — only while the page is in presentation mode — the
+window it is presented in. A page that is not presenting gets no presented layout: laying each
+figure out once more for a projector nobody uses cost every draw (a third of Inside a layer's
+twenty step figures' layout work); the page asks again as it starts presenting.
 
 Declared kinds of figure (any other figure is laid out by viz.fit: panels stacked on a phone,
 titles wrapped, crowded category labels thinned):
@@ -42,24 +45,35 @@ class Screen:
     width: int
     window_width: int
     window_height: int
+    presenting: bool = False  # in presentation mode: its figures carry meta.present
 
     @classmethod
     def parse(cls, text: str | None) -> Screen | None:
-        """``"326x390x844"`` (figure width x window width x window height), or None."""
+        """``"326x390x844"`` (figure width x window width x window height), ``"…xp"`` from a
+        page in presentation mode, or None."""
         parts = str(text or "").split("x")
+        presenting = len(parts) == 4 and parts[3] == "p"
+        if presenting:
+            parts = parts[:3]
         if len(parts) != 3 or not all(p.isdigit() and 0 < len(p) <= 5 for p in parts):
             return None
         width, window_width, window_height = (max(200, min(int(p), 8000)) for p in parts)
         if width >= PHONE_BELOW:  # a few px of a wide page change no label
             width = 20 * (width // 20)
-        return cls(width, 20 * (window_width // 20), 20 * (window_height // 20))
+        window = 20 * (window_width // 20), 20 * (window_height // 20)
+        return cls(width, *window, presenting=presenting)
 
     @property
     def phone(self) -> bool:
         return self.width < PHONE_BELOW
 
+    @property
+    def presented(self) -> bool:
+        """Whether figures get the window's presented layout (a phone is never presented)."""
+        return self.presenting and not self.phone
+
     def text(self) -> str:
-        return f"{self.width}x{self.window_width}x{self.window_height}"
+        return f"{self.width}x{self.window_width}x{self.window_height}" + "xp" * self.presenting
 
 
 @dataclass(frozen=True)
@@ -254,12 +268,14 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
 
 def boxes(screen: Screen) -> tuple[Box, list[Box]]:
     """(the page's box, the presented ones from the largest text to the smallest) for a
-    screen; a phone is not presented."""
+    screen; none for a page that is not presenting (a phone never is)."""
     if screen.phone:
         font = 10
         chars = max(4, int((0.16 * screen.width - 8) / (0.62 * font)))
         return Box(screen.width, None, font, 12, chars, chars, phone=True), []
     page = Box(screen.width, None, 12, 15, 14, 14)
+    if not screen.presented:
+        return page, []
     width = screen.window_width - PRESENT_PAD
     height = screen.window_height - PRESENT_BAR
     # the back row reads 1/60 of the screen's height (13 px at 720p, 18 at 1080p) and better
@@ -310,10 +326,17 @@ def _square_slide(data: list[dict], layout: dict) -> dict:
     return {"layout": big, "colorbars": [bar]}
 
 
+def _not_presented(meta: dict, screen: Screen) -> None:
+    """A phone in presentation mode draws its figures as on its page: ``meta.present`` null
+    tells it so (absent, the page would ask for the presented layout)."""
+    if screen.presenting and screen.phone:
+        meta["present"] = None
+
+
 def lay_out(figure: dict, screen: Screen | None) -> dict:
     """A figure ({"data", "layout"}, plain JSON) laid out for ``screen``, in place: its own
     layout for the page (``square`` for a declared square map, else viz.fit), ``meta.present``
-    for the window it is presented in (not on a phone) and ``meta.slide`` for a 16:9 slide
+    for the window it is presented in (a presenting page's) and ``meta.slide`` for a 16:9 slide
     (viz.present). A page that reported no screen (an API client) gets the figure as it is."""
     layout, data = figure["layout"], figure["data"]
     meta = layout.get("meta") or {}
@@ -322,7 +345,7 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
     if meta.get("fit") != "square":
         rooms = {"slide": in_room(data, layout, *SLIDE)}
         window = [screen.window_width, screen.window_height]
-        if not screen.phone:
+        if screen.presented:
             width, height, font = room_of(screen)
             height -= under(meta.get("present_below"), screen)
             rooms["present"] = {**in_room(data, layout, width, height, font), "window": window}
@@ -331,6 +354,7 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
         share = 1.0 if screen.phone else float(meta.get("share") or 1.0)
         lay_out_general(data, layout, screen.width * share, screen.phone)
         layout["meta"] = {**(layout.get("meta") or {}), "laid_out": True, **rooms}
+        _not_presented(layout["meta"], screen)
         return figure
     slide = _square_slide(data, layout)
     page, present = boxes(screen)
@@ -345,6 +369,7 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
         big.update(autosize=False, font={"size": box.font})
         window = [screen.window_width, screen.window_height]
         meta["present"] = {"layout": big, "colorbars": [big_bar], "window": window}
+    _not_presented(meta, screen)
     figure["layout"] = {**layout, **changes, "meta": meta}
     if bar is not None:
         data[0]["colorbar"] = bar

@@ -34,14 +34,16 @@
     return args;
   };
   /* The screen the server lays figures out for (viz/screen.py): the width the tabs give a
-     figure (a drawn figure's own, else the tabs', which a figure's block fills) and the window's
-     size, where a figure is presented. */
+     figure (a drawn figure's own, else the tabs', which a figure's block fills), the window's
+     size, and "xp" in presentation mode: only then are figures sent with their presented
+     layout (present.js asks for it as presentation starts). */
   ta.screen = () => {
     const drawn = [...document.querySelectorAll('#tabs .js-plotly-plot')]
       .find((gd) => gd.offsetParent !== null && !gd.closest('[data-ta-shown]'));
     const tabs = document.getElementById('tabs');
     const width = drawn ? drawn.clientWidth : tabs ? tabs.clientWidth : window.innerWidth;
-    return `${Math.round(width)}x${window.innerWidth}x${window.innerHeight}`;
+    const presenting = ta.present && ta.present.on ? 'xp' : '';
+    return `${Math.round(width)}x${window.innerWidth}x${window.innerHeight}${presenting}`;
   };
   /* ... with the language the page settled on (the switch may not show it yet). */
   ta.stampLang = (...args) => {

@@ -76,29 +76,32 @@
   /* ---- figures drawn for the room (the server's layout.meta.present) -------------------- */
   /* [data, layout] of a figure presented now, filling the room; null where it is not. The
      server laid the figure out for the window this page reported (viz/screen.py, viz/present.py:
-     layout.meta.present); a window that has since changed size (F11, a projector plugged in)
-     asks the server for the layout of the new one, and the old is drawn until it comes. */
+     layout.meta.present); a figure drawn before presentation began has none (the server lays
+     out for a projector only a presenting page's figures), and a window that has since changed
+     size (F11, a projector plugged in) needs the new one's: the page asks, and draws what it
+     has until the answer comes. */
   const presentedNow = (gd, data, layout) => {
     if (!P.on || P.paused || !P.block || !P.block.contains(gd)) return null;
     const laid = layout.meta && layout.meta.present;
-    if (!laid) return null;  /* not presented (a phone): drawn as on the page */
+    if (laid === null) return null;  /* a phone: drawn as on the page */
+    if (!laid) { askLayout(40); return null; }
     const [w, h] = laid.window || [0, 0];  /* rounded down to 20 px by the server */
     if (Math.abs(window.innerWidth - w - 10) > 20 || Math.abs(window.innerHeight - h - 10) > 20) {
       askLayout();
     }
     return presented(data, layout, laid);
   };
-  /* The visible tab drawn again for this window (the server reads its size from the stamp),
-     once for each size. */
+  /* The visible tab drawn again for this window (the server reads its size and that the page
+     presents from the stamp), once for each size in each presentation. */
   let asked = null, askedFor = '';
-  const askLayout = () => {
+  const askLayout = (wait = 400) => {  /* a resize: once the window settles */
     const size = `${window.innerWidth}x${window.innerHeight}`;
     if (size === askedFor) return;
     clearTimeout(asked);
     asked = setTimeout(() => {
       askedFor = size;
       document.querySelector('#relang-go')?.click();
-    }, 400);
+    }, wait);
   };
 
   /* The server's presented layout, with the title and colour bars' words drawn now (the head
@@ -211,6 +214,7 @@
   ta.stopPresent = () => {
     const block = P.block;
     P.on = false; P.block = null;
+    askedFor = '';  /* figures drawn from now on come without a presented layout */
     document.body.classList.remove('ta-present', 'ta-paused');
     if (block) { block.removeAttribute('data-ta-shown'); redraw(gdOf(block)); }
     bar();
@@ -221,7 +225,8 @@
     keep(gd, gd.data, gd.layout);
     if (!P.on || P.paused || !P.block || !P.block.contains(gd)) return;
     const meta = gd.layout.meta || {};
-    if (!meta.laid_out) askLayout();  /* drawn before the page said its screen */
+    /* drawn before the page said its screen, or before it said it presents */
+    if (!meta.laid_out || meta.present === undefined) askLayout(40);
     /* only a figure laid out for the room is drawn again (a phone's is drawn as it came: drawn
        again, it would come back here) */
     if (meta.present) redraw(gd);
