@@ -144,7 +144,7 @@ def test_costly_events_run_two_at_once_and_the_others_pass_them():
     assert stamps["l"][0] - min(s for s, _ in spans) < 0.3 + 0.2, (stamps["l"], spans)
 
 
-def test_a_costly_test_that_raises_is_logged_and_the_queue_goes_on(caplog):
+def test_a_costly_check_that_raises_is_logged_and_the_queue_goes_on(caplog):
     """The queue asks ``costly`` before it starts each event: an error there (as a dict sent in
     the tab's field once raised) is logged once and the event runs as a light one; the queue's
     loop must not end, or no page's event would ever start again."""
