@@ -9,6 +9,10 @@ target alone (each head's q, k and v input its own copy of the stream, model/sit
 (m_clean − m_corrupt). A circuit keeps some edges; every other edge carries its source's
 corrupt output (Hanna et al. 2024's evaluation), and its faithfulness is the share of the clean
 metric that comes back. Composition scores (Elhage et al. 2021) read the weights alone.
+
+An encoder-decoder has two streams, which meet where every cross-attention's keys and values
+read the encoder's output, its final norm of the encoder's stream: one node, "memory", stands
+there (a target before the norm, a source after it), so that each stream stays a sum.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from math import inf
 
 import pandas as pd
 import torch
@@ -23,24 +28,133 @@ from torch import nn
 
 from analysis.attribution_patching import _item, _metric_tensor, integrated, stack_of
 from analysis.patching import Metric, _inputs, _Pair
-from model.sites import Sites
+from model.sites import Sites, prefix
 
 PAGE_STEPS = 8  # EAP-IG runs a page's circuit asks for: one step is blind to the copy's keys
 
 
 @dataclass(frozen=True)
+class Sources:
+    """One site's sources: its value's stream (whose positions) and, for heads, the attention
+    whose W_O turns each head's z into what it writes (None: the value is written as it is)."""
+
+    site: str
+    stream: str
+    attn: nn.Module | None
+
+
+@dataclass(frozen=True)
+class Targets:
+    """One site's targets: how many (a head's copies, else 1) and the stream of their positions."""
+
+    site: str
+    count: int
+    stream: str
+
+
+@dataclass(frozen=True)
 class Graph:
-    """A pre-norm model's nodes and edges. Sources and targets in data-flow order, with their
-    site names; ``upstream`` [S, N] bool: source s writes before target n reads."""
+    """A pre-norm model's nodes and edges. Sources and targets in data-flow order (the order a
+    run writes and reads them), their sites; ``upstream`` [S, N] bool: an edge from source s
+    to target n (s writes before n reads, on the same stream)."""
 
     sources: list[str]
     targets: list[str]
     upstream: torch.Tensor
-    target_sites: list[tuple[str, int]]  # per target group: (site name, how many targets)
+    source_sites: list[Sources]
+    target_sites: list[Targets]
+
+    def stream_sources(self, stream: str) -> list[int]:
+        """The indices of the sources written on a stream, in the order a run writes them."""
+        found, first = [], 0
+        for group in self.source_sites:
+            count = 1 if group.attn is None else group.attn.n_heads
+            if group.stream == stream:
+                found += range(first, first + count)
+            first += count
+        return found
+
+
+class _Builder:
+    """Nodes added in data-flow order, each with its stage on its stream; a target reads every
+    earlier source of its stream (or only those named in ``only``)."""
+
+    def __init__(self) -> None:
+        self.sources, self.targets = [], []
+        self.source_sites, self.target_sites = [], []
+        self.source_at, self.target_at = [], []  # (stream, stage)
+        self.only: list[frozenset | None] = []
+
+    def source(self, names, group: Sources, stage: int) -> None:
+        self.sources += names
+        self.source_sites.append(group)
+        self.source_at += [(group.stream, stage)] * len(names)
+
+    def target(self, names, group: Targets, stage: float, only=None) -> None:
+        self.targets += names
+        self.target_sites.append(group)
+        self.target_at += [(group.stream, stage)] * len(names)
+        self.only += [only] * len(names)
+
+    def stack(self, net: nn.Module, stream: str, name: str, end: str) -> None:
+        """A stack's embeddings, heads, MLPs and the target its end feeds (``end``: "logits" or
+        "memory"); node names begin with ``name`` ("" for a model of one stack); a decoder
+        with cross-attention adds the "cross." heads, whose keys and values read "memory"."""
+        cfg, layers = net.config, getattr(net, stream).layers
+        site, crossed = prefix(cfg, stream), stream == "decoder" and cfg.arch == "encoder-decoder"
+        kv = "KV" if cfg.kv_heads < cfg.n_heads else "H"
+        per_layer = 3 if crossed else 2
+        self.source([f"{name}embed"], Sources(f"{site}.0.hook_resid_pre", stream, None), -1)
+        attentions = [("attn", "", name, 0)] + ([("cross_attn", "cross_", "cross.", 1)] * crossed)
+        for layer in range(cfg.n_layers):
+            at = f"{site}.{layer}"
+            for module, hook, node, offset in attentions:
+                stage = per_layer * layer + offset
+                attn = getattr(layers[layer], "self_attn" if module == "attn" else module)
+                heads = [f"{node}L{layer}H{h}" for h in range(cfg.n_heads)]
+                self.source(heads, Sources(f"{at}.{module}.hook_z", stream, attn), stage)
+                for kind, count, letters in (
+                    ("q", cfg.n_heads, "H"), ("k", cfg.kv_heads, kv), ("v", cfg.kv_heads, kv)
+                ):  # fmt: skip
+                    names = [f"{node}L{layer}{letters}{i}.{kind}" for i in range(count)]
+                    group = f"{at}.hook_{hook}{kind}_input"
+                    if hook and kind != "q":  # the memory's copies: the encoder's positions
+                        self.target(names, Targets(group, count, "encoder"), inf, {"memory"})
+                    else:
+                        self.target(names, Targets(group, count, stream), stage)
+            stage = per_layer * layer + per_layer - 1
+            self.source([f"{name}L{layer}MLP"], Sources(f"{at}.hook_mlp_out", stream, None), stage)
+            self.target([f"{name}L{layer}MLP"], Targets(f"{at}.hook_mlp_in", 1, stream), stage)
+        last = Targets(f"{site}.{cfg.n_layers - 1}.hook_resid_post", 1, stream)
+        self.target([end], last, per_layer * cfg.n_layers)
+        if end == "memory":  # what the cross-attentions read: the stack's output
+            normed = getattr(net, stream).final_norm is not None
+            written = f"{site}.ln_final.hook_normalized" if normed else last.site
+            self.source(["memory"], Sources(written, stream, None), per_layer * cfg.n_layers)
+
+    def graph(self) -> Graph:
+        upstream = torch.tensor(
+            [
+                [
+                    s_stream == t_stream and s_stage < t_stage and (only is None or s in only)
+                    for (t_stream, t_stage), only in zip(self.target_at, self.only, strict=True)
+                ]
+                for s, (s_stream, s_stage) in zip(self.sources, self.source_at, strict=True)
+            ],
+            dtype=torch.bool,
+        ).reshape(len(self.sources), len(self.targets))
+        return Graph(self.sources, self.targets, upstream, self.source_sites, self.target_sites)
 
 
 def _graph(net: nn.Module) -> Graph:
-    """The nodes of a decoder-only (or encoder-only) pre-norm model; refused otherwise."""
+    """The nodes of a pre-norm model; a post-norm model is refused with a sentence.
+
+    A model of one stack: "embed", "L{l}H{h}", "L{l}MLP" and "logits". An encoder-decoder: the
+    encoder's nodes under "encoder.", whose stream ends in "memory" (a target: the stream before
+    the encoder's final norm; a source: its output, which every cross-attention's keys and
+    values read), the decoder's under "decoder.", its cross-attention heads under "cross."
+    (their queries read the decoder's stream, their keys and values the memory), and "logits".
+    """
     cfg = net.config
     if cfg.norm != "pre":
         raise ValueError(
@@ -48,52 +162,26 @@ def _graph(net: nn.Module) -> Graph:
             "002 and 003 presets) renormalises its residual stream after every sublayer, so "
             "the stream is not a sum of what each head and MLP wrote."
         )
+    build = _Builder()
     if cfg.arch == "encoder-decoder":
-        raise ValueError(
-            "Edge attribution reads one stack's residual stream; an encoder-decoder's decoder "
-            "also reads the encoder through cross-attention, which these edges do not name: "
-            "use attribute_heads with stack='cross'."
-        )
-    n_layers, n_heads, n_kv = cfg.n_layers, cfg.n_heads, cfg.kv_heads
-    kv = "KV" if n_kv < n_heads else "H"
-    sources, source_stage = ["embed"], [-1]
-    targets, target_stage, sites = [], [], []
-    for layer in range(n_layers):
-        sources += [f"L{layer}H{h}" for h in range(n_heads)] + [f"L{layer}MLP"]
-        source_stage += [2 * layer] * n_heads + [2 * layer + 1]
-        for kind, count, name in (("q", n_heads, "H"), ("k", n_kv, kv), ("v", n_kv, kv)):
-            targets += [f"L{layer}{name}{h}.{kind}" for h in range(count)]
-            target_stage += [2 * layer] * count
-            sites.append((f"blocks.{layer}.hook_{kind}_input", count))
-        targets.append(f"L{layer}MLP")
-        target_stage.append(2 * layer + 1)
-        sites.append((f"blocks.{layer}.hook_mlp_in", 1))
-    targets.append("logits")
-    target_stage.append(2 * n_layers)
-    sites.append((f"blocks.{n_layers - 1}.hook_resid_post", 1))
-    upstream = torch.tensor(source_stage)[:, None] < torch.tensor(target_stage)[None, :]
-    return Graph(sources, targets, upstream, sites)
+        build.stack(net, "encoder", "encoder.", "memory")
+        build.stack(net, "decoder", "decoder.", "logits")
+    else:
+        build.stack(net, "decoder" if cfg.has_decoder else "encoder", "", "logits")
+    return build.graph()
 
 
-def _w_o(net: nn.Module, layer: int) -> torch.Tensor:
-    """Layer's W_O per head, [d_model, H, d_head] (result_h = z_h · W_O^hᵀ in this layout), of
-    a model of one stack."""
-    w_o = (net.decoder or net.encoder).layers[layer].self_attn.w_o.weight.detach()
-    return w_o.view(w_o.shape[0], net.config.n_heads, net.config.d_head)
-
-
-def _head_outputs(net: nn.Module, layer: int, z: torch.Tensor) -> torch.Tensor:
+def _head_outputs(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
     """What each head writes, z_h·W_O^h without the bias: z [..., H, T, d_head] ->
     [..., H, T, d_model]."""
-    return torch.einsum("...htk,dhk->...htd", z, _w_o(net, layer).to(z))
+    w_o = attn.w_o.weight.detach()
+    w_o = w_o.view(w_o.shape[0], attn.n_heads, attn.d_head)  # (d_model, H, d_head)
+    return torch.einsum("...htk,dhk->...htd", z, w_o.to(z))
 
 
-def _source_sites(n_layers: int) -> list[str]:
-    return ["blocks.0.hook_resid_pre"] + [
-        f"blocks.{layer}.{name}"
-        for layer in range(n_layers)
-        for name in ("attn.hook_z", "hook_mlp_out")
-    ]
+def _written(group: Sources, value: torch.Tensor) -> torch.Tensor:
+    """What a site's sources write, [sources, T, d_model], from its value [T, ...]."""
+    return value[None] if group.attn is None else _head_outputs(group.attn, value)
 
 
 def edge_attribution(
@@ -105,26 +193,43 @@ def edge_attribution(
     "L{l}H{h}", "L{l}MLP"), ``target`` ("L{l}H{h}.q" / ".k" / ".v" — "L{l}KV{g}.k" / ".v" with
     grouped-query attention —, "L{l}MLP", "logits") and ``score``: Σ over positions and d_model
     of (out_source(clean) − out_source(corrupt)) · mean ∂m/∂in_target, over (m_clean −
-    m_corrupt). A ValueError (one sentence) for a post-norm model or an encoder-decoder.
+    m_corrupt). An encoder-decoder's nodes are named by stack ("encoder.L0H1", "cross.L1H0.k",
+    "memory", …; see _graph). A ValueError (one sentence) for a post-norm model.
     """
     graph = _graph(net)
-    n_layers = net.config.n_layers
-    grad = [name for name, _ in graph.target_sites]
-    found = integrated(net, clean, corrupt, metric, steps, _source_sites(n_layers), grad)
-    diff = {k: found.clean[k] - found.corrupt[k] for k in found.clean}
-    parts = [diff["blocks.0.hook_resid_pre"][None]]  # (1, T, d_model)
-    for layer in range(n_layers):
-        parts.append(_head_outputs(net, layer, diff[f"blocks.{layer}.attn.hook_z"]))
-        parts.append(diff[f"blocks.{layer}.hook_mlp_out"][None])
-    outs = torch.cat(parts).flatten(1)  # (S, T · d_model)
-    grads = torch.cat([found.grads[n].reshape(c, -1) for n, c in graph.target_sites])  # (N, T·d)
-    scores = (outs @ grads.T) / found.gap  # (S, N)
+    read = [group.site for group in graph.source_sites]
+    grad = [group.site for group in graph.target_sites]
+    found = integrated(net, clean, corrupt, metric, steps, read, grad)
+    scores = torch.zeros(len(graph.sources), len(graph.targets), dtype=torch.float64)
+    first = 0
+    target_index = {}
+    for group in graph.target_sites:
+        target_index.setdefault(group.stream, []).extend(range(first, first + group.count))
+        first += group.count
+    for stream, targets in target_index.items():
+        outs = torch.cat(  # (S on this stream, T · d_model)
+            [
+                _written(g, found.clean[g.site] - found.corrupt[g.site]).flatten(1)
+                for g in graph.source_sites
+                if g.stream == stream
+            ]
+        )
+        grads = torch.cat(  # (N on this stream, T · d_model)
+            [
+                found.grads[g.site].reshape(g.count, -1)
+                for g in graph.target_sites
+                if g.stream == stream
+            ]
+        )
+        sources = torch.tensor(graph.stream_sources(stream))
+        scores[sources[:, None], torch.tensor(targets)[None]] = (outs @ grads.T).double()
+    scores /= found.gap
     s, n = graph.upstream.nonzero(as_tuple=True)
     return pd.DataFrame(
         {
             "source": [graph.sources[i] for i in s.tolist()],
             "target": [graph.targets[i] for i in n.tolist()],
-            "score": scores[s, n].double().numpy(),
+            "score": scores[s, n].numpy(),
         }
     )
 
@@ -177,34 +282,31 @@ class _Ablation:
     is noted as it is written (the circuit item's minus the corrupt item's), and each target of
     the circuit item reads its input minus what its removed edges carried."""
 
-    def __init__(self, net: nn.Module, graph: Graph, removed: torch.Tensor) -> None:
-        self.net, self.removed, self.diffs = net, removed, []
-        replace = {"blocks.0.hook_resid_pre": self.note_stream}
-        for layer in range(net.config.n_layers):
-            replace[f"blocks.{layer}.attn.hook_z"] = self.note_heads(layer)
-            replace[f"blocks.{layer}.hook_mlp_out"] = self.note_stream
+    def __init__(self, graph: Graph, removed: torch.Tensor) -> None:
+        self.diffs = {}
+        # [S on a stream, N]: 1 where an edge from that stream's source is not kept
+        self.removed = {s: removed[graph.stream_sources(s)] for s in ("encoder", "decoder")}
+        replace: dict[str, list] = {}
+        for group in graph.source_sites:
+            replace.setdefault(group.site, []).append(self.note(group))
         first = 0
-        for name, count in graph.target_sites:
-            replace[name] = self.target(first, count)
-            first += count
-        self.sites = Sites(replace=replace)
+        for group in graph.target_sites:  # a target reads before the same site is noted
+            replace.setdefault(group.site, []).insert(0, self.target(group, first))
+            first += group.count
+        self.sites = Sites(replace={name: _chain(fns) for name, fns in replace.items()})
 
-    def note_stream(self, x: torch.Tensor) -> torch.Tensor:
-        self.diffs.append((x[0] - x[2])[None])  # (1, T, d_model)
-        return x
-
-    def note_heads(self, layer: int):
-        def note(z: torch.Tensor) -> torch.Tensor:
-            self.diffs.append(_head_outputs(self.net, layer, z[0] - z[2]))  # (H, T, d_model)
-            return z
+    def note(self, group: Sources):
+        def note(x: torch.Tensor) -> torch.Tensor:
+            self.diffs.setdefault(group.stream, []).append(_written(group, x[0] - x[2]))
+            return x
 
         return note
 
-    def target(self, first: int, count: int):
+    def target(self, group: Targets, first: int):
         def read(x: torch.Tensor) -> torch.Tensor:
-            weights = self.removed[:, first : first + count]  # (S, count)
-            diffs = torch.cat(self.diffs)  # (S so far, T, d_model)
-            weights = weights[: diffs.shape[0]]
+            diffs = torch.cat(self.diffs[group.stream])  # (S so far, T, d_model)
+            removed = self.removed[group.stream][: diffs.shape[0]]
+            weights = removed[:, first : first + group.count]  # (S so far, count)
             if not bool(weights.any()):
                 return x
             carried = torch.einsum("sc,std->ctd", weights.to(diffs), diffs)  # (count, T, d)
@@ -212,6 +314,19 @@ class _Ablation:
             return torch.cat([own[None], x[1:]])
 
         return read
+
+
+def _chain(fns):
+    """One replacement doing each of fns in turn."""
+    if len(fns) == 1:
+        return fns[0]
+
+    def chained(x: torch.Tensor) -> torch.Tensor:
+        for fn in fns:
+            x = fn(x)
+        return x
+
+    return chained
 
 
 def circuit(
@@ -232,7 +347,7 @@ def circuit(
     """
     graph = _graph(net)
     kept = _kept(net, clean, corrupt, metric, keep, steps)
-    ablation = _Ablation(net, graph, _removed(graph, kept))
+    ablation = _Ablation(graph, _removed(graph, kept))
     clean_in, corrupt_in = _inputs(net, clean, corrupt)
     batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
     trace = net.run_with_sites(sites=ablation.sites, **batch)

@@ -118,21 +118,30 @@ def _sited(sublayer: SubLayer, sites: SiteView | None, name: str) -> SubLayer:
 
 
 def _split_inputs(
-    sites: SiteView | None, attn: MultiHeadAttention, add_norm: AddNorm, x: torch.Tensor
+    sites: SiteView | None,
+    attn: MultiHeadAttention,
+    add_norm: AddNorm,
+    x: torch.Tensor,
+    memory: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor] | None:
     """Where the call names hook_q_input / hook_k_input / hook_v_input, each head's own copy of
     the stream x its attention reads, through the layer's norm (TransformerLens's split qkv
-    input): {"q" | "k" | "v": [B, heads, T, d_model]}; None when it names none."""
+    input): {"q" | "k" | "v": [B, heads, T, d_model]}; None when it names none. For cross-
+    attention (``memory``, the encoder's output) the names are hook_cross_q_input (copies of
+    x, through the norm) and hook_cross_k_input / hook_cross_v_input: copies of the memory,
+    which its keys and values read as it is."""
     if sites is None:
         return None
     inputs = {}
-    batch, seq_len, d_model = x.shape
     for kind in ("q", "k", "v"):
-        name = f"hook_{kind}_input"
+        name = f"hook_{kind}_input" if memory is None else f"hook_cross_{kind}_input"
         if sites.wants(name):
+            source = x if kind == "q" or memory is None else memory  # (B, T, d_model)
+            batch, seq_len, d_model = source.shape
             heads = attn.n_heads if kind == "q" else attn.n_heads // attn.n_rep
-            copies = x.unsqueeze(1).expand(batch, heads, seq_len, d_model)  # (B, heads, T, d)
-            inputs[kind] = add_norm.sublayer_input(sites(name, copies))
+            copies = source.unsqueeze(1).expand(batch, heads, seq_len, d_model)
+            copies = sites(name, copies)  # (B, heads, T, d_model)
+            inputs[kind] = add_norm.sublayer_input(copies) if source is x else copies
     return inputs or None
 
 
@@ -245,10 +254,11 @@ class DecoderLayer(nn.Module):
             if memory is None:
                 raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
             cross = _under(sites, "cross_attn.")
+            split = _split_inputs(sites, self.cross_attn, self.add_norm2, x, memory)
             x, cross_out, cross_found = self.add_norm2(
                 x,
                 _sited(
-                    lambda h: self.cross_attn(h, memory, cross_mask, cross),
+                    lambda h: self.cross_attn(h, memory, cross_mask, cross, None, split),
                     sites,
                     "hook_cross_attn_out",
                 ),

@@ -18,6 +18,10 @@ in a Trace), B items, T tokens:
   query (key, value) head's own copy of the stream, before the layer's norm (TransformerLens's
   ``use_split_qkv_input``; key and value per key/value head). Named, the layer's attention reads
   them instead of the one stream; the stream itself goes on unchanged.
+- ``decoder.{l}.hook_cross_q_input`` [B, H, T, d_model] (the decoder's stream, before the
+  cross-attention's norm), ``hook_cross_k_input``, ``hook_cross_v_input`` [B, H_kv, T_src,
+  d_model] (the encoder's output, after its final norm, as each key or value head of the
+  cross-attention reads it), ours: the split inputs of an encoder-decoder's cross-attention.
 - ``P.{l}.ln1.hook_normalized`` [B, T, d_model]: the attention's norm's output: pre-norm what
   the attention reads, post-norm the stream after attention (the value of hook_resid_mid);
   ``ln2.`` the MLP's norm (in a decoder layer with cross-attention ``ln2.`` is cross-attention's
@@ -49,6 +53,9 @@ in a Trace), B items, T tokens:
   act(x W_gate) ⊙ x W_up), what W_2 (W_down) reads; ``P.{l}.hook_mlp_out``: the MLP's output.
 - ``P.{l}.hook_resid_post`` [B, T, d_model]: the stream leaving the layer (the last layer's is
   what the final norm reads).
+- ``P.ln_final.hook_normalized`` [B, T, d_model]: the stack's final norm's output, where it has
+  one (TransformerLens's ``ln_final.hook_normalized``, here under the prefix): an encoder-
+  decoder's ``encoder.ln_final.hook_normalized`` is what every cross-attention reads.
 
 A site that reads or replaces the scores or the pattern makes attention compute its weights in
 a pass that would otherwise run the fused kernel (a forward pass, ``run_with_sites``).

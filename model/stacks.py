@@ -9,7 +9,7 @@ from model.config import TransformerConfig
 from model.layers import DecoderLayer, EncoderLayer
 from model.norms import make_norm
 from model.rotary import Rotation
-from model.sites import SiteView
+from model.sites import SiteView, site
 
 
 def _layer_sites(sites: SiteView | None, i: int) -> SiteView | None:
@@ -50,8 +50,8 @@ class Encoder(nn.Module):
                 continue
             x, _ = layer(x, mask, _layer_sites(sites, i), rotary)
             resid.append(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        if self.final_norm is not None:  # the site "ln_final.hook_normalized" [B, T, d_model]
+            x = site(sites, "ln_final.hook_normalized", self.final_norm(x))
         return x, resid
 
 
@@ -83,8 +83,8 @@ class Decoder(nn.Module):
                 continue
             x, _ = layer(x, self_mask, memory, memory_mask, _layer_sites(sites, i), rotary)
             resid.append(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        if self.final_norm is not None:  # the site "ln_final.hook_normalized" [B, T, d_model]
+            x = site(sites, "ln_final.hook_normalized", self.final_norm(x))
         return x, resid
 
 

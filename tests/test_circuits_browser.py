@@ -72,9 +72,9 @@ def open_circuit(page, url: str, lang: str, **more) -> None:
     page.wait_for_timeout(800)
 
 
-def fits(page) -> None:
+def fits(page, figures: int = 6) -> None:
     seen = page.evaluate(MEASURE_JS, "circuits")
-    assert seen["figures"] >= 6, seen
+    assert seen["figures"] >= figures, seen
     assert not seen["outside"], seen["outside"]
     assert not seen["overlaps"], seen["overlaps"]
     assert not seen["pageWider"]
@@ -195,4 +195,50 @@ def test_coming_back_from_a_clicked_head_shows_the_circuit_the_user_found(app_ur
     back = page.evaluate(MEASURED)
     assert back == found
     page.wait_for_function(DRAWN, arg=["circuit-graph-plot", "circuit-curve-plot"], timeout=5_000)
+    context.close()
+
+
+ENCDEC = {
+    "text": "the cat sat down",
+    "model": "seed001-prenorm",
+    "tab": "circuits",
+    "pair": "the dog sat down",
+}
+CHECKED = "() => document.querySelector('#stack input:checked')?.value || ''"
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_an_encoder_decoders_circuit_spans_both_stacks(app_url, browser, size):
+    """Seed 001's pre-norm encoder-decoder: the graph draws the encoder, its output and the
+    decoder with its cross-attention heads, fits the screen, and a click on a cross-attention
+    head opens that head of the cross stack on the Attention tab."""
+    if size == "phone":
+        context, page = phone(browser)
+    else:
+        context = browser.new_context(viewport={"width": 1920, "height": 1080})
+        page = context.new_page()
+    lang = "zh-CN" if size == "phone" else "en"
+    page.goto(f"{app_url}?{urlencode({**ENCDEC, 'lang': lang})}")
+    page.wait_for_function(READY, timeout=120_000)
+    page.wait_for_function(DRAWN, arg=GRIDS, timeout=120_000)
+    page.click("#circuit-run")
+    page.wait_for_function(DRAWN, arg=["circuit-graph-plot", "circuit-curve-plot"], timeout=120_000)
+    page.wait_for_timeout(800)
+    nodes = page.evaluate(
+        "() => { const gd = document.querySelector('#circuit-graph-plot .js-plotly-plot');"
+        " return gd.data[gd.data.length - 1].customdata; }"
+    )
+    assert {"encoder.L0H0", "memory", "cross.L1H1", "decoder.L1MLP", "logits"} <= set(nodes)
+    page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot').scrollIntoView({block: 'center'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_encdec_{size}_{lang}", full_page=False)
+    fits(page, figures=5)  # not compared with exact patching
+    x, y = page.evaluate(NODE, "cross.L1H1")
+    page.mouse.move(x, y)
+    page.wait_for_timeout(200)
+    page.mouse.click(x, y)
+    page.wait_for_function(SHOWS, arg=[1, 1], timeout=60_000)
+    page.wait_for_function(f"() => ({CHECKED})() === 'cross'", timeout=10_000)
     context.close()

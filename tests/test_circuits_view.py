@@ -322,3 +322,34 @@ def test_every_field_the_tab_does_not_declare_leaves_what_it_draws(demo):
     assert set(others) | set(circuits.TAB.reads) == {f.name for f in fields(Selection)}
     for name, value in others.items():
         assert drawn(replace(ask.sel, **{name: value})) == base, name
+
+
+def test_a_pre_norm_encoder_decoder_gets_its_circuit_over_both_stacks(demo):
+    """Seed 001's encoder-decoder: the graph's nodes are both stacks', the encoder's output
+    between them; its edges are edge_attribution's strongest, the faithfulness analysis.circuit's;
+    a cross-attention head's node opens that head with its stack on the Attention tab."""
+    text, pair = "the cat sat down", "the dog sat down"
+    net = demo.views.engine.model("seed001-prenorm").net
+    clean, corrupt = engine.encode(net, text, pair)  # the decoder reads the page's text
+    found = analysis.patch_pair(net, clean, corrupt)
+    metric = analysis.logit_diff(found.answer, found.wrong, found.position)
+    scores = analysis.edge_attribution(net, clean, corrupt, metric, steps=PAGE_STEPS)
+    top = scores.loc[scores["score"].abs().sort_values(ascending=False, kind="stable").index]
+    ask, _ = opened(demo, text, "seed001-prenorm", pair, page="encdec")
+    out = pressed(demo, ask, "circuit")
+    said = out["circuit_edges_said"]
+    keep = int(said.split("**")[1].split()[0])
+    kept = analysis.circuit(net, clean, corrupt, metric, keep)
+    assert f"faithfulness {kept.faithfulness:.3f}" in said and f"of {len(scores)}" in said
+    graph = figure(out["circuit_graph_plot"])
+    nodes = graph["data"][-1]["customdata"]
+    assert {"encoder.embed", "memory", "decoder.embed", "cross.L1H3", "logits"} <= set(nodes)
+    texts = [a["text"] for a in graph["layout"]["annotations"]]  # the stacks named
+    assert texts == ["encoder", "decoder (◆ cross-attention heads)"]
+    lines = [t for t in graph["data"] if t["mode"] == "lines"]
+    shown = [f"{s} → {t}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[: len(lines)].values]
+    assert [t["hovertemplate"] for t in lines] == shown and len(lines) == min(keep, 60)
+    assert "memory" in set(top["source"].iloc[:keep]) | set(top["target"].iloc[:keep])
+    # a click on a cross-attention head: the Attention tab shows that head of that stack
+    picked = demo.views.pick(replace(ask, tab="attention"), "1,3,cross,123")
+    assert (picked["stack"], picked["layer"], picked["head"]) == ("cross", 1, 3)

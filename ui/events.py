@@ -361,10 +361,11 @@ def wire_deck(w: Wiring, deck: Deck) -> None:
 def wire_selection(w: Wiring, views: Views) -> None:
     """Selection controls, head picks and action buttons redraw what reads them, from the cache."""
     p = w.page
-    picked = {o for t in TABS for o in t.redrawn_by("layer") | t.redrawn_by("head")}
-    pick_outputs = ["layer", "head", *sorted(picked)]
+    # a pick names a head, and an encoder-decoder circuit's head its stack too
+    picked = {o for t in TABS for n in ("layer", "head", "stack") for o in t.redrawn_by(n)}
+    pick_outputs = ["layer", "head", "stack", *sorted(picked)]
     always_last = {"trigger_mode": "always_last"}
-    for name in p.picks:  # "layer,head" written by the browser (an overview tile's click)
+    for name in p.picks:  # "layer,head[,stack]" written by the browser (a tile's click)
         w.on([p[name].change], views.pick, [name], pick_outputs, **always_last)
     for table in p.row_picks:  # a clicked row of a table whose rows are heads
         w.on([p[table].select], views.row_pick, [], pick_outputs, row=True)

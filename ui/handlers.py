@@ -362,17 +362,24 @@ class Views:
         return self.redraw(ask, self.latest(ask), only=only)[1]
 
     def pick(self, ask: Ask, picked) -> dict:
-        """A head was picked (an overview tile, a table row): select it and redraw what shows it."""
-        match = re.match(r"\s*(\d{1,4})\s*,\s*(\d{1,4})", str(picked or ""))
+        """A head was picked (an overview tile, a table row, a circuit's node: "layer,head", an
+        encoder-decoder's "layer,head,stack"): select it and redraw what shows it."""
+        match = re.match(
+            r"\s*(\d{1,4})\s*,\s*(\d{1,4})(?:\s*,\s*(encoder|decoder|cross)\b)?", str(picked or "")
+        )
         if match is None:
             return {}
         sel = replace(ask.sel, layer=int(match[1]), head=int(match[2]))
         tab = BY_ID[ask.tab]
         only = tab.redrawn_by("layer") | tab.redrawn_by("head")
+        if match[3]:  # a head of an encoder-decoder's circuit names its stack
+            sel, only = replace(sel, stack=match[3]), only | tab.redrawn_by("stack")
         analysis, result = self.redraw(ask, self.latest(replace(ask, sel=sel)), only=only)
         if analysis is not None:  # the sliders show the head, clamped to this model
             clamped = sel.clamp(analysis.bounds)
             result.update({"layer": clamped.layer, "head": clamped.head})
+            if match[3]:
+                result["stack"] = clamped.stack
         return result
 
     def row_pick(self, ask: Ask, row) -> dict:

@@ -24,22 +24,32 @@ from viz.common import (
     layout_of,
     safe,
 )
+from viz.panels import STACK_BELOW
 
-KIND_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#7f7f7f", "logits": "#555"}
+KIND_COLOURS = {
+    "q": "#1f77b4",
+    "k": "#d62728",
+    "v": "#2ca02c",
+    "mlp": "#7f7f7f",
+    "logits": "#555",
+    "memory": "#9467bd",
+}
 KIND_NAMES = {
     "q": "query edge",
     "k": "key edge",
     "v": "value edge",
     "mlp": "MLP input edge",
     "logits": "edge to the logits",
+    "memory": "edge to the encoder output",
 }
 KIND_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22}  # where on a head node each kind arrives
 MAX_WIDTH = 7.0  # px: the strongest edge shown
 MIN_WIDTH = 1.2  # px: the faintest still reads as its colour
 MLP_ROW = -1.0  # the MLPs' row, under head n − 1 (at 0)
+STACKED_GAP = 2.4  # rows between a phone's encoder row (its MLPs) and decoder row (its names)
 TITLE_TOP = 32  # px above a title: Plotly's toolbar
 MIN_CELL_FONT = 9  # px: as Which heads matter's grids (viz/patching.py)
-HEAD = re.compile(r"L\d+H\d+")  # a head's node ("L1H0"), which a click opens
+HEAD = re.compile(r"L\d+H\d+$")  # a head's node ("L1H0", "cross.L1H0"), which a click opens
 
 
 def _title(text: str, second: str) -> str:
@@ -185,52 +195,102 @@ def compare_figure(estimated, exact, config, r: float):
 
 
 # ---- the circuit as a graph --------------------------------------------------------------------
-def _node_place(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
-    """Where a node stands: the embeddings left, then each layer's heads (one column, head 0 on
-    top) and its MLP (below them), the logits right."""
+def _stacks(config) -> list[tuple[str, float, bool]]:
+    """The graph's stacks left to right: (node names' prefix, x of its embeddings, whether its
+    layers have cross-attention). A model of one stack: [("", 0, False)]; an encoder-decoder's
+    encoder ends in "memory" (its output) one column after its last MLP, its decoder two
+    columns right of that, clear of its label (analysis.circuits names the nodes so)."""
+    if getattr(config, "arch", "") != "encoder-decoder":
+        return [("", 0.0, False)]
+    return [("encoder.", 0.0, False), ("decoder.", 2.0 * config.n_layers + 3, True)]
+
+
+def _node_names(config) -> list[str]:
+    """Every node of the model, in data-flow order."""
+    names = []
+    for name, _, crossed in _stacks(config):
+        names.append(f"{name}embed")
+        for layer in range(config.n_layers):
+            names += [f"{name}L{layer}H{h}" for h in range(config.n_heads)]
+            if crossed:
+                names += [f"cross.L{layer}H{h}" for h in range(config.n_heads)]
+            names.append(f"{name}L{layer}MLP")
+        names.append("memory" if name == "encoder." else "logits")
+    return names
+
+
+NODE = re.compile(r"(?:(encoder|decoder|cross)\.)?(?:L(\d+)(?:H(\d+)|(MLP)))?(embed)?")
+
+
+def _node_place(name: str, config, stacked: bool = False) -> tuple[float, float]:
+    """Where a node stands: a stack's embeddings left, then each layer's heads (one column,
+    head 0 on top; a decoder's cross-attention heads in the next column) and its MLP (below
+    them), the logits right; an encoder-decoder's encoder first, its output ("memory") after
+    it. ``stacked`` (a phone's encoder-decoder): the encoder's row above the decoder's, which
+    then starts at the left edge too."""
+    n_layers, n_heads = config.n_layers, config.n_heads
     middle = (n_heads - 1) / 2
-    if name == "embed":
-        return 0.0, middle
-    if name == "logits":
-        return 2.0 * n_layers + 1, middle
-    if name.endswith("MLP"):  # under the heads: the lines to the logits pass above it
-        return 2.0 * int(name[1:-3]) + 2, MLP_ROW
-    layer, _, head = name[1:].partition("H")
-    return 2.0 * int(layer) + 1, n_heads - 1 - float(head)
+    stacks = _stacks(config)
+    if stacked:
+        stacks = [(name, 0.0, crossed) for name, _, crossed in stacks]
+    above = STACKED_GAP + n_heads if stacked else 0.0  # the encoder's rise over the decoder
+    if name in ("logits", "memory"):
+        x0, crossed = (stacks[-1][1], stacks[-1][2]) if name == "logits" else (0.0, False)
+        rise = above if name == "memory" else 0.0
+        return x0 + (3.0 if crossed else 2.0) * n_layers + 1, middle + rise
+    stack, layer, head, mlp, _ = NODE.fullmatch(name).groups()
+    _, x0, crossed = stacks[0] if stack in (None, "encoder") else stacks[-1]
+    rise = above if stack == "encoder" else 0.0
+    if layer is None:  # the embeddings
+        return x0, middle + rise
+    per = 3.0 if crossed else 2.0
+    if mlp:  # under the heads: the lines to the logits pass above it
+        return x0 + per * int(layer) + per, MLP_ROW + rise
+    column = per * int(layer) + 1 + (stack == "cross")
+    return x0 + column, n_heads - 1 - float(head) + rise
 
 
 def _target_node(target: str, n_heads: int, n_kv: int) -> tuple[str, str]:
     """An edge's target as (node, kind): "L1H0.k" -> ("L1H0", "k"); a key/value group's edge
-    ("L1KV0.k") arrives at the group's first head."""
-    node, _, kind = target.partition(".")
-    if not kind:
-        return node, "logits" if node == "logits" else "mlp"
-    if "KV" in node:
-        layer, _, group = node[1:].partition("KV")
-        node = f"L{layer}H{int(group) * (n_heads // n_kv)}"
+    ("L1KV0.k") arrives at the group's first head; "memory", "logits" and an MLP are their
+    own kind."""
+    node, _, kind = target.rpartition(".")
+    if kind not in ("q", "k", "v"):
+        if target in ("logits", "memory"):
+            return target, target
+        return target, "mlp"
+    group = re.fullmatch(r"(.*L\d+)KV(\d+)", node)
+    if group:
+        node = f"{group[1]}H{int(group[2]) * (n_heads // n_kv)}"
     return node, kind
+
+
+def _line(source: str, node: str, kind: str, config, stacked: bool = False):
+    """An edge's line from its source's node to where its kind arrives on the target's."""
+    x0, y0 = _node_place(source, config, stacked)
+    x1, y1 = _node_place(node, config, stacked)
+    y1 += KIND_OFFSET.get(kind, 0.0)
+    return [x0, (x0 + x1) / 2, x1 - 0.12], [y0, (y0 + y1) / 2, y1]
 
 
 def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
     """One line per kept edge (its width by |score|, its colour by the kind of input it feeds,
     dotted where negative), and the nodes the edges touch."""
-    n_layers, n_heads = config.n_layers, config.n_heads
+    n_heads = config.n_heads
     n_kv = getattr(config, "kv_heads", n_heads) or n_heads
     strongest = float(np.abs(kept["score"]).max()) if len(kept) else 1.0
     traces, shown_kinds, touched = [], set(), set()
     for source, target, score in zip(kept["source"], kept["target"], kept["score"], strict=True):
         node, kind = _target_node(str(target), n_heads, n_kv)
-        x0, y0 = _node_place(str(source), n_layers, n_heads)
-        x1, y1 = _node_place(node, n_layers, n_heads)
-        y1 += KIND_OFFSET.get(kind, 0.0)
+        xs, ys = _line(str(source), node, kind, config)
         touched.update((str(source), node))
         hover = f"{safe(str(source))} → {safe(str(target))}: {score:+.4f}<extra></extra>"
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "x": [x0, (x0 + x1) / 2, x1 - 0.12],
-                "y": [y0, (y0 + y1) / 2, y1],
+                "x": xs,
+                "y": ys,
                 "line": {
                     "color": KIND_COLOURS[kind],
                     "width": max(MIN_WIDTH, MAX_WIDTH * abs(float(score)) / strongest),
@@ -247,34 +307,93 @@ def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
     return traces, touched
 
 
-def _node_trace(n_layers: int, n_heads: int, touched: set[str]) -> dict:
-    """Every node of the model, the ones an edge touches dark and large; a head's hover says a
-    click opens it."""
-    names = ["embed"]
-    for layer in range(n_layers):
-        names += [f"L{layer}H{h}" for h in range(n_heads)] + [f"L{layer}MLP"]
-    names.append("logits")
-    places = [_node_place(n, n_layers, n_heads) for n in names]
-    words = {"embed": tr("embeddings"), "logits": tr("logits")}
-    labels = [words.get(n, n) for n in names]
+def _label(name: str) -> str:
+    """A node's label: the name without its stack ("cross.L0H1" -> "L0H1"; a cross-attention
+    head is told by its marker), the embeddings, the encoder's output and the logits in words."""
+    words = {"embed": tr("embeddings"), "logits": tr("logits"), "memory": tr("encoder output")}
+    short = name.rpartition(".")[2]
+    return words.get(short, short)
+
+
+def _node_trace(config, touched: set[str]) -> dict:
+    """Every node of the model, the ones an edge touches dark and large (a cross-attention head
+    a diamond, an MLP a square); a head's hover says a click opens it."""
+    names = _node_names(config)
+    places = [_node_place(n, config) for n in names]
     opens = tr("click to open this head on the Attention tab")
     return {
         "type": "scatter",
         "mode": "markers+text",
         "x": [x for x, _ in places],
         "y": [y for _, y in places],
-        "text": [safe(label) for label in labels],
+        "text": [safe(_label(n)) for n in names],
         "textposition": ["bottom center" if "MLP" in n else "top center" for n in names],
         "marker": {
             "size": [16 if n in touched else 9 for n in names],
             "color": ["#333" if n in touched else "#ccc" for n in names],
-            "symbol": ["square" if "MLP" in n else "circle" for n in names],
+            "symbol": [
+                "square" if "MLP" in n else "diamond" if n.startswith("cross.") else "circle"
+                for n in names
+            ],
         },
-        "customdata": [n for n in names],  # what a click picks (ui/js/circuits.js)
-        "hovertext": [safe(f"{n} · {opens}") if HEAD.fullmatch(n) else safe(n) for n in names],
+        "customdata": names,  # what a click picks (ui/js/circuits.js)
+        "hovertext": [safe(f"{n} · {opens}") if HEAD.search(n) else safe(n) for n in names],
         "hovertemplate": "%{hovertext}<extra></extra>",
         "showlegend": False,
     }
+
+
+def _stack_names(config, stacked: bool = False) -> list[dict]:
+    """An encoder-decoder's stacks named over their columns (none for a model of one stack)."""
+    stacks = _stacks(config)
+    if len(stacks) == 1:
+        return []
+    words = {
+        "encoder.": tr("encoder"),
+        "decoder.": tr("decoder (◆ cross-attention heads)"),
+    }
+    found = []
+    for name, x0, crossed in stacks:
+        width = (3.0 if crossed else 2.0) * config.n_layers + 1
+        x0 = 0.0 if stacked else x0
+        rise = STACKED_GAP + config.n_heads if stacked and name == "encoder." else 0.0
+        found.append(
+            {
+                "text": safe(words[name]),
+                "x": x0 + width / 2,
+                "y": config.n_heads - 0.2 + rise,
+                "xref": "x",
+                "yref": "y",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 13},
+            }
+        )
+    return found
+
+
+def _stacked(kept, config, traces: list[dict], height: int) -> dict:
+    """A phone's layout of an encoder-decoder's graph (``layout.meta.narrow``, viz.fit): the
+    encoder's row above the decoder's, every line and node moved there; one row of both
+    stacks is twice a one-stack model's width, too narrow a unit for a label on a phone."""
+    n_heads, n_kv = config.n_heads, getattr(config, "kv_heads", config.n_heads) or config.n_heads
+    changes = {}
+    for i, (source, target) in enumerate(zip(kept["source"], kept["target"], strict=True)):
+        node, kind = _target_node(str(target), n_heads, n_kv)
+        xs, ys = _line(str(source), node, kind, config, stacked=True)
+        changes[str(i)] = {"x": xs, "y": ys}
+    places = [_node_place(n, config, True) for n in traces[-1]["customdata"]]
+    changes[str(len(traces) - 1)] = {"x": [x for x, _ in places], "y": [y for _, y in places]}
+    right = max(x for x, _ in places)
+    top = 2 * n_heads + STACKED_GAP + 0.6
+    layout = {
+        "height": height,
+        "xaxis.range": [-1.2, right + 1.2],
+        "yaxis.range": [MLP_ROW - 0.6, top],
+    }
+    for i, note in enumerate(_stack_names(config, stacked=True)):
+        layout.update({f"annotations[{i}].x": note["x"], f"annotations[{i}].y": note["y"]})
+    return {"below": STACK_BELOW, "layout": layout, "traces": changes}
 
 
 def circuit_figure(kept, config, faithfulness: float, total: int, share: float = 1.0):
@@ -283,8 +402,9 @@ def circuit_figure(kept, config, faithfulness: float, total: int, share: float =
     is negative (the edge pushes toward the corrupt answer). ``share``: the part of the tab's
     width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out)."""
     traces, touched = _edge_traces(kept, config)
-    traces.append(_node_trace(config.n_layers, config.n_heads, touched))
-    n_layers, n_heads = config.n_layers, config.n_heads
+    traces.append(_node_trace(config, touched))
+    n_heads = config.n_heads
+    right = _node_place("logits", config)[0]
     title = _title(
         tr("The circuit: the {n} strongest of {total} edges", n=len(kept), total=total),
         tr(
@@ -297,10 +417,16 @@ def circuit_figure(kept, config, faithfulness: float, total: int, share: float =
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 30}
     # room either side for the embeddings' and the logits' labels, centred on their nodes (a
     # phone's graph is about 33 px a unit: "embeddings" is 75 px wide at 12 px)
-    layout["xaxis"] = {"visible": False, "range": [-1.2, 2 * n_layers + 2.2]}
-    layout["yaxis"] = {"visible": False, "range": [MLP_ROW - 0.6, n_heads - 0.2]}
+    layout["xaxis"] = {"visible": False, "range": [-1.2, right + 1.2]}
+    names = _stack_names(config)  # an encoder-decoder's: a row above the heads
+    top = n_heads + (0.6 if names else -0.2)
+    layout["yaxis"] = {"visible": False, "range": [MLP_ROW - 0.6, top]}
     layout["legend"] = {"orientation": "h", "y": -0.02, "yanchor": "top"}
     layout["meta"] = {"share": share}
+    if names:
+        layout["annotations"] = names
+        tall = min(900, 260 + 48 * (2 * n_heads + STACKED_GAP))
+        layout["meta"]["narrow"] = _stacked(kept, config, traces, tall)
     return figure(traces, layout)
 
 
