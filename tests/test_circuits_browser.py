@@ -242,3 +242,24 @@ def test_an_encoder_decoders_circuit_spans_both_stacks(app_url, browser, size):
     page.wait_for_function(SHOWS, arg=[1, 1], timeout=60_000)
     page.wait_for_function(f"() => ({CHECKED})() === 'cross'", timeout=10_000)
     context.close()
+
+
+def test_an_encoder_decoders_graph_presented_at_720p(app_url, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    link = {**ENCDEC, "lang": "en", "present": "1", "fig": "circuit-graph", "keep": "10"}
+    page.goto(f"{app_url}?{urlencode(link)}")
+    page.wait_for_function(READY, timeout=120_000)
+    page.wait_for_function(DRAWN, arg=["circuit-graph-plot"], timeout=120_000)
+    page.wait_for_timeout(1500)
+    shot(page, "circuits_encdec_present_1280x720_en", full_page=False)
+    box = page.evaluate(
+        """() => {
+          const gd = document.querySelector('#circuit-graph-plot .js-plotly-plot');
+          const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+          const nodes = gd.data[gd.data.length - 1].customdata;
+          return {top: r.top, bottom: r.bottom, width: r.width, memory: nodes.includes('memory')};
+        }"""
+    )
+    assert box["memory"] and box["top"] >= 0 and box["bottom"] <= 720 and box["width"] > 900, box
+    context.close()
