@@ -350,6 +350,15 @@ def test_a_pre_norm_encoder_decoder_gets_its_circuit_over_both_stacks(demo):
     shown = [f"{s} → {t}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[: len(lines)].values]
     assert [t["hovertemplate"] for t in lines] == shown and len(lines) == min(keep, 60)
     assert "memory" in set(top["source"].iloc[:keep]) | set(top["target"].iloc[:keep])
+    # the exports: every edge with its stack, and both texts' ids, the decoder's too
+    df = pd.read_csv(out["circuit_csv"])
+    assert list(df["source"]) == list(top["source"]) and list(df["target"]) == list(top["target"])
+    with zipfile.ZipFile(out["circuit_npz"]) as zf:
+        ids = {n: np.load(io.BytesIO(zf.read(f"{n}.npy"))) for n in ("input_ids/corrupt",
+               "tgt_ids/clean", "tgt_ids/corrupt")}  # fmt: skip
+    assert ids["input_ids/corrupt"].tolist() == corrupt["input_ids"][0].tolist()
+    assert ids["tgt_ids/clean"].tolist() == ids["tgt_ids/corrupt"].tolist()
+    assert ids["tgt_ids/clean"].tolist() == clean["tgt_ids"][0].tolist()
     # a click on a cross-attention head: the Attention tab shows that head of that stack
     picked = demo.views.pick(replace(ask, tab="attention"), "1,3,cross,123")
     assert (picked["stack"], picked["layer"], picked["head"]) == ("cross", 1, 3)

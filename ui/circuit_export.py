@@ -33,6 +33,9 @@ def circuit_npz(edges, grids: dict, composition: dict, points, spec, circuit, me
         "input_ids/clean": spec.clean["input_ids"][0].numpy(),
         "input_ids/corrupt": spec.corrupt["input_ids"][0].numpy(),
     }
+    if "tgt_ids" in spec.clean:  # an encoder-decoder's decoder text, one for both runs
+        arrays["tgt_ids/clean"] = spec.clean["tgt_ids"][0].numpy()
+        arrays["tgt_ids/corrupt"] = spec.corrupt["tgt_ids"][0].numpy()
     for kind, scores in composition.items():
         arrays[f"composition/{kind}"] = np.asarray(scores, dtype=np.float32)
     manifest = {
