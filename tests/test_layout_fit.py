@@ -230,3 +230,19 @@ def test_a_presented_figure_leaves_room_for_what_the_page_shows_under_it(trace):
     fig.layout.meta = {**(fig.layout.meta or {}), "present_below": [190, 0.24]}
     big = sent(fig, PROJECTOR)["layout"]["meta"]["present"]["layout"]
     assert big["height"] == 662 - (round(min(190, 0.24 * 720)) + 10)
+
+
+def test_on_a_phone_the_attention_blocks_one_colour_bar_lies_under_its_last_map(bert):
+    """Every layer's map shares one colour axis (its first map says showscale): stacked on a
+    phone, the bar lies across under the last map, as the compared heads' do, not upright
+    beside the whole column."""
+    from viz.block import block_figure
+
+    net, tok = bert
+    enc = tok(["The cat sat on the mat because it was warm."], return_tensors="pt")
+    short = net.trace(enc["input_ids"], attention_mask=enc["attention_mask"])
+    layout = sent(block_figure(short, "encoder", net), PHONE, "block_plot")["layout"]
+    rows = panels(layout)
+    assert len(rows) == net.config.n_layers and all(xd == [0, 1] for _, xd, _ in rows)
+    bar = layout["coloraxis"]["colorbar"]
+    assert bar["orientation"] == "h" and bar["y"] < rows[-1][2][0]

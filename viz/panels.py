@@ -287,14 +287,17 @@ def _axes_names(layout: dict, cell: dict) -> str:
     return "{} ↓ · {} →".format(*names) if all(names) else ""
 
 
-def _map_rows(maps, cells, plot_w: float, wide, both: str) -> list[MapRow]:
+def _map_rows(maps, cells, plot_w: float, wide, both: str, hidden=()) -> list[MapRow]:
     """The column's rows, top to bottom: square cells as wide as the plot; the last map each
-    colour axis (or its own bar) colours carries the bar under it."""
+    colour axis (or its own bar) colours carries the bar under it. A colour axis shows its bar
+    unless it is in ``hidden`` (its own showscale false): its maps' own showscale is not read
+    (the attention block's maps, one axis for every layer, show it on the first map only)."""
     f = PHONE_FONT
     group = [t.get("coloraxis") or f"own{i}" for i, (t, _, _) in enumerate(maps)]
     rows, at = [], 0.0
     for i, (c, (t, xs, ys)) in enumerate(zip(cells, maps, strict=True)):
-        bar = group[i] not in group[i + 1 :] and t.get("showscale") is not False
+        shown = group[i] not in hidden if t.get("coloraxis") else t.get("showscale") is not False
+        bar = group[i] not in group[i + 1 :] and shown
         cell = plot_w / len(xs)
         step, x_px = step_for(cell, f), wide(xs)
         flat = x_px + 6 <= cell * step
@@ -375,7 +378,10 @@ def stack_maps(data: list[dict], layout: dict, width: float) -> bool:
     wide = lambda labels: max(text_px(shorten(v, chars), f) for v in labels)  # noqa: E731
     left = round(max(wide(ys) for _, _, ys in maps) + 8)
     both = _axes_names(layout, cells[0])
-    rows = _map_rows(maps, cells, width - left - 6, wide, both)
+    hidden = {
+        k for k, v in layout.items() if k.startswith("coloraxis") and v.get("showscale") is False
+    }
+    rows = _map_rows(maps, cells, width - left - 6, wide, both, hidden)
     inner = rows[-1].top + rows[-1].height + rows[-1].under
     _hang_title(layout, inner, left)
     y_of = lambda px: 1 - px / inner  # noqa: E731  (paper fraction from px below the top)
