@@ -133,16 +133,15 @@ class _Builder:
             self.source(["memory"], Sources(written, stream, None), per_layer * cfg.n_layers)
 
     def graph(self) -> Graph:
-        upstream = torch.tensor(
-            [
-                [
-                    s_stream == t_stream and s_stage < t_stage and (only is None or s in only)
-                    for (t_stream, t_stage), only in zip(self.target_at, self.only, strict=True)
-                ]
-                for s, (s_stream, s_stage) in zip(self.sources, self.source_at, strict=True)
-            ],
-            dtype=torch.bool,
-        ).reshape(len(self.sources), len(self.targets))
+        def columns(at):  # (stream as 0 / 1, stage) of each node
+            streams = torch.tensor([stream == "decoder" for stream, _ in at])
+            return streams, torch.tensor([stage for _, stage in at], dtype=torch.float64)
+
+        (s_stream, s_stage), (t_stream, t_stage) = columns(self.source_at), columns(self.target_at)
+        upstream = (s_stream[:, None] == t_stream[None]) & (s_stage[:, None] < t_stage[None])
+        for n, only in enumerate(self.only):
+            if only is not None:  # a cross-attention's key or value: the memory alone
+                upstream[:, n] &= torch.tensor([s in only for s in self.sources])
         return Graph(self.sources, self.targets, upstream, self.source_sites, self.target_sites)
 
 
