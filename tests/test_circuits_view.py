@@ -24,6 +24,7 @@ import engine
 from analysis.circuits import PAGE_STEPS
 from engine import BUNDLED
 from lang import speaking
+from ui.client import Client
 from ui.handlers import Ask
 from ui.render import DRAWN
 from ui.state import Selection, ViewState, parse_link, share_link
@@ -229,6 +230,29 @@ def test_a_link_opens_the_tab_with_its_pair_and_draws_its_circuit(demo):
     assert out["circuit_attr_plot"] is not None
     assert "**26 edges**" in out["circuit_edges_said"]  # the link's circuit, found with it
     assert out["circuit_compare_plot"] is None  # the comparison stays on its button
+
+
+def test_the_language_switch_draws_a_linked_circuit_again(demo):
+    """A presenting page asks for its tab laid out for a new window as the language switch does
+    (ui/js/present.js): the circuit a link found is drawn again, in the new language, for the
+    page's new screen; the link named no stack, the page shows the model's one."""
+    sel = Selection(pair=COPY[1], answer="v", keep=26)
+    link = share_link(ViewState(COPY[0], "induction", tab="circuits", sel=sel))
+    out = demo.views.deeplink(Ask(tab="tokens", sel=Selection(), page="relaid"), link)
+    assert "**26 edges**" in out["circuit_edges_said"]
+    shown = replace(sel, stack=out["stack"]["value"])  # the boxes as the page now shows them
+    screen = Screen.parse("1340x1366x768xp")
+    ask = Ask(tab="circuits", sel=shown, page="relaid", lang="zh-CN", client=Client(screen=screen))
+    with speaking("zh-CN"):
+        again = demo.views.language(ask)
+    graph = figure(again["circuit_graph_plot"])
+    assert graph["layout"]["meta"]["present"]["window"] == [1360, 760]
+    drawn = ("hovertemplate", "x", "y")  # the same edges and nodes, in the page's language
+    edges = [[t.get(k) for k in drawn] for t in figure(out["circuit_graph_plot"])["data"]]
+    assert edges == [[t.get(k) for k in drawn] for t in graph["data"]]
+    assert graph["data"][0]["name"] == "到 logits 的边"
+    assert "26 条" in again["circuit_edges_said"] and again["circuit_curve_plot"] is not None
+    assert again["circuit_compare_plot"] is None  # never asked for: still on its button
 
 
 def test_the_buttons_wait_in_the_patching_tabs_queue(demo):

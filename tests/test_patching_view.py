@@ -330,3 +330,26 @@ def test_a_refused_pair_leaves_no_lock_behind(demo):
                       wrong="v")  # fmt: skip
         assert "patch_heads_plot" not in out or out["patch_heads_plot"] is None
     assert patching_measures.MEASURED._making == {}
+
+
+def test_the_language_switch_draws_the_patched_pair_again_in_the_new_language(demo):
+    """The language switch (and a presenting page's new window, which asks the same way) draws
+    the tab again: the patched pair comes back in the new language, from the measures kept;
+    another answer in the boxes, or a new Run, leaves nothing of it."""
+    views = demo.views
+    ask = Ask(tab="patching", sel=Selection(pair="bhmtk qzxw"), page="lang")
+    views.run(ask, "qzxwv qzxw", "induction", "", "", "", "final", True)
+    out = views.selection(ask, "patch")
+    ask = replace(ask, sel=replace(ask.sel, **{f: out[f"patch_{f}"]["value"] for f in BOXES}))
+    with speaking("zh-CN"):
+        again = views.language(replace(ask, lang="zh-CN"))
+    assert np.array_equal(z_of(again["patch_heads_plot"]), z_of(out["patch_heads_plot"]))
+    assert "这一课" in again["patch_said"] and "干净文本" in again["patch_said"]
+    with speaking("zh-CN"):  # and coming back to the tab keeps it
+        views.tab(replace(ask, tab="attention", lang="zh-CN"), "attention")
+        back = views.tab(replace(ask, lang="zh-CN"), "patching")
+    assert "patch_heads_plot" not in back, sorted(back)
+    other = replace(ask, sel=replace(ask.sel, answer="q"))
+    assert views.language(other)["patch_heads_plot"] is None  # another measure: cleared
+    views.run(ask, "qzxwv qzxv", "induction", "", "", "", "final", True)
+    assert views.language(ask)["patch_heads_plot"] is None  # another run: cleared

@@ -74,7 +74,8 @@ class Ask:
 @dataclass
 class Session:
     run: ViewState | None = None
-    seen: dict = field(default_factory=dict)  # tab -> the signature of what it shows
+    # tab -> the signature of what it shows; (ON_DEMAND, tab) -> its on-demand outputs shown
+    seen: dict = field(default_factory=dict)
     corpus: tuple[str, str] | None = None  # (model, sample): the shipped corpus last measured
     linked_corpus: str = ""  # the sample a deep link names, measured once its view is open
 
@@ -149,6 +150,40 @@ def model_boxes(choice, step: int | None = None, positions: bool = True) -> dict
     }
 
 
+# session.seen's key for the on-demand outputs a tab shows: (ON_DEMAND, tab) -> (what they were
+# drawn for: on_demand_mark, the outputs drawn).
+ON_DEMAND = "on demand"
+
+
+def on_demand_mark(analysis, tab: str, sel: Selection, second: str) -> str:
+    """The run and the tab's fields that on-demand outputs were drawn for (the language apart;
+    the selection as the page shows it, clamped to the model: a link's stack may name none)."""
+    return repr((analysis.key, BY_ID[tab].read_of(sel.clamp(analysis.bounds)), second))
+
+
+def shown_now(seen: dict, state: ViewState, analysis, signature: str, only, values) -> dict:
+    """A page's ``seen`` after the state's tab was drawn (``only``: those outputs) as ``values``."""
+    tab, demand = BY_ID[state.tab], (ON_DEMAND, state.tab)
+    if only is None:  # the whole tab: its on-demand outputs were cleared
+        return {**{k: v for k, v in seen.items() if k != demand}, state.tab: signature}
+    if (
+        tab.own_queue
+        and set(only) <= set(tab.lazy)
+        and str(seen.get(state.tab)).startswith(f"({analysis.key!r}, ")
+    ):
+        # A patched pair (on-demand outputs of a tab whose action waits in a queue of its own)
+        # over a tab that shows this run: it still does, with them and the boxes they filled,
+        # and coming back to the tab keeps them. Which of them show is kept too: the tab drawn
+        # again in another language or for another window draws them again (Views.language).
+        filled = tab.filled(state.sel, values)
+        whole = repr((analysis.key, tab.read_of(filled), state.second, [], LOCALE.get()))
+        mark = on_demand_mark(analysis, state.tab, filled, state.second)
+        before, drawn = seen.get(demand, ("", frozenset()))
+        drawn = frozenset(only) | (drawn if before == mark else frozenset())
+        return {**seen, state.tab: whole, demand: (mark, drawn)}
+    return {k: v for k, v in seen.items() if k != state.tab}
+
+
 class Views:
     """The view handlers (run, tab, selection, pick, language, deep link) over one engine, the
     pages' sessions and the page's defaults. ``trainings``: whose page a model trained on the
@@ -202,21 +237,7 @@ class Views:
             if positions >= BIG_DRAW:  # its temporaries go back to the OS now, not at the next
                 release_freed_memory()  # trace, which may be long in coming
                 release_when_settled()  # and what its results free later
-        if only is None:
-            seen = {**seen, state.tab: signature}
-        elif (
-            tab.own_queue
-            and set(only) <= set(tab.lazy)
-            and str(seen.get(state.tab)).startswith(f"({analysis.key!r}, ")
-        ):
-            # A patched pair (on-demand outputs of a tab whose action waits in a queue of its
-            # own) over a tab that shows this run: it still does, with them and the boxes they
-            # filled, and coming back to the tab keeps them.
-            shown = tab.read_of(tab.filled(state.sel, values))
-            whole = repr((analysis.key, shown, state.second, [], LOCALE.get()))
-            seen = {**seen, state.tab: whole}
-        else:
-            seen = {k: v for k, v in seen.items() if k != state.tab}
+        seen = shown_now(seen, state, analysis, signature, only, values)
         return analysis, own_copy(values), seen
 
     @staticmethod
@@ -388,12 +409,23 @@ class Views:
         return self.pick(ask, f"{row[0]},{row[1]}") if len(row) >= 2 else {}
 
     def language(self, ask: Ask) -> dict:
-        """The page's language changed: draw the visible tab and the status line again in it."""
+        """The page's language changed, or a presenting page's window (ui/js/present.js): draw the
+        visible tab and the status line again in it, for the page's screen."""
         latest = self.latest(ask)
         name = latest.model.partition("@")[0]
         steps = snapshot_choices(name)["choices"]  # relabelled, the value kept
-        self.sessions.of(ask.page).seen = {}
-        return self.redraw(ask, latest, fixed={"snapshot": gr.update(choices=steps)})[1]
+        session = self.sessions.of(ask.page)
+        mark, demanded = session.seen.get((ON_DEMAND, ask.tab), ("", frozenset()))
+        session.seen = {}
+        fixed = {"snapshot": gr.update(choices=steps)}
+        analysis, result = self.redraw(ask, latest, fixed=fixed)
+        # What the tab's action drew for the pair still in its boxes (a circuit found, heads
+        # patched) is drawn again too, from the measures kept: present.js asks for the tab laid
+        # out for a new window this way, and a lecturer's F11 must not lose the circuit.
+        same = analysis and mark == on_demand_mark(analysis, ask.tab, latest.sel, latest.second)
+        if demanded and same:
+            result.update(self.redraw(ask, latest, only=set(demanded))[1])
+        return result
 
     def deeplink(self, ask: Ask, query) -> dict:
         """Open the view a link describes; change nothing when the address holds none."""
