@@ -292,3 +292,29 @@ def test_an_encoder_decoders_graph_presented_at_720p(app_url, browser):
     )
     assert box["memory"] and box["top"] >= 0 and box["bottom"] <= 720 and box["width"] > 900, box
     context.close()
+
+
+def test_the_tabs_mounting_after_a_link_was_read_is_no_switch(app_url, browser):
+    """Gradio reports a select of its first tab as it mounts the tabs, at times after the page
+    read a link: that select must leave the link's tab the page's (taken as a switch, the
+    link's answer then switched back and drew its tab without the circuit found); a later
+    select of the first tab is the user's."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{app_url}?{urlencode({**COPY, 'lang': 'en'})}")
+    wait_for(page, READY)
+    said = page.evaluate(
+        """() => {
+          ta._tabsMounted = false; ta.opening = true; ta.tab = 'circuits';
+          const mounted = ta.pickTab('tokens');  // the tabs mounting as the link opens
+          const kept = ta.tab;
+          ta.opening = false;
+          const clicked = ta.pickTab('tokens');  // the user's click
+          const now = ta.tab;
+          ta.tab = 'circuits';
+          return {mounted: mounted ?? null, kept, clicked: String(clicked), now};
+        }"""
+    )
+    assert said["mounted"] is None and said["kept"] == "circuits", said
+    assert said["clicked"].startswith("tokens|") and said["now"] == "tokens", said
+    context.close()

@@ -84,6 +84,14 @@
   /* A tab click: its id (with a time, so the box changes) only when it differs from the
      visible one (a tab reports a select as the page mounts: that must cost no round trip). */
   ta.pickTab = (id) => {
+    /* Gradio reports a select of its first tab as it mounts the tabs. That is usually before a
+       link is read, but at times after: then it is no switch (the link's answer selects the tab
+       the link names), and taken as one it drew the first tab's views for nothing and made the
+       answer's own select a switch back, which drew the link's tab again without what its
+       action had found (3 of 36 loads of a presented circuit link on a busy machine). */
+    const mounting = !ta._tabsMounted;
+    ta._tabsMounted = true;
+    if (mounting && ta.opening && id === (ta.tabs || [])[0]) return undefined;
     if (ta.tab === id) return undefined;
     ta.tab = id;
     setTimeout(() => ta.present?.choose(), 50);  /* a tab drawn before: nothing draws */
