@@ -113,20 +113,29 @@ class Family:
         b = self.blocks[layer]
         return (b.ln_1, b.ln_2) if self.gpt2 else (b.input_layernorm, b.post_attention_layernorm)
 
+    def mlp(self, layer):
+        return self.blocks[layer].mlp
+
+    def projections(self, layer):
+        """{kept name: the module whose output is the layer's queries, keys or values}."""
+        if self.gpt2:
+            return {f"qkv{layer}": self.attn(layer).c_attn}
+        return {f"{kind}{layer}": getattr(self.attn(layer), f"{kind}_proj") for kind in "qkv"}
+
+    def final_keep(self):
+        """(module, "in" | "out"): where the stream the logits read is kept."""
+        return self.final, "in"
+
     def keeps(self):
         """The tensors the references read, per layer."""
-        found = {"final": (self.final, "in")}
+        found = {"final": self.final_keep()}
         for layer, block in enumerate(self.blocks):
             found[f"z{layer}"] = (self.o_proj(layer), "in")
             found[f"x{layer}"] = (block, "in")
             found[f"mid{layer}"] = (self.norms(layer)[1], "in")
-            found[f"mlp_in{layer}"] = (block.mlp, "in")
-            found[f"mlp{layer}"] = (block.mlp, "out")
-            if self.gpt2:
-                found[f"qkv{layer}"] = (self.attn(layer).c_attn, "out")
-            else:
-                for kind in "qkv":
-                    found[f"{kind}{layer}"] = (getattr(self.attn(layer), f"{kind}_proj"), "out")
+            found[f"mlp_in{layer}"] = (self.mlp(layer), "in")
+            found[f"mlp{layer}"] = (self.mlp(layer), "out")
+            found.update({name: (m, "out") for name, m in self.projections(layer).items()})
         return found
 
     def projection(self, layer, kind, index):
