@@ -420,7 +420,9 @@ def head_figure(
         max_cells: longer texts are max-pooled to at most this many cells a side.
     Returns:
         A figure; cells the mask hides are left blank (grey), not drawn as weight 0. Its
-        ``layout.meta["head"]`` is ``[layer, head]`` (the browser's head switch reads it).
+        ``layout.meta["head"]`` is ``[layer, head]`` (the browser's head switch reads it), its
+        ``layout.meta["title_head"]`` the head-specific part its title starts with
+        (``head_title``, the switch payload's title of this head).
     """
     maps, x_lab, y_lab, note = head_cells(trace, stack, [(layer, head)], batch, max_cells)
     y_title, x_title = axis_titles(stack)
@@ -443,8 +445,10 @@ def head_figure(
     layout["margin"]["r"] = HEAD_BAR_MARGIN
     layout.update(
         plot_bgcolor=HIDDEN_GREY,
-        # "square": laid out for the asking page's screen (viz.screen.lay_out)
-        meta={"head": [layer, head], "fit": "square"},
+        # "square": laid out for the asking page's screen (viz.screen.lay_out); "title_head":
+        # the part of the title that names this head, which the browser's head switch swaps
+        # for another head's (viz.screen.head_titles)
+        meta={"head": [layer, head], "fit": "square", "title_head": title},
         xaxis={**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
         yaxis={
             **y_axis,

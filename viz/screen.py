@@ -149,12 +149,17 @@ def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
     return room
 
 
+def title_room(box: Box) -> float:
+    """px a line of a page's title may take: a longer line is broken (viz.measure.wrap)."""
+    return 0.98 * box.width - 12 if box.phone else box.width - 12
+
+
 def _fit_title(trace, title: str, box: Box, shows_bar: bool, room: Room, spare: float):
     """(title, room) on a page: a figure narrower than its title gets the title's width in its
     right margin; a title wider than the page is wrapped to it (and the room laid out again)."""
     need = max((text_px(line, box.title) for line in title.split("<br>")), default=0) + 12
     if need > box.width:
-        title = wrap(title, box.width - 12, box.title)
+        title = wrap(title, title_room(box), box.title)
         return title, _room(trace, title, box, shows_bar)
     room.right += max(0.0, need - (box.width - spare))
     return title, room
@@ -225,7 +230,7 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
     xs, ys = list(trace["x"]), list(trace["y"])
     title = layout.get("title", {}).get("text", "")
     if box.phone:
-        title = wrap(title, 0.98 * box.width - 12, box.title)
+        title = wrap(title, title_room(box), box.title)
     shows_bar = trace.get("showscale", True) is not False  # a mask's colours are in its title
     room = _room(trace, title, box, shows_bar)
     # The plot area as wide as its cells, so that the colour bar stands beside them (a wider
@@ -264,6 +269,26 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
     if not box.phone:
         return changes, bar
     return changes, _phone_bar(bar, room.cell * len(ys), room.bottom)
+
+
+def head_titles(meta: dict, title: str, drawn: str, box: Box) -> dict:
+    """What the browser's head switch builds another head's title from (ui/js/head_switch.js),
+    for the head view laid out in ``box``: its ``title`` (``drawn``: as the page draws it) starts
+    with the part that names the head (``meta.title_head``, the switch payload's title of that
+    head), and the rest (notes, the slide's line) starts a line of its own, so any head's title
+    as this page would draw it is that head's part wrapped to ``title_wrap`` ([px a line may
+    take, the title's font px]) followed by ``title_rest``, the rest as drawn here. Nothing for
+    a title of another shape: the switch then leaves such a head to the server."""
+    head = meta.get("title_head")
+    if not head or not title.startswith(head):
+        return {}
+    rest = title[len(head) :]
+    if rest and not rest.startswith("<br>"):
+        return {}
+    room = title_room(box)
+    if rest and drawn != title:  # the page's title was broken over lines: its rest as well
+        rest = "<br>" + wrap(rest[len("<br>") :], room, box.title)
+    return {"title_wrap": [room, box.title], "title_rest": rest}
 
 
 def boxes(screen: Screen) -> tuple[Box, list[Box]]:
@@ -362,7 +387,10 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
         top = int(layout.get("margin", {}).get("t") or 0)
         page = Box(page.width, layout["height"], page.font, page.title, 14, 14, top=top)
     changes, bar = square(data, layout, page)
-    meta = {**meta, "laid_out": True, "slide": slide}
+    title = layout.get("title", {}).get("text", "")
+    switch = head_titles(meta, title, changes["title"]["text"], page)
+    meta = {**meta, "laid_out": True, "slide": slide, **switch}
+    meta.pop("title_head", None)  # (the page needs only what head_titles made of it)
     if present:
         big, big_bar, box = presented(data, layout, present)
         big["title"]["font"] = {**big["title"].get("font", {}), "size": box.title}

@@ -65,6 +65,59 @@
       el.setAttribute('data-unformatted', to);
     };
   };
+  /* A title's lines broken where they are wider than `room` px at `size` px: the twin of the
+     server's viz.measure.wrap (tests/test_head_titles.py gives both the same titles), for the
+     part of the head view's title that names the head, which the server wraps on a phone. */
+  const WIDE = '\u3000-\u9fff\uff00-\uffef';  /* a line may break at each of these */
+  const WORDS = new RegExp(`<[^>]+>|[${WIDE}]|[^<\\s·—${WIDE}]+[\\s·—]*|[\\s·—]+`, 'g');
+  /* East Asian wide and fullwidth characters (Python's unicodedata W and F, in the blocks a
+     title meets): a full em */
+  const FULL = new RegExp(`[${['\u1100-\u115f', '\u2e80-\u303e', '\u3041-\u33ff', '\u3400-\u4dbf',
+    '\u4e00-\u9fff', '\ua000-\ua4cf', '\uac00-\ud7a3', '\uf900-\ufaff', '\ufe30-\ufe4f',
+    '\uff00-\uff60', '\uffe0-\uffe6', '\u{1f300}-\u{1f64f}', '\u{1f900}-\u{1f9ff}',
+    '\u{20000}-\u{3fffd}'].join('')}]`, 'u');
+  const em = (ch) => {  /* one character's width in ems, as viz.measure._em */
+    if (FULL.test(ch)) return 1.0;
+    if ((ch !== ch.toLowerCase() && ch === ch.toUpperCase()) || /\p{Nd}/u.test(ch)) return 0.7;
+    return " ·.,:;|il'".includes(ch) ? 0.4 : 0.62;
+  };
+  ta.wrapTitle = (text, room, size) => {
+    const out = [];
+    for (const line of String(text ?? '').split(/<br\s*\/?>/i)) {
+      const low = line.toLowerCase(), sup = low.startsWith('<sup>') && low.endsWith('</sup>');
+      const body = sup ? line.slice(5, -6) : line, scale = sup ? 0.7 : 1.0;
+      const pieces = [];
+      let current = '', width = 0.0, inner = false;
+      for (const word of body.match(WORDS) || []) {
+        const tag = word.toLowerCase();
+        let now = tag === '<sup>' ? true : tag === '</sup>' ? false : inner;
+        const px = word.startsWith('<') ? 0.0
+          : [...decode(word)].reduce((sum, ch) => sum + em(ch), 0) * size;
+        if (current && width + px * scale * (now ? 0.7 : 1.0) > room) {
+          pieces.push(current.trimEnd());
+          now = tag === '<sup>';  /* the new line's own tags */
+          current = word;
+          width = px * scale * (now ? 0.7 : 1.0);
+        } else {
+          current += word;
+          width += px * scale * (now ? 0.7 : 1.0);
+        }
+        inner = now;
+      }
+      pieces.push(current.trimEnd());
+      for (const piece of pieces) if (piece) out.push(sup ? `<sup>${piece}</sup>` : piece);
+    }
+    return out.join('<br>');
+  };
+  /* A head's title as the server would draw it on this page: the part that names the head (the
+     payload's title of that head) wrapped as the page's title is, then the rest of the title as
+     drawn (notes, the slide's line: viz.screen.head_titles). Built from the head, never by
+     replacing words in the title shown: a phone breaks that over lines, where the old head's
+     words no longer stand together. null when the figure does not say its rest. */
+  const titleOf = (meta, part) => {
+    if (typeof meta.title_rest !== 'string' || typeof part !== 'string') return null;
+    return (meta.title_wrap ? ta.wrapTitle(part, ...meta.title_wrap) : part) + meta.title_rest;
+  };
   /* The title, the colour bar's labels and its title in place: all of them, or none (false). */
   const textsInPlace = (gd, before, title, cb) => {
     const was = before.colorbar || {};
@@ -161,14 +214,13 @@
       const L = Math.min(Math.max(Math.round(+layer) || 0, 0), d.layers - 1);
       const H = Math.min(Math.max(Math.round(+head) || 0, 0), d.heads - 1);
       if (meta.head[0] !== L || meta.head[1] !== H) {
-        const was = d.titles[meta.head[0]]?.[meta.head[1]];
-        const title = String(gd.layout.title.text ?? '');  /* as the server laid it out */
+        const text = titleOf(meta, d.titles[L]?.[H]);
+        if (text === null) return false;
         meta.head = [L, H];
         if (meta.fill) meta.fill = {...meta.fill, z: [[L, H]]};
         const z = fill.z(d, [L, H], null), zmax = d.zmax[L][H];
         const bar = d.bars ? d.bars[L][H] : undefined;  /* "auto": per head */
         const ticks = d.ticks?.[L]?.[H];
-        const text = was ? title.replace(was, d.titles[L][H]) : d.titles[L][H];
         ta.switchDrew = await redrawHead(gd, z, zmax, bar, ticks, text) ? 'cells' : 'figure';
         if (ta.switchDrew === 'figure') {  /* (ta.switchDrew: for benches and tests) */
           const cb = barOf(gd.data[0]?.colorbar, zmax, bar, ticks);
