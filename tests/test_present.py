@@ -422,3 +422,40 @@ def test_inside_a_layer_and_the_masks_presented_at_720p_give_their_figure_three_
         assert card["bottom"] <= card["bar"], (step, card)  # and clear of the bar
     shot(page, f"presentation_layer_1280x720_{lang}", full_page=False)
     context.close()
+
+
+def test_the_keys_present_again_after_the_language_switch_and_a_tab(app_url, browser):
+    """Esc, a control of the page (the language switch, then the tabs), Esc: the control the
+    presenter touched kept the keyboard's focus, and a radio button takes the arrows as its own;
+    presenting again, ←/→ and ↑/↓ still step the head and the layer (issue 52)."""
+    context, page = open_page(browser, "1280x720")
+    page.goto(f"{app_url}?tab=attention&present=1&layer=2&head=3")
+    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_function(f"() => {SHOWN} === 'head-plot'", timeout=30_000)
+    page.wait_for_function(f"() => {HEAD_GD}.layout.meta.head.join() === '2,3'")
+
+    def keys_step(layer: int, head: int) -> None:  # → and ↓: the next head, the layer below
+        page.keyboard.press("Escape")
+        page.wait_for_function("() => !document.body.classList.contains('ta-paused')")
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowDown")
+        page.wait_for_function(f"() => {HEAD_GD}.layout.meta.head.join() === '{layer},{head}'")
+        assert page.input_value("#layer input[type=number]") == str(layer)
+        assert page.input_value("#head input[type=number]") == str(head)
+        bar = page.inner_text("#ta-bar .ta-bar-view")
+        assert f"层 {layer}" in bar and f"头 {head}" in bar, bar
+
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.body.classList.contains('ta-paused')")
+    page.click("#lang label:has-text('简体中文')")
+    page.wait_for_function(f"() => {HEAD_GD}?.layout?.title?.text?.startsWith('第 2 层')")
+    keys_step(1, 4)
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.body.classList.contains('ta-paused')")
+    page.click("#tab-masks-button")
+    wait_tab(page, "masks")
+    page.click("#tab-attention-button")
+    wait_tab(page, "attention")
+    keys_step(0, 5)
+    assert page.evaluate("() => ta.lang()") == "zh-CN"  # the arrows never reached the switch
+    context.close()

@@ -167,17 +167,23 @@
     if (v === +range.value) return;
     step('step', v - +range.value);
   };
-  /* Keys typed into a text box are the box's. A chosen radio button (the language switch) or
-     checkbox keeps the focus after a click: Esc still shows or leaves the page, while the
-     arrows stay the control's own. */
+  /* Keys typed into a text box are the box's. Any other control the presenter touched while
+     the page showed (the language switch, a tab, a slider, the bar's button) keeps the focus
+     after a click, and a radio button or a tab would take the arrows as its own; presenting,
+     the page lies under the figure, so the keys are the presentation's wherever the focus is
+     (and presentation takes the focus from such a control as it resumes: release). While the
+     page shows, only Esc is the presentation's. */
   const TEXT = 'textarea, select, [contenteditable=true], '
     + 'input:not([type=radio]):not([type=checkbox]):not([type=button]):not([type=range])';
   const typing = (t) => t instanceof Element && t.closest(TEXT) !== null;
-  const inControl = (t) => t instanceof Element && t.closest('input') !== null;
+  const release = () => {
+    const el = document.activeElement;
+    if (el instanceof HTMLElement && el !== document.body && !typing(el)) el.blur();
+  };
   document.addEventListener('keydown', (e) => {
     if (!P.on || e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
     if (e.key === 'Escape') { ta.pausePresent(); e.preventDefault(); return; }
-    if (P.paused || inControl(e.target)) return;
+    if (P.paused) return;
     const keys = {ArrowLeft: ['head', -1], ArrowRight: ['head', 1],
       ArrowUp: ['layer', 1], ArrowDown: ['layer', -1]};
     if (keys[e.key]) { e.preventDefault(); step(...keys[e.key]); return; }
@@ -192,6 +198,7 @@
   /* ---- on and off --------------------------------------------------------------------------- */
   ta.startPresent = (want) => {
     P.on = true; P.paused = false;
+    release();
     if (want !== undefined) P.want = want;
     document.body.classList.add('ta-present');
     document.body.classList.remove('ta-paused');
@@ -207,6 +214,7 @@
   ta.pausePresent = () => {
     if (!P.on) return;
     P.paused = !P.paused;
+    if (!P.paused) release();
     document.body.classList.toggle('ta-paused', P.paused);
     redraw(gdOf(P.block));
     bar();
