@@ -65,8 +65,8 @@ def direct_logit_attribution(
         if norm is not None:
             r = center(resid)
             scale = torch.sqrt(r.pow(2).mean() + norm.eps)  # σ (LayerNorm) or RMS, of this run
-            if norm.weight is not None:
-                direction = direction * norm.weight.to(direction)
+            if norm.weight is not None:  # the gain: w, or Gemma's 1 + w (RMSNorm.gain)
+                direction = direction * getattr(norm, "gain", norm.weight).to(direction)
             if getattr(norm, "bias", None) is not None:
                 constant = constant + (norm.bias.to(direction) @ (w[answer] - w[wrong]).to(resid))
 

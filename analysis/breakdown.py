@@ -29,7 +29,7 @@ def _ln_split(parts: Parts, norm: nn.Module) -> Parts:
     """LayerNorm applied part by part with σ of the whole sum (exact: centring is linear); an
     RMSNorm (no centring, no bias) part by part with the whole sum's RMS."""
     total = sum(parts.values())  # (d_model,)
-    gamma = norm.weight.detach().cpu().double()
+    gamma = getattr(norm, "gain", norm.weight).detach().cpu().double()  # RMSNorm: w or 1 + w
     if getattr(norm, "bias", None) is None:  # RMSNorm: x / √(mean(x²) + ε) · g
         rms = torch.sqrt(total.pow(2).mean() + norm.eps)
         return {name: gamma * p / rms for name, p in parts.items()}

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.config import TransformerConfig
+from model.norms import make_norm
 from model.rotary import Rotation
 from model.sites import SiteView, attn_site, site
 
@@ -156,6 +157,8 @@ class MultiHeadAttention(nn.Module):
     With grouped-query attention (config.n_kv_heads < n_heads, LLaMA 2/3, Mistral, Qwen2) W_K and
     W_V make n_kv_heads heads and query head i reads key/value head i // (n_heads / n_kv_heads).
     With rotary positions each head's queries and keys are turned by their position first.
+    With QK-norm (Qwen3, Gemma 3) each query and key head is RMS-normalised over its d_head
+    dimensions before the turn (HF's q_norm / k_norm).
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -163,10 +166,12 @@ class MultiHeadAttention(nn.Module):
         self.n_heads, self.d_head = config.n_heads, config.d_head
         self.n_rep = config.n_heads // config.kv_heads  # query heads per key/value head
         d_kv = config.kv_heads * config.d_head
-        self.w_q = nn.Linear(config.d_model, config.d_model, bias=config.attn_bias)
+        self.w_q = nn.Linear(config.d_model, config.d_attn, bias=config.attn_bias)
         self.w_k = nn.Linear(config.d_model, d_kv, bias=config.attn_bias)
         self.w_v = nn.Linear(config.d_model, d_kv, bias=config.attn_bias)
-        self.w_o = nn.Linear(config.d_model, config.d_model, bias=config.attn_out_bias)
+        self.w_o = nn.Linear(config.d_attn, config.d_model, bias=config.attn_out_bias)
+        self.q_norm = make_norm(config, config.d_head) if config.qk_norm else None
+        self.k_norm = make_norm(config, config.d_head) if config.qk_norm else None
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, heads · d_head] -> [B, heads, T, d_head] (H query or H_kv key/value heads)."""
@@ -188,7 +193,8 @@ class MultiHeadAttention(nn.Module):
         key/value cache keeps them). x may be [B, heads, T, d_model], each head's own input (the
         split inputs of model/sites.py). ``sites``: the call's sites of each stage, with the
         kind's letter: "hook_q_flat" (x W_Q + b_Q [B, T, heads · d_head]; not with split
-        inputs), "hook_q" (its heads [B, H or H_kv, T, d_head]), "hook_rot_q" (turned; where a
+        inputs), "hook_q" (its heads [B, H or H_kv, T, d_head]), "hook_q_normed" (after QK-norm,
+        where the model has it), "hook_rot_q" (turned; where a
         key/value cache adds its keys), "hook_rep_k" / "hook_rep_v" (repeated)."""
         linear = {"q": self.w_q, "k": self.w_k, "v": self.w_v}[kind]
         if x.dim() == 4:
@@ -197,6 +203,9 @@ class MultiHeadAttention(nn.Module):
             flat = site(sites, f"hook_{kind}_flat", linear(x))  # (B, T, H or H_kv · d_head)
             heads = self.split(flat)  # (B, H or H_kv, T, d_head)
         heads = site(sites, f"hook_{kind}", heads)
+        norm = {"q": self.q_norm, "k": self.k_norm}.get(kind)
+        if norm is not None:  # QK-norm over each head's d_head, before RoPE
+            heads = site(sites, f"hook_{kind}_normed", norm(heads))  # (B, H or H_kv, T, d_head)
         if rotary is not None and turn and kind != "v":
             heads = rotary(heads)  # turned before repeating: H_kv heads, not H
             heads = site(sites, f"hook_rot_{kind}", heads)
@@ -221,7 +230,7 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def concat(x: torch.Tensor) -> torch.Tensor:
-        """[B, H, T, d_head] -> [B, T, d_model]."""
+        """[B, H, T, d_head] -> [B, T, H · d_head] (d_model unless head_dim says otherwise)."""
         batch, n_heads, seq_len, d_head = x.shape
         return x.transpose(1, 2).reshape(batch, seq_len, n_heads * d_head)
 

@@ -25,7 +25,7 @@ from model.config_values import (
 from model.family import Family, Source, TokenizerFiles
 from model.load_errors import ConfigRefused
 
-VOCAB_FILE_LIMIT = 16 * MB  # vocab.txt / tokenizer.json of a 1M-token vocabulary
+VOCAB_FILE_LIMIT = 64 * MB  # a tokenizer.json: Gemma 3's (262,144 tokens with merges) is 33 MB
 SMALL_FILE_LIMIT = 1 * MB  # tokenizer_config.json, special_tokens_map.json, chat templates
 # HF hidden_act -> our activation.
 ACTIVATIONS = {

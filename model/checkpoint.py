@@ -12,6 +12,7 @@ is one sentence (a ``lang.Msg``), its type saying which stage refused (model/loa
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,13 +36,19 @@ from model.load_errors import (
     WeightsRefused,
     refused_as,
 )
+from model.registry import REGISTRY, prepared_folder
 from model.rotary import RotaryEmbedding
 from model.tokenizer_guard import check_tokenizer_files, load_tokenizer
 from model.transformer import Transformer
 
 DEFAULT_MAX_BYTES = 2 * 1024**3  # BERT-large is 1.34 GB in float32
 DEFAULT_MAX_PARAMS = 400_000_000  # BERT-large has 335M
-COMPUTED_BUFFERS = {"embedding.rotary.inv_freq", "embedding.pos_emb.encoding"}
+COMPUTED_BUFFERS = {
+    "embedding.rotary.inv_freq",
+    "embedding.rotary_local.inv_freq",
+    "embedding.pos_emb.encoding",
+    "embedding.scale",
+}
 
 
 # ---- fill our model ------------------------------------------------------------------------------
@@ -60,6 +67,10 @@ def unfilled_model(config: TransformerConfig, tokenizer) -> Transformer:
     emb = net.embedding
     if emb.rotary is not None:
         emb.rotary = RotaryEmbedding(config.d_head, config.rope_theta, config.rope_llama3)
+    if emb.rotary_local is not None:
+        emb.rotary_local = RotaryEmbedding(config.d_head, config.rope_local_theta)
+    if emb.scale is not None:
+        emb.scale = torch.tensor(config.d_model**0.5)
     if isinstance(emb.pos_emb, SinusoidalPositionalEncoding):
         emb.pos_emb = SinusoidalPositionalEncoding(config.max_len, config.d_model)
     return net.eval()
@@ -210,5 +221,28 @@ def load_lm(
         (Transformer, tokenizer): the model's tokenizer is also ``net.tokenizer``.
     Raises:
         CheckpointError: one sentence saying what is wrong, raised before the model is allocated.
+
+    ``"smollm2-135m"`` and ``"gemma-3-270m"`` open real weights installed from the package
+    registry, offline (model/registry.py); where SmolLM2's package is absent and the Hub is
+    reachable, its name takes the published weights instead.
     """
-    return load_checkpoint(name_or_path, lm_wanted(max_bytes), device)
+    wanted = lm_wanted(max_bytes)
+    if str(name_or_path) in REGISTRY:
+        return load_checkpoint(registered_source(str(name_or_path), wanted), wanted, device)
+    return load_checkpoint(name_or_path, wanted, device)
+
+
+def registered_source(name: str, wanted: Wanted) -> str | Path:
+    """The folder a registered model opens from: prepared from its installed GGUF, or, where
+    the package is missing and the Hub reachable, the published weights' Hub id."""
+    entry = REGISTRY[name]
+    try:
+        with refused_as(SourceNotFound):
+            return prepared_folder(name, wanted)[0]
+    except SourceNotFound:
+        if entry.hub is not None and importlib.util.find_spec(entry.package) is None:
+            from model.checkpoint_hub import hub_reachable
+
+            if hub_reachable():
+                return entry.hub
+        raise

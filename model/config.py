@@ -66,6 +66,17 @@ class TransformerConfig:
     tie_lm_head: bool = False  # the LM head reuses the token embedding matrix (GPT-2)
     # Mistral: a query sees only the last sliding_window keys (itself included); None = all.
     sliding_window: int | None = None
+    # ---- Gemma 3 (and Qwen3's QK-norm) -----------------------------------------------------------
+    # Per-layer attention kinds, HF's names: "sliding_attention" layers see the band of
+    # sliding_window keys and turn by rope_local_theta, "full_attention" layers see every earlier
+    # key and turn by rope_theta. () = every layer alike (the band everywhere when sliding_window).
+    layer_types: tuple[str, ...] = ()
+    rope_local_theta: float | None = None  # RoPE base of the sliding layers; None = rope_theta
+    head_dim: int | None = None  # d_head when it is not d_model / n_heads (Gemma 3: 256 of 640)
+    qk_norm: bool = False  # an RMSNorm over d_head on every query and key head before RoPE
+    sandwich_norm: bool = False  # a second norm on each sublayer's output, before the residual add
+    norm_offset: bool = False  # RMSNorm's gain is 1 + w (Gemma stores w around 0)
+    embed_scale: bool = False  # token embeddings multiplied by √d_model (Gemma)
     source: str = ""  # which seed tutorial (or checkpoint) this config follows
 
     def __post_init__(self) -> None:
@@ -75,8 +86,11 @@ class TransformerConfig:
             object.__setattr__(self, "token_labels", tuple(self.token_labels))
         if isinstance(self.rope_llama3, list):
             object.__setattr__(self, "rope_llama3", tuple(self.rope_llama3))
+        if isinstance(self.layer_types, list):
+            object.__setattr__(self, "layer_types", tuple(self.layer_types))
         positive = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"]
-        positive += [n for n in ("n_kv_heads", "sliding_window") if getattr(self, n) is not None]
+        optional = ("n_kv_heads", "sliding_window", "head_dim")
+        positive += [n for n in optional if getattr(self, n) is not None]
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -87,7 +101,7 @@ class TransformerConfig:
                         value=repr(value),
                     )
                 )
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(
                 Msg(
                     "d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets "
@@ -149,6 +163,7 @@ class TransformerConfig:
             raise ValueError("tie_lm_head ties the LM head to the embedding: set lm_head=True.")
         if self.sliding_window is not None and self.arch != "decoder":
             raise ValueError("sliding_window is a decoder-only (Mistral) attention band.")
+        self._check_layer_types()
         if self.type_vocab_size < 0:
             raise ValueError(
                 Msg("type_vocab_size must be >= 0, not {value}.", value=self.type_vocab_size)
@@ -180,9 +195,38 @@ class TransformerConfig:
                 )
             )
 
+    def _check_layer_types(self) -> None:
+        """layer_types: one of HF's two kinds per layer, and only with a sliding window."""
+        kinds = ("sliding_attention", "full_attention")
+        if not self.layer_types:
+            return
+        if len(self.layer_types) != self.n_layers or set(self.layer_types) - set(kinds):
+            raise ValueError(
+                f"layer_types must give each of the {self.n_layers} layers one of {kinds}, "
+                f"not {self.layer_types!r}."
+            )
+        if self.sliding_window is None and "sliding_attention" in self.layer_types:
+            raise ValueError("sliding_attention layers need a sliding_window.")
+        local = self.rope_local_theta
+        if local is not None and (
+            isinstance(local, bool) or not isinstance(local, int | float) or not local > 1
+        ):
+            raise ValueError(f"rope_local_theta must be a number above 1, not {local!r}.")
+
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def d_attn(self) -> int:
+        """Width of the heads side by side, n_heads · d_head: what W_Q makes and W_O reads
+        (d_model, except where head_dim says otherwise)."""
+        return self.n_heads * self.d_head
+
+    def is_local(self, layer: int) -> bool:
+        """Whether layer ``layer`` is a sliding-window layer among full ones (Gemma 3); a model
+        whose every layer has the band (Mistral) has it in the stack's mask instead."""
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
 
     @property
     def kv_heads(self) -> int:

@@ -73,6 +73,17 @@ class TransformerEmbedding(nn.Module):
             if config.positions == "rotary"
             else None
         )
+        # Gemma 3's sliding layers turn by their own base (config.rope_local_theta).
+        self.rotary_local = (
+            RotaryEmbedding(config.d_head, config.rope_local_theta)
+            if self.rotary is not None and config.rope_local_theta is not None
+            else None
+        )
+        # Gemma multiplies the token embeddings by √d_model, in the weights' dtype (HF's
+        # Gemma3TextScaledWordEmbedding keeps it as a float32 tensor: the same rounding).
+        self.register_buffer(
+            "scale", torch.tensor(config.d_model**0.5) if config.embed_scale else None, False
+        )
         self.type_emb = (
             nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
         )
@@ -103,6 +114,8 @@ class TransformerEmbedding(nn.Module):
                 f"Sequence is {last} tokens; this model reads at most {self.config.max_len}."
             )
         tok = self.tok_emb(ids)  # (B, T, d_model)
+        if self.scale is not None:
+            tok = tok * self.scale.to(tok.dtype)  # (B, T, d_model): Gemma's √d_model
         if positions and self.pos_emb is not None:
             pos = self.pos_emb(last)  # (T, d_model)
             if position_ids is not None:
@@ -132,6 +145,10 @@ class TransformerEmbedding(nn.Module):
         if self.rotary is None or not positions:
             return None
         dtype = self.tok_emb.weight.dtype
-        if position_ids is not None:
-            return self.rotary.rotation_at(position_ids, dtype)
-        return self.rotary.rotation(seq_len, dtype)
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=self.rotary.inv_freq.device)
+        turn = self.rotary.rotation_at(position_ids, dtype)
+        if self.rotary_local is None:
+            return turn
+        local = self.rotary_local.rotation_at(position_ids, dtype)
+        return Rotation(turn.cos, turn.sin, local)

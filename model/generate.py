@@ -115,6 +115,8 @@ def cacheable(net: Transformer, options: dict) -> bool:
     head's context becomes its mean over all the text's positions)."""
     if net.config.arch != "decoder" or set(options) - {"positions", "head_mask", "ablation"}:
         return False
+    if "sliding_attention" in net.config.layer_types:
+        return False  # Gemma 3's local layers each band the keys: the whole text is run each step
     return options.get("head_mask") is None or options.get("ablation", "zero") == "zero"
 
 

@@ -66,6 +66,7 @@ class AddNorm(nn.Module):
 
     post (paper, seeds 000/002/003, BERT): out = LayerNorm(x + Dropout(sublayer(x)))
     pre  (seeds 001/004, GPT-2, LLaMA):    out = x + Dropout(sublayer(LayerNorm(x)))
+    sandwich (Gemma 2 and 3):              out = x + Norm₂(sublayer(Norm(x)))
     The norm is an RMSNorm where config.norm_kind says so (LLaMA).
     """
 
@@ -73,7 +74,23 @@ class AddNorm(nn.Module):
         super().__init__()
         self.pre = config.norm == "pre"
         self.norm = make_norm(config)
+        self.post = make_norm(config) if config.sandwich_norm else None  # Gemma's second norm
         self.dropout = nn.Dropout(config.dropout)
+
+    def after(self, sublayer: SubLayer, sites: SiteView | None, names: tuple[str, str]) -> SubLayer:
+        """The sublayer followed by the second norm of a sandwich (Gemma's post_attention_ /
+        post_feedforward_layernorm), its output at the site "ln1_post.hook_normalized" (ln2_post,
+        …: TransformerLens's Gemma 2 names); the sublayer itself where there is none. What the
+        sublayer's output site (hook_attn_out) then sees is the normed output, as there."""
+        if self.post is None:
+            return sublayer
+        name = names[0].replace(".", "_post.", 1)
+
+        def run(h: torch.Tensor) -> tuple[torch.Tensor, dict]:
+            out, found = sublayer(h)
+            return site(sites, name, self.post(out)), found  # (B, T, d_model)
+
+        return run
 
     def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
         """What the sublayer reads: LayerNorm(x) when pre-norm, x itself when post-norm."""
@@ -103,6 +120,18 @@ class AddNorm(nn.Module):
         if self.pre:
             return residual, out, found
         return site(sites, names[0], self.norm(residual)), out, found
+
+
+def band(mask: torch.Tensor | None, window: int, x: torch.Tensor) -> torch.Tensor:
+    """A local layer's mask: the stack's [B, T_q, T_k] mask (None: every key of a causal pass
+    of one token) and the band of the last ``window`` keys of each query, the queries being
+    the last T_q of the T_k slots (a whole text: T_q = T_k)."""
+    t_q = x.shape[1]
+    t_k = t_q if mask is None else mask.shape[-1]
+    query = torch.arange(t_k - t_q, t_k, device=x.device)  # (T_q,) each query's slot
+    keys = torch.arange(t_k, device=x.device)  # (T_k,)
+    inside = keys[None, :] > query[:, None] - window  # (T_q, T_k): HF's sliding_window_overlay
+    return inside if mask is None else mask & inside
 
 
 def _sited(sublayer: SubLayer, sites: SiteView | None, name: str) -> SubLayer:
@@ -161,7 +190,8 @@ def _mlp(
     (the new stream, the FFN's output)."""
     read = None if sites is None else (lambda x: sites("hook_mlp_in", x))
     inner = _under(sites, "mlp.")
-    sublayer = _sited(lambda h: (ffn(h, inner), {}), sites, "hook_mlp_out")
+    sublayer = add_norm.after(lambda h: (ffn(h, inner), {}), sites, names)
+    sublayer = _sited(sublayer, sites, "hook_mlp_out")
     x, out, _ = add_norm(x, sublayer, sites, names, read)
     return x, out
 
@@ -190,15 +220,11 @@ class EncoderLayer(nn.Module):
         x = site(sites, "hook_resid_pre", x)
         attn = _under(sites, "attn.")
         inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
+        attend = self.add_norm1.after(
+            lambda h: self.self_attn(h, h, mask, attn, rotary, inputs), sites, SELF_NORM
+        )
         x, attn_out, self_found = self.add_norm1(
-            x,
-            _sited(
-                lambda h: self.self_attn(h, h, mask, attn, rotary, inputs),
-                sites,
-                "hook_attn_out",
-            ),
-            sites,
-            SELF_NORM,
+            x, _sited(attend, sites, "hook_attn_out"), sites, SELF_NORM
         )
         x = site(sites, "hook_resid_mid", x)
         x, mlp_out = _mlp(self.ffn, self.add_norm2, x, sites, MLP_NORM)
@@ -210,11 +236,14 @@ class DecoderLayer(nn.Module):
     """Masked self-attention -> Add & Norm -> [cross-attention -> Add & Norm] -> FFN -> Add & Norm.
 
     Cross-attention takes Q from the decoder and K, V from the encoder output (seed 000 §4); a
-    decoder-only model (GPT-style) has no cross-attention.
+    decoder-only model (GPT-style) has no cross-attention. A sliding layer among full ones
+    (Gemma 3's local layers, ``config.is_local``) sees only the band of the last sliding_window
+    keys and turns its queries and keys by the local RoPE base.
     """
 
-    def __init__(self, config: TransformerConfig, cross: bool) -> None:
+    def __init__(self, config: TransformerConfig, cross: bool, index: int = 0) -> None:
         super().__init__()
+        self.window = config.sliding_window if config.is_local(index) else None
         self.self_attn = MultiHeadAttention(config)
         self.add_norm1 = AddNorm(config)
         self.cross_attn = MultiHeadAttention(config) if cross else None
@@ -235,17 +264,16 @@ class DecoderLayer(nn.Module):
         "hook_resid_mid_cross"); rotary: the text's RoPE angles, for self-attention (cross-
         attention is never turned). Returns as EncoderLayer, with "cross" and "cross_out"."""
         x = site(sites, "hook_resid_pre", x)
+        if self.window is not None:  # a local layer: its band of keys, its own RoPE base
+            self_mask = band(self_mask, self.window, x)
+            rotary = rotary.local if rotary is not None and rotary.local is not None else rotary
         attn = _under(sites, "attn.")
         inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
+        attend = self.add_norm1.after(
+            lambda h: self.self_attn(h, h, self_mask, attn, rotary, inputs), sites, SELF_NORM
+        )
         x, attn_out, self_found = self.add_norm1(
-            x,
-            _sited(
-                lambda h: self.self_attn(h, h, self_mask, attn, rotary, inputs),
-                sites,
-                "hook_attn_out",
-            ),
-            sites,
-            SELF_NORM,
+            x, _sited(attend, sites, "hook_attn_out"), sites, SELF_NORM
         )
         x = site(sites, "hook_resid_mid", x)
         found = {"self": self_found, "attn_out": attn_out}
@@ -255,15 +283,13 @@ class DecoderLayer(nn.Module):
                 raise ValueError("This decoder layer has cross-attention: pass the encoder output.")
             cross = _under(sites, "cross_attn.")
             split = _split_inputs(sites, self.cross_attn, self.add_norm2, x, memory)
-            x, cross_out, cross_found = self.add_norm2(
-                x,
-                _sited(
-                    lambda h: self.cross_attn(h, memory, cross_mask, cross, None, split),
-                    sites,
-                    "hook_cross_attn_out",
-                ),
+            cross_attend = self.add_norm2.after(
+                lambda h: self.cross_attn(h, memory, cross_mask, cross, None, split),
                 sites,
                 CROSS_NORM,
+            )
+            x, cross_out, cross_found = self.add_norm2(
+                x, _sited(cross_attend, sites, "hook_cross_attn_out"), sites, CROSS_NORM
             )
             x = site(sites, "hook_resid_mid_cross", x)
             found.update(cross=cross_found, cross_out=cross_out)

@@ -1,4 +1,4 @@
-"""GPT-2 and the LLaMA family (LLaMA, Qwen2, Mistral) as checkpoint families: their tables.
+"""GPT-2, the LLaMA family (LLaMA, Qwen2, Qwen3, Mistral) and Gemma 3 as checkpoint families.
 
 Our names on the left, HF's on the right (inside layer i). GPT-2 stores its linears as Conv1D,
 weight [in, out] (transposed into nn.Linear's [out, in]), and W_Q, W_K, W_V fused in one c_attn
@@ -9,6 +9,7 @@ Their config.json is read by model/lm_config.py; the pipeline (model/checkpoint.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from lang import Msg
@@ -52,6 +53,10 @@ LLAMA_LINEARS = {
     "ffn.w_up": "mlp.up_proj",
     "ffn.w_down": "mlp.down_proj",
 }
+QK_NORMS = {  # Qwen3's and Gemma 3's RMSNorm over each query and key head
+    "self_attn.q_norm.weight": Source("self_attn.q_norm.weight"),
+    "self_attn.k_norm.weight": Source("self_attn.k_norm.weight"),
+}
 LLAMA_LAYER = {
     "add_norm1.norm.weight": Source("input_layernorm.weight"),
     "add_norm3.norm.weight": Source("post_attention_layernorm.weight"),
@@ -60,6 +65,15 @@ LLAMA_LAYER = {
         for ours, hf in LLAMA_LINEARS.items()
         for p in ("weight", "bias")
     },
+    **QK_NORMS,
+}
+# Gemma 3 names its four norms by place: HF's post_attention_layernorm is the attention's
+# second norm here (before the residual add), not the MLP's first as in LLaMA.
+GEMMA3_LAYER = {
+    **LLAMA_LAYER,
+    "add_norm1.post.weight": Source("post_attention_layernorm.weight"),
+    "add_norm3.norm.weight": Source("pre_feedforward_layernorm.weight"),
+    "add_norm3.post.weight": Source("post_feedforward_layernorm.weight"),
 }
 
 
@@ -115,5 +129,13 @@ LLAMA = Family(
     reads_bin=True,
     pad_from_tokenizer=True,
 )
+GEMMA3 = replace(LLAMA, name="Gemma 3", layer=GEMMA3_LAYER)  # Gemma3ForCausalLM's: "model."
 # config.json's model_type -> the family whose tables read it.
-LM_FAMILIES = {"gpt2": GPT2, "llama": LLAMA, "qwen2": LLAMA, "mistral": LLAMA}
+LM_FAMILIES = {
+    "gpt2": GPT2,
+    "llama": LLAMA,
+    "qwen2": LLAMA,
+    "mistral": LLAMA,
+    "qwen3": LLAMA,
+    "gemma3_text": GEMMA3,
+}

@@ -82,7 +82,10 @@ class Replay:
                 x = hidden[:, i].to(device).contiguous()  # (B, T, d_model): the layer's input
                 attn = layer.self_attn
                 h = layer.add_norm1.sublayer_input(x)  # LayerNorm(x) when pre-norm
-                per_layer.append(attn.project(kind, h, rotary, turn))  # (B, H, T, d_head)
+                turned = rotary
+                if getattr(layer, "window", None) is not None and rotary is not None:
+                    turned = rotary.local or rotary  # a local layer's own base (Gemma 3)
+                per_layer.append(attn.project(kind, h, turned, turn))  # (B, H, T, d_head)
         out = torch.stack(per_layer, dim=1)  # (B, L, H, T, d_head)
         return out.to(device=hidden.device, dtype=hidden.dtype)
 
@@ -202,7 +205,10 @@ class Replay:
         a rotary model's identity turn."""
         rotary = self.rotation(seq_len, trace.positions)
         if rotary is not None:  # the real rows' own angles
-            return Rotation(on(rotary.cos, rows), on(rotary.sin, rows))  # (T, d_head) each
+            local = rotary.local
+            if local is not None:  # Gemma 3's sliding layers' own base
+                local = Rotation(on(local.cos, rows), on(local.sin, rows))
+            return Rotation(on(rotary.cos, rows), on(rotary.sin, rows), local)  # (T, d_head)
         if trace.config.positions == "rotary":
             one = torch.ones((), dtype=param.dtype, device=param.device)
             return Rotation(one, one * 0)  # positions off: the identity turn

@@ -23,10 +23,12 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class Rotation:
     """cos and sin [T, d_head] of one text's positions (or [B, 1, T, d_head], each text its
-    own); turns [B, H, T, d_head] heads."""
+    own); turns [B, H, T, d_head] heads. ``local``: the same positions at the sliding layers'
+    own base (Gemma 3: 10,000 there, 1,000,000 in the full layers), which those layers use."""
 
     cos: torch.Tensor
     sin: torch.Tensor
+    local: Rotation | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.cos + rotate_half(x) * self.sin  # (B, H, T, d_head)

@@ -62,7 +62,7 @@ class Decoder(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         cross = config.arch == "encoder-decoder"
-        self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.n_layers))
+        self.layers = nn.ModuleList(DecoderLayer(config, cross, i) for i in range(config.n_layers))
         self.final_norm = make_norm(config) if config.final_norm else None
 
     def forward(

@@ -103,6 +103,17 @@ class Trace:
             return self._replay.projection(self, stack, name, only=layer)[:, 0]
         return self._replay.layers(self, stack, only=layer)[stack][name][:, 0]
 
+    def layer_mask(self, stack: str, layer: int) -> torch.Tensor:
+        """The mask layer ``layer`` of ``stack`` applied, bool [B, T_q, T_k]: the stack's mask,
+        and in a sliding layer among full ones (Gemma 3's local layers) the band of the last
+        sliding_window keys as well (model.layers.band)."""
+        mask = self.masks[stack]
+        if stack != "decoder" or not self.config.is_local(layer):
+            return mask
+        t = mask.shape[-1]
+        i = torch.arange(t, device=mask.device)
+        return mask & (i[None, :] > i[:, None] - self.config.sliding_window)  # (B, T, T)
+
     def computed(self) -> dict[str, Tensors]:
         """Every computed field of every stack, computing what was not yet (export, pickling)."""
         return {name: dict(getattr(self, name)) for name in COMPUTED}

