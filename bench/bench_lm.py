@@ -4,7 +4,9 @@ Two checkpoints made here with seeded random weights (nothing is downloaded): a 
 (12 layers, 12 heads, d_model 768, vocabulary 50,257) and a Qwen2.5-0.5B shape (24 layers, d_model
 896, 14 query heads over 2 key/value heads, d_ff 4,864, vocabulary 151,936, tied head, RoPE θ 10⁶,
 biases on W_Q, W_K, W_V), each built by transformers' own config and model classes and saved as
-safetensors beside a small byte-level BPE trained in memory on assets/corpus/en.txt. Ours:
+safetensors beside a small byte-level BPE trained in memory on assets/corpus/en.txt; and the
+registry's real models (``--shape smollm2-135m`` or ``gemma-3-270m``: their real weights, from
+the checkpoint folder model/registry.py prepares, which transformers opens too). Ours:
 ``model.load_lm(folder)`` and ``net.trace(ids)`` recording everything (attention weights,
 hidden states, embeddings). Theirs: ``AutoModelForCausalLM`` with ``attn_implementation="eager"``
 and ``output_attentions=True, output_hidden_states=True``. Runs are interleaved in pairs whose
@@ -28,7 +30,8 @@ without it (``use_cache=False``: the whole text again every step), interleaved a
 ids of both are checked to be the same. Budget: cached ≤ 0.5 × uncached for the GPT-2-small
 shape.
 
-    .venv/bin/python bench/bench_lm.py [--shape gpt2|qwen05] [--repeats 9] [--lengths 16,128,512]
+    .venv/bin/python bench/bench_lm.py [--shape gpt2|qwen05|smollm2-135m|gemma-3-270m] [--repeats 9]
+        [--lengths 16,128,512]
         [--device cpu|cuda] [--head] [--threads N] [--memory-tokens 512]
         [--skip-memory | --memory-only]
     .venv/bin/python bench/bench_lm.py --continuation [--shape gpt2] [--repeats 7]
@@ -54,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_forward import timed  # noqa: E402
 from bench.shapes import cache_root  # noqa: E402
 from model import load_lm  # noqa: E402
+from model.registry import REGISTRY  # noqa: E402
 
 # name -> (transformers config class, causal LM class, config arguments): published shapes.
 SHAPES = {
@@ -108,6 +112,18 @@ def make_lm_checkpoint(name: str, root: Path | None = None) -> Path:
 
 
 # ---- timing --------------------------------------------------------------------------------------
+def checkpoint_of(shape: str) -> Path:
+    """A made shape's folder, or a registry model's real weights ("smollm2-135m",
+    "gemma-3-270m"): the checkpoint folder model/registry.py prepares from its GGUF, which both
+    our loader and transformers' open."""
+    if shape in REGISTRY:
+        from model.checkpoint import lm_wanted
+        from model.registry import prepared_folder
+
+        return prepared_folder(shape, lm_wanted())[0]
+    return make_lm_checkpoint(shape)
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -276,7 +292,7 @@ def memory(args, folder: Path, device: torch.device) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shape", default="qwen05", choices=list(SHAPES))
+    parser.add_argument("--shape", default="qwen05", choices=[*SHAPES, *REGISTRY])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--lengths", default="16,128,512")
     parser.add_argument("--device", default="cpu")
@@ -296,7 +312,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    folder = make_lm_checkpoint(args.shape)
+    folder = checkpoint_of(args.shape)
     print(f"checkpoint {folder}")
     if args.memory_only:
         memory(args, folder, device)

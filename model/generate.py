@@ -115,8 +115,6 @@ def cacheable(net: Transformer, options: dict) -> bool:
     head's context becomes its mean over all the text's positions)."""
     if net.config.arch != "decoder" or set(options) - {"positions", "head_mask", "ablation"}:
         return False
-    if "sliding_attention" in net.config.layer_types:
-        return False  # Gemma 3's local layers each band the keys: the whole text is run each step
     return options.get("head_mask") is None or options.get("ablation", "zero") == "zero"
 
 
@@ -144,8 +142,13 @@ def _continue(
         if all(done) or max(len(row) for row in rows) >= cfg.max_len:
             break
         allowed = seen[:, None, :] & (seen_at[:, None, :] <= place[:, :, None])  # (B, T_q, T_k)
-        if cfg.sliding_window is not None:  # Mistral: the last sliding_window positions only
-            allowed &= seen_at[:, None, :] > place[:, :, None] - cfg.sliding_window
+        inside = None
+        if cfg.sliding_window is not None:  # the last sliding_window positions only
+            inside = seen_at[:, None, :] > place[:, :, None] - cfg.sliding_window
+        if inside is not None and cfg.layer_types:  # Gemma 3: in its local layers alone
+            allowed = {"full": allowed, "local": allowed & inside}
+        elif inside is not None:  # Mistral: in every layer
+            allowed = allowed & inside
         out = net.step(ids, place, allowed, cache, positions, head_mask)  # (B, T_q, d_model)
         logits = net.lm_head(out[torch.arange(batch, device=device), last])  # (B, vocab)
         for b, token in enumerate(logits.argmax(dim=-1).tolist()):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn
@@ -261,12 +261,17 @@ class DecoderLayer(nn.Module):
         rotary: Rotation | None = None,
     ) -> tuple[torch.Tensor, dict]:
         """sites as EncoderLayer (cross-attention's under "cross_attn.", the stream after it
-        "hook_resid_mid_cross"); rotary: the text's RoPE angles, for self-attention (cross-
-        attention is never turned). Returns as EncoderLayer, with "cross" and "cross_out"."""
+        "hook_resid_mid_cross"); self_mask: [B, T_q, T_k], or {"full": …, "local": …} (a cached
+        continuation of a model with local layers, whose slots are not positions); rotary: the
+        text's RoPE angles, for self-attention (cross-attention is never turned). Returns as
+        EncoderLayer, with "cross" and "cross_out"."""
         x = site(sites, "hook_resid_pre", x)
-        if self.window is not None:  # a local layer: its band of keys, its own RoPE base
+        if isinstance(self_mask, Mapping):  # a cached continuation's masks, one per kind
+            self_mask = self_mask["full" if self.window is None else "local"]
+        elif self.window is not None:  # a local layer: its band of keys
             self_mask = band(self_mask, self.window, x)
-            rotary = rotary.local if rotary is not None and rotary.local is not None else rotary
+        if self.window is not None and rotary is not None and rotary.local is not None:
+            rotary = rotary.local  # a local layer's own RoPE base
         attn = _under(sites, "attn.")
         inputs = _split_inputs(sites, self.self_attn, self.add_norm1, x)
         attend = self.add_norm1.after(

@@ -317,7 +317,8 @@ class Transformer(nn.Module):
 
         Args:
             ids: [B, T_new] the new tokens; position_ids: [B, T_new] their positions.
-            mask: bool [B, T_new, T_past + T_new], True = may attend (the cached keys first).
+            mask: bool [B, T_new, T_past + T_new], True = may attend (the cached keys first);
+                with local layers (Gemma 3) {"full": mask, "local": mask within the window}.
             cache: one KeyValues per layer, the caller's: each layer's attention reads the keys
                 and values kept there and adds the new tokens' (empty at the first call).
             positions, head_mask: as in trace(); a removed head's context is zeroed.
@@ -337,7 +338,11 @@ class Transformer(nn.Module):
         for i, kept in enumerate(cache):  # the keys and values so far, the new tokens' last
             for name, fn in kept.replacements(rotary is not None).items():
                 at.replace(f"blocks.{i}.attn.{name}", fn)
-        y, _ = self.decoder(x, mask.to(x.device), None, None, at.at("blocks."), rotary)
+        if isinstance(mask, dict):  # {"full": …, "local": …}: Gemma 3's two kinds of layer
+            mask = {kind: m.to(x.device) for kind, m in mask.items()}
+        else:
+            mask = mask.to(x.device)
+        y, _ = self.decoder(x, mask, None, None, at.at("blocks."), rotary)
         return y
 
     def replay(self) -> Replay:

@@ -305,6 +305,17 @@ def test_greedy_generation_matches_transformers(loaded):
     assert ours.tolist() == theirs.tolist()
 
 
+def test_a_cached_continuation_writes_what_the_whole_text_pass_writes(loaded):
+    """The key/value cache keeps Mistral's band and Gemma 3's local layers' band (slots are
+    not positions there): a batch of two prompts, one padded, continued past the window."""
+    _, net, tok, _ = loaded
+    tok.padding_side = "right"
+    enc = tok(["The cat sat on the mat", "hello"], return_tensors="pt", padding=True)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    cached = net.generate(ids, 8, mask, use_cache=True)
+    assert cached.tolist() == net.generate(ids, 8, mask, use_cache=False).tolist()
+
+
 def test_positions_off_keeps_queries_unturned(loaded):
     case, net, tok, _ = loaded
     enc = tok([TEXTS[0]], return_tensors="pt")

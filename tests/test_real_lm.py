@@ -17,6 +17,7 @@ from model import load_lm
 from model.checkpoint import lm_wanted
 from model.load_errors import ConfigRefused, SourceNotFound, WeightsRefused
 from model.registry import REGISTRY, gguf_file, judge_gguf
+from model.sites import Sites
 
 pytestmark = pytest.mark.slow
 TOL = 1e-4  # of the logits' scale (measured: 0.0, the same float32 numbers)
@@ -31,8 +32,16 @@ TEXTS = {
 
 
 @functools.cache
+def engine():
+    """The app's engine: each real model is loaded once for this file, as the page loads it."""
+    from engine import Engine
+
+    return Engine(device="cpu")
+
+
 def ours(name: str):
-    return load_lm(name, device="cpu")
+    loaded = engine().model(name)
+    return loaded.net, loaded.tokenizer
 
 
 @functools.cache
@@ -153,3 +162,99 @@ def test_a_gguf_is_judged_before_any_tensor_is_read(monkeypatch):
     monkeypatch.setattr(gguf, "dequantize", lambda *a: pytest.fail("a tensor was read"))
     with pytest.raises(ConfigRefused, match="needs about"):
         judge_gguf(gguf_file(REGISTRY["smollm2-135m"]), REGISTRY["smollm2-135m"], lm_wanted(10**8))
+
+
+# ---- the lessons, measured on these models ------------------------------------------------------
+def head_share(net, tok, pair, layer: int, head: int) -> tuple[float, float, float]:
+    """(share of the clean logit difference one head's z restores in the corrupt run, the clean
+    and the corrupt logit differences), by a patch of that head alone through the named sites:
+    analysis.patch_heads' number for that head, computed independently."""
+    import analysis
+
+    clean = tok(pair.clean, return_tensors="pt")["input_ids"]
+    corrupt = tok(pair.corrupt, return_tensors="pt")["input_ids"]
+    ids = [tok(w, add_special_tokens=False)["input_ids"][-1] for w in (pair.answer, pair.wrong)]
+    metric = analysis.logit_diff(*ids)
+    name = f"blocks.{layer}.attn.hook_z"
+    read = Sites(read=[name])
+    m_clean = float(metric(net.run_with_sites(clean, read)))
+    z = read.values[name]  # (1, H, T, d_head)
+
+    def swap(x):
+        x = x.clone()
+        x[:, head] = z[:, head]
+        return x
+
+    m_corrupt = float(metric(net.run_with_sites(corrupt, Sites())))
+    patched = float(metric(net.run_with_sites(corrupt, Sites(replace={name: swap}))))
+    return (patched - m_corrupt) / (m_clean - m_corrupt), m_clean, m_corrupt
+
+
+# pair -> (clean answer, its probability, corrupt answer, its probability, [(layer, head, share)])
+LESSONS = {
+    "ioi-smollm2": (" Mary", 0.92, " John", 0.75, [(23, 3, 0.58), (29, 1, 0.27), (20, 0, 0.22)]),
+    "ioi-zh-gemma": ("红", 0.98, "明", 0.83, [(11, 3, 0.45), (10, 3, 0.28), (15, 2, 0.23)]),
+}
+
+
+@pytest.mark.parametrize("pair_id", LESSONS)
+def test_each_real_models_lesson_says_what_the_model_does(pair_id):
+    """The shipped pair's lesson quotes numbers of THIS model: its answers on both texts and the
+    share of the answer the named heads restore, each recomputed here (to the quoted digits)."""
+    from ui.patching_measures import PAIRS_BY_ID, pairs_for
+
+    pair = PAIRS_BY_ID[pair_id]
+    net, tok = ours(pair.model)
+    assert [p.id for p in pairs_for(engine().model(pair.model))] == [pair_id]
+    answer, p_answer, wrong, p_wrong, heads = LESSONS[pair_id]
+    assert (pair.answer, pair.wrong) == (answer, wrong)
+    for text, word, p in ((pair.clean, answer, p_answer), (pair.corrupt, wrong, p_wrong)):
+        (top_word, top_p), *_ = top(net, tok, text, k=1)
+        assert top_word == word and round(top_p, 2) == p, (text, top_word, top_p)
+        assert f"{p:.2f}".lstrip("0") in pair.lesson or f"({p:.2f})" in pair.lesson
+    for layer, head, share in heads:
+        found, _, _ = head_share(net, tok, pair, layer, head)
+        assert round(found, 2) == share, (layer, head, found)
+        assert f"L{layer}H{head} {round(share * 100)} %" in pair.lesson
+
+
+# ---- on the page -------------------------------------------------------------------------------
+PARAGRAPH = (
+    "The Transformer reads every word of a sentence at once. Each layer lets every token look at "
+    "every other token through attention, and each head learns its own pattern: some look at "
+    "the previous word, some at the same word earlier, some at the start of the text. "
+) * 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_model_list_offers_it_and_every_tab_draws_it(name):
+    """Picked from the list, the model runs and every tab draws (no view fails); the steps of
+    a layer say in a sentence that Gemma's and Qwen3's layers are not taken apart yet."""
+    from engine import model_choices
+    from ui.render import render
+    from ui.state import Selection
+    from ui.tabs import BY_ID, TAB_IDS
+
+    assert name in [value for _, value in model_choices()]
+    eng = engine()
+    run = eng.analyse("When Mary and John went to the store, John gave a drink to", name)
+    batch = eng.analyse("When Mary and John went to the store", name, second="I have a dog.")
+    assert run.model.is_lm and not run.model.random_weights
+    for tab in TAB_IDS:
+        out = render(tab, run, Selection(), batch)
+        assert set(out) == set(BY_ID[tab].outputs)
+        for key, value in out.items():
+            text = value.to_json() if hasattr(value, "to_json") else str(value)
+            assert "could not be drawn" not in text, (tab, key, text[:200])
+    cards = str(render("layer", run, Selection())["layer_cards"])
+    assert ("does not yet take apart Gemma 3" in cards) == (name == "gemma-3-270m")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_trace_of_a_paragraph_stays_small(name):
+    """A trace of a ~128-token paragraph holds no [T, V] logits and stays far under 300 MB."""
+    run = engine().analyse(PARAGRAPH, name)
+    tokens = run.trace.input_ids.shape[1]
+    assert 100 <= tokens <= 160, tokens
+    assert run.trace.logits is None
+    assert run.trace.nbytes() < 300 * 2**20, run.trace.nbytes()

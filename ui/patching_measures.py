@@ -94,6 +94,38 @@ PAIRS = (
             "induction columns name (Olsson et al. 2022)."
         ),
     ),
+    # Measured on the registry's real models (tests/test_real_lm.py recomputes every number).
+    Pair(
+        "ioi-smollm2",
+        "Indirect object: Mary and John … gave a drink to",
+        "smollm2-135m",
+        "When Mary and John went to the store, John gave a drink to",
+        "When Mary and John went to the store, Mary gave a drink to",
+        answer=" Mary",
+        wrong=" John",
+        lesson=(
+            "Indirect-object identification, measured on this 4-bit SmolLM2-135M: it answers "
+            "“ Mary” (0.92) on the clean text and “ John” (0.75) on the corrupt one, and one "
+            "late head restores most of the answer: L23H3 58 %, then L29H1 27 % and L20H0 "
+            "22 %. In GPT-2 small, Wang et al. (2022) found name mover heads L9H9, L9H6 and "
+            "L10H0: another model's heads, not these."
+        ),
+    ),
+    Pair(
+        "ioi-zh-gemma",
+        "Indirect object in Chinese: 小明和小红……把饮料递给了小",
+        "gemma-3-270m",
+        "小明和小红去了商店，小明把饮料递给了小",
+        "小明和小红去了商店，小红把饮料递给了小",
+        answer="红",
+        wrong="明",
+        lesson=(
+            "The indirect object in Chinese, measured on this Gemma 3 270M: after 递给了小 it "
+            "writes 红 (0.98) on the clean text and 明 (0.83) on the corrupt one (小红 and 小明 "
+            "are two tokens each, so the pair ends on 小). Three heads restore most of the "
+            "answer: L11H3 45 %, L10H3 28 % and L15H2 23 %."
+        ),
+    ),
     Pair(
         "ioi",
         "Indirect object: Mary and John … gave a drink to",
@@ -103,8 +135,9 @@ PAIRS = (
         answer=" Mary",
         wrong=" John",
         lesson=(
-            "Indirect-object identification (Wang et al. 2022): with a trained GPT-2, name "
-            "mover heads in the late layers restore “Mary”."
+            "Indirect-object identification (Wang et al. 2022): in GPT-2 small, name mover "
+            "heads in the late layers (L9H9, L9H6, L10H0) restore “Mary”; that is GPT-2's "
+            "result, and this page measures which heads do it in the model you opened."
         ),
     ),
     Pair(
@@ -123,9 +156,13 @@ PAIRS_BY_ID = {pair.id: pair for pair in PAIRS}
 
 
 def pairs_for(loaded) -> list[Pair]:
-    """The shipped pairs this model reads: its own, or the language models' for any LM."""
+    """The shipped pairs this model reads: its own (a registry model's, measured on it), or
+    the language models' for any other LM."""
     name = str(loaded.model_id).partition("@")[0]
-    return [p for p in PAIRS if p.model == name or (p.model == "lm" and loaded.is_lm)]
+    own = [p for p in PAIRS if p.model == name]
+    if own or not loaded.is_lm:
+        return own
+    return [p for p in PAIRS if p.model == "lm"]
 
 
 def shipped(loaded, clean: str, corrupt: str) -> Pair | None:

@@ -66,10 +66,16 @@ def build() -> Built:
 
 
 def refusal(config) -> str | None:
-    """What of this model the steps do not take apart, as a sentence; None when they do (every
-    model the app loads is taken apart: only a hand-made RMSNorm post-norm config is not)."""
-    if unsupported(config) is None:
+    """What of this model the steps do not take apart, as a sentence; None when they do (Gemma
+    3 and Qwen3 are not yet; a hand-made RMSNorm post-norm config is not)."""
+    missing = unsupported(config)
+    if missing is None:
         return None
+    if missing.startswith("QK-norm"):
+        return tr(
+            "This tab does not yet take apart Gemma 3's and Qwen3's layers (QK-norm, and a second "
+            "norm after each sublayer); the other tabs show them."
+        )
     return tr("This tab does not take apart RMSNorm in a post-norm or encoder-decoder layer.")
 
 

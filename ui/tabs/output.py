@@ -248,6 +248,15 @@ def decoding_makers(view: View) -> dict:
 
 
 LENS_POSITIONS = 64  # a language model's logit lens reads at most the last 64 positions
+# ... and at most this many multiply-adds (GPT-2's 13 rows × 64 positions × 768 × 50,257): each
+# cell is a d_model × V product, so Gemma 3's 262,144-word vocabulary reads its last 10.
+LENS_MACS = 3.2e10
+
+
+def lens_positions(config) -> int:
+    """How many of a text's last positions the logit lens reads for this model."""
+    per_position = (config.n_layers + 1) * config.d_model * config.vocab_size
+    return max(1, min(LENS_POSITIONS, int(LENS_MACS // per_position)))
 
 
 def lm_makers(view: View) -> dict:
@@ -299,8 +308,8 @@ def lm_makers(view: View) -> dict:
         )
         return fig
 
-    def lens_plot():  # a long text's last LENS_POSITIONS: each cell is a d_model × V product
-        first = max(0, len(answers) - LENS_POSITIONS)
+    def lens_plot():  # a long text's last positions: each cell is a d_model × V product
+        first = max(0, len(answers) - lens_positions(cfg))
         top = analysis.logit_lens_top(net, trace, "decoder", answers=answers, top=1, first=first)
         return logit_lens.top_figure(top, trace, net.tokenizer, "decoder", first=first)
 
