@@ -161,6 +161,12 @@ def _graph(net: nn.Module) -> Graph:
             "002 and 003 presets) renormalises its residual stream after every sublayer, so "
             "the stream is not a sum of what each head and MLP wrote."
         )
+    if getattr(cfg, "sandwich_norm", False):
+        raise ValueError(
+            "Edge attribution needs each head's own write to the residual stream: Gemma 3 "
+            "normalises each attention's output as a whole before adding it (a second norm), so "
+            "no head's share of it can be told apart. Which heads matter patches its heads."
+        )
     build = _Builder()
     if cfg.arch == "encoder-decoder":
         build.stack(net, "encoder", "encoder.", "memory")

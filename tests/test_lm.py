@@ -370,3 +370,21 @@ def test_a_gpt2_tokenizer_without_padding_pads_with_end_of_text(loaded):
     assert tok.pad_token == "<|endoftext|>" and net.config.pad_id == tok.pad_token_id
     assert tok.model_max_length <= net.config.max_len
     assert net.tokenizer is tok and isinstance(net, Transformer) and not net.training
+
+
+def test_a_local_layers_mask_is_its_band_in_the_masks_tab(loaded):
+    """Gemma 3: the score steps of a sliding layer hide the keys outside its window, a full
+    layer's only the future; the Model tab names the sliding layers."""
+    case, net, tok, _ = loaded
+    if case != "gemma3":
+        pytest.skip("Gemma 3 only")
+    from viz.masks import _step_maps
+    from viz.model_info import _rotary
+
+    tr = net.trace(tok([TEXTS[0]], return_tensors="pt")["input_ids"])
+    t = tr.input_ids.shape[1]
+    causal = torch.ones(t, t).tril()
+    band = causal * torch.ones(t, t).triu(-(net.config.sliding_window - 1))
+    assert torch.equal(_step_maps(tr, "decoder", 0, 0, 0, 1, 1)[3], band)  # sliding
+    assert torch.equal(_step_maps(tr, "decoder", 1, 0, 0, 1, 1)[3], causal)  # full
+    assert "in layers 0, 2, each query sees its last 3 keys" in " ".join(_rotary(net.config))

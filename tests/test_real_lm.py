@@ -258,3 +258,16 @@ def test_a_trace_of_a_paragraph_stays_small(name):
     assert 100 <= tokens <= 160, tokens
     assert run.trace.logits is None
     assert run.trace.nbytes() < 300 * 2**20, run.trace.nbytes()
+
+
+def test_gemmas_edges_are_refused_in_a_sentence_its_heads_patched():
+    """Gemma 3's second norm after attention normalises the heads' summed output: no head's
+    own write exists to attribute an edge to, so edge attribution says so (the heads are still
+    patched, above)."""
+    import analysis
+
+    net, tok = ours("gemma-3-270m")
+    ids = tok("小明和小红", return_tensors="pt")
+    pair = {"input_ids": ids["input_ids"], "attention_mask": ids["attention_mask"]}
+    with pytest.raises(ValueError, match="normalises each attention's output as a whole"):
+        analysis.edge_attribution(net, pair, pair, analysis.logit_diff(0, 1))

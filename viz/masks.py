@@ -239,7 +239,8 @@ def _step_maps(
     """(scores, masked scores, weights) of one head, each mean-pooled k_q × k_k (a masked cell
     is the mean over its allowed pairs, NaN where it has none), and the mask (T_q, T_k)."""
     scores = head_scores(trace, stack, layer, head, batch)
-    allowed = trace.masks[stack][batch].detach().cpu().float()  # (T_q, T_k) 1 = may attend
+    mask = trace.layer_mask(stack, layer) if hasattr(trace, "layer_mask") else trace.masks[stack]
+    allowed = mask[batch].detach().cpu().float()  # (T_q, T_k) 1 = may attend: this layer's own
     weights = trace.attentions[stack][batch, layer, head].detach().cpu().float()
     maps = pool(torch.stack([scores, scores * allowed, allowed, weights]), k_q, k_k, "mean")
     raw, kept_sum, kept_frac, probs = maps.numpy()  # (T_q', T_k') each

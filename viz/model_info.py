@@ -109,7 +109,19 @@ def _rotary(c) -> list[str]:
                 n=context,
             )
         lines.append(f"{_field('RoPE')} {said}")
-    if c.sliding_window is not None:
+    local = [i for i in range(c.n_layers) if getattr(c, "is_local", lambda i: False)(i)]
+    if c.sliding_window is not None and local:  # Gemma 3: some layers only, their own RoPE base
+        lines.append(
+            f"{_field('Attention window')} "
+            + tr(
+                "in layers {layers}, each query sees its last {n} keys (itself included) and "
+                "RoPE turns by base θ = {theta:g}; the other layers see every earlier key",
+                layers=", ".join(map(str, local)),
+                n=c.sliding_window,
+                theta=c.rope_local_theta or c.rope_theta,
+            )
+        )
+    elif c.sliding_window is not None:
         lines.append(
             f"{_field('Attention window')} "
             + tr("each query sees its last {n} keys (itself included)", n=c.sliding_window)
