@@ -197,6 +197,38 @@ def mostly_unknown(parts: list[str], total: int) -> bool:
     return bool(total) and 2 * len(parts) > total
 
 
+def vocabulary_notices(loaded: LoadedModel, text: str) -> list[Msg]:
+    """A sentence when the text holds what the model cannot read ([UNK]). When most of it: the
+    figures show one unknown token over and over, which no one should read as the model reading
+    the text. A trained model, whose output the page judges (the Output tab's ✓ and ✗, a date
+    decoded), is warned about at its first unknown token: a few are enough for a wrong answer
+    (the dates model reads 今天是2026年11月22号, 4 of 14 unknown, as 2020-12-13)."""
+    parts, total = unknown_parts(loaded.tokenizer, kind_of(loaded), text)
+    if mostly_unknown(parts, total):
+        return [
+            Msg(
+                "Most of this text is outside this model's vocabulary: {n} of its {total} "
+                "tokens are [UNK] ({parts}), one and the same token to the model; pick a model "
+                "that reads this text.",
+                n=len(parts),
+                total=total,
+                parts=named(parts),
+            )
+        ]
+    if not parts or not loaded.trained:
+        return []
+    return [
+        Msg(
+            "This model does not know {n} of this text's {total} tokens ({parts}): it reads "
+            "each as [UNK] and never saw them in training, so what it outputs for this text "
+            "may be wrong.",
+            n=len(parts),
+            total=total,
+            parts=named(parts),
+        )
+    ]
+
+
 def named(parts: list[str], most: int = 6) -> str:
     """A few parts of a text for a sentence: “小”, “明” … (+4 more); each named once."""
     seen = list(dict.fromkeys(parts))
@@ -518,25 +550,6 @@ class Engine:
             text = text[:MAX_CHARS]
         return text, notices
 
-    @staticmethod
-    def vocabulary_notice(loaded: LoadedModel, text: str) -> list[str]:
-        """A sentence when most of the text is outside the model's vocabulary ([UNK]): the
-        figures then show one unknown token over and over, which no one should read as the
-        model reading the text."""
-        parts, total = unknown_parts(loaded.tokenizer, kind_of(loaded), text)
-        if not mostly_unknown(parts, total):
-            return []
-        return [
-            Msg(
-                "Most of this text is outside this model's vocabulary: {n} of its {total} "
-                "tokens are [UNK] ({parts}), one and the same token to the model; pick a model "
-                "that reads this text.",
-                n=len(parts),
-                total=total,
-                parts=named(parts),
-            )
-        ]
-
     # ---- decoding ---------------------------------------------------------------------------
     def continuation(self, loaded: LoadedModel, text: str, positions: bool) -> tuple[str, str]:
         """A trained model's greedy output for ``text`` and a sentence saying so (cached)."""
@@ -635,7 +648,7 @@ class Engine:
         """
         loaded = self.model(model_id)
         text, notices = self.clean(text)
-        notices += self.vocabulary_notice(loaded, text)
+        notices += vocabulary_notices(loaded, text)
         texts = [text]
         if second is not None:
             second, more = self.clean(second, "The second sentence")

@@ -93,6 +93,8 @@ class Step:
     value: the whole tensor (CPU, float32), never cut or pooled: at 512 tokens "scores" is
         [H, 512, 512]; what a page shows of it is the page's business. Hidden entries of
         "masked scores" are -inf.
+    formula: symbols, the same in every language; one that holds words ("M = 0 where
+        allowed") is a ``lang.Msg``, said in the reader's language.
     shape: the named dimensions of ``value`` (T query tokens, S key tokens of cross-attention, H
         heads, d_k = d_model / H, d_ff the FFN width); ``value.shape`` gives the sizes.
     reads: the earlier steps it is computed from ("input" reads none; cross-attention's K and V,
@@ -259,7 +261,8 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     kind = "padding" if cross or block["home"] == "encoder" else "causal"
     seed = s.quote("masked scores", place)[0]
     note = mask_note(kind, hidden, total, seed, None if cross else s.config.sliding_window)
-    masked = f"{scores} + M  (M = 0 where allowed, -inf where hidden)"
+    # words inside the formula: a Msg, said in the page's language (ui/tabs/layer.py)
+    masked = Msg("{scores} + M  (M = 0 where allowed, -inf where hidden)", scores=scores)
     s.add(
         "masked scores", parts["masked scores"], masked, f"[H, T, {keys}]", place, ("scores",), note
     )

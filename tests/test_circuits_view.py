@@ -29,6 +29,7 @@ from ui.handlers import Ask
 from ui.render import DRAWN
 from ui.state import Selection, ViewState, parse_link, share_link
 from ui.tabs import circuits
+from viz import circuits as circuits_viz
 from viz.screen import Screen, lay_out, text_px
 
 COPY = ("qzxwv qzxw", "bhmtk qzxw")  # the shipped copy pair (ui/tabs/patching.py "copy")
@@ -119,7 +120,10 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     assert f"faithfulness {found.faithfulness:.3f}" in said and found.faithfulness >= 0.8
     graph = figure(out["circuit_graph_plot"])
     hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines"]
-    shown = [f"{s} → {t}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[:keep].values]
+    named = circuits_viz._hover_name  # the embeddings and the logits in words
+    shown = [
+        f"{named(s)} → {named(t)}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[:keep].values
+    ]
     assert hovers == shown
     nodes = graph["data"][-1]  # a head's hover says that a click opens it (ui/js/circuits.js)
     said_of = dict(zip(nodes["customdata"], nodes["hovertext"], strict=True))
@@ -247,10 +251,14 @@ def test_the_language_switch_draws_a_linked_circuit_again(demo):
         again = demo.views.language(ask)
     graph = figure(again["circuit_graph_plot"])
     assert graph["layout"]["meta"]["present"]["window"] == [1360, 760]
-    drawn = ("hovertemplate", "x", "y")  # the same edges and nodes, in the page's language
+    drawn = ("x", "y")  # the same edges and nodes, in the page's language
     edges = [[t.get(k) for k in drawn] for t in figure(out["circuit_graph_plot"])["data"]]
     assert edges == [[t.get(k) for k in drawn] for t in graph["data"]]
-    assert graph["data"][0]["name"] == "到 logits 的边"
+    hovers = [t.get("hovertemplate", "") for t in graph["data"]]
+    english = [t.get("hovertemplate", "") for t in figure(out["circuit_graph_plot"])["data"]]
+    assert [h.rpartition(":")[2] for h in hovers] == [h.rpartition(":")[2] for h in english]
+    assert "→ logit:" in " ".join(hovers) and "→ logits:" in " ".join(english)
+    assert graph["data"][0]["name"] == "到 logit 的边"
     assert "26 条" in again["circuit_edges_said"] and again["circuit_curve_plot"] is not None
     assert again["circuit_compare_plot"] is None  # never asked for: still on its button
 
@@ -371,7 +379,11 @@ def test_a_pre_norm_encoder_decoder_gets_its_circuit_over_both_stacks(demo):
     texts = [a["text"] for a in graph["layout"]["annotations"]]  # the stacks named
     assert texts == ["encoder", "decoder (◆ cross-attention heads)"]
     lines = [t for t in graph["data"] if t["mode"] == "lines"]
-    shown = [f"{s} → {t}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[: len(lines)].values]
+    named = circuits_viz._hover_name  # "encoder.embed" -> "encoder.embeddings", in words
+    shown = [
+        f"{named(s)} → {named(t)}: {v:+.4f}<extra></extra>"
+        for s, t, v in top.iloc[: len(lines)].values
+    ]
     assert [t["hovertemplate"] for t in lines] == shown and len(lines) == min(keep, 60)
     assert "memory" in set(top["source"].iloc[:keep]) | set(top["target"].iloc[:keep])
     # the exports: every edge with its stack, and both texts' ids, the decoder's too

@@ -149,8 +149,11 @@ def test_a_continuation_is_a_note_not_a_warning(demo):
     found = demo.views.engine.analyse("qzxwv qzxw", "induction")
     said = status_markdown(found, found.notices, None)
     assert "continued the text greedily" in said and "⚠️" not in said
+    # 2 of 8 unknown, not most of it: the continuation is still a note, and the unknown tokens
+    # are the one warning (issue 52: the model's output may be wrong from one on)
     odd = demo.views.engine.analyse("qzxwv 你好", "induction")
-    assert "⚠️" not in status_markdown(odd, odd.notices, None)  # 2 of 8 unknown: not most of it
+    odd = status_markdown(odd, odd.notices, None)
+    assert odd.count("⚠️") == 1 and "“你”, “好”" in odd and "may be wrong" in odd, odd
 
 
 # ---- patching inputs that say what happened ------------------------------------------------------

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from lang import speaking
 from model import PRESETS, Transformer
 from viz.model_info import CAPTIONS, architecture_markdown, config_table, param_table
 
@@ -65,10 +68,6 @@ def test_param_table_of_a_sinusoidal_model_lists_the_free_buffer():
 def test_param_table_in_chinese_names_every_component_in_chinese(bert, preset):
     """A Chinese page's table says every component in Chinese (layer-norm and FFN names kept),
     with the same numbers as the English one."""
-    import re
-
-    from lang import speaking
-
     for net in (bert[0], Transformer(PRESETS[preset])):
         english = param_table(net.param_counts())
         with speaking("zh-CN"):
@@ -83,12 +82,17 @@ def test_param_table_in_chinese_names_every_component_in_chinese(bert, preset):
 def test_config_table_lists_every_field():
     cfg = PRESETS["seed003-encdec"]
     df = config_table(cfg)
-    assert list(df.columns) == ["field", "value"]
+    assert list(df.columns) == ["field", "value", "meaning"]
     fields = df["field"].tolist()
     assert set(cfg.to_dict()) | {"d_head"} == set(fields)
     assert fields.index("d_head") == fields.index("n_heads") + 1
     assert df.set_index("field").loc["d_head", "value"] == "16"
     assert all(isinstance(v, str) for v in df["value"])
+    assert df["meaning"].str.len().gt(5).all()  # every field is said in words too
+    with speaking("zh-CN"):  # the code names stay, beside a Chinese gloss
+        chinese = config_table(cfg)
+    assert chinese.iloc[:, 0].tolist() == fields
+    assert all(re.search(r"[\u4e00-\u9fff]", said) for said in chinese.iloc[:, 2]), chinese
 
 
 def test_captions_present():

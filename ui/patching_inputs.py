@@ -125,13 +125,14 @@ def check_readable(loaded, clean_text: str, corrupt_text: str, clean: dict, corr
 
 
 def unknown_note(loaded, clean_text: str, corrupt_text: str) -> str:
-    """A warning for a patched pair with [UNK] in it: it names what the model cannot read."""
+    """A warning for a measured pair with any [UNK] in it (Which heads matter, How the heads
+    connect): it names what the model cannot read, and says the measure may be wrong."""
     parts, total = unknown_of(loaded, clean_text, corrupt_text)
     if not parts:
         return ""
     return Msg(
         "This model reads {n} of the two texts' {total} tokens as [UNK], one and the same token "
-        "to it: {parts}.",
+        "to it: {parts}; what it measures on this pair may be wrong.",
         n=len(parts),
         total=total,
         parts=named(parts),

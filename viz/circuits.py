@@ -284,7 +284,8 @@ def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
         node, kind = _target_node(str(target), n_heads, n_kv)
         xs, ys = _line(str(source), node, kind, config)
         touched.update((str(source), node))
-        hover = f"{safe(str(source))} → {safe(str(target))}: {score:+.4f}<extra></extra>"
+        ends = f"{safe(_hover_name(str(source)))} → {safe(_hover_name(str(target)))}"
+        hover = f"{ends}: {score:+.4f}<extra></extra>"
         traces.append(
             {
                 "type": "scatter",
@@ -307,12 +308,25 @@ def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
     return traces, touched
 
 
+def _words() -> dict[str, str]:
+    """The nodes that are no head or MLP, in words: the embeddings, encoder output, logits."""
+    return {"embed": tr("embeddings"), "logits": tr("logits"), "memory": tr("encoder output")}
+
+
 def _label(name: str) -> str:
     """A node's label: the name without its stack ("cross.L0H1" -> "L0H1"; a cross-attention
     head is told by its marker), the embeddings, the encoder's output and the logits in words."""
-    words = {"embed": tr("embeddings"), "logits": tr("logits"), "memory": tr("encoder output")}
     short = name.rpartition(".")[2]
-    return words.get(short, short)
+    return _words().get(short, short)
+
+
+def _hover_name(name: str) -> str:
+    """A node or an edge's end as its hover names it: a head's or an MLP's id as the CSV has it
+    ("L1H0.q", "decoder.L0MLP"), the embeddings, the encoder's output and the logits in words
+    ("decoder.embed" -> "decoder.embeddings")."""
+    stack, dot, short = name.rpartition(".")
+    word = _words().get(short)
+    return f"{stack}{dot}{word}" if word else name
 
 
 def _node_trace(config, touched: set[str]) -> dict:
@@ -337,7 +351,9 @@ def _node_trace(config, touched: set[str]) -> dict:
             ],
         },
         "customdata": names,  # what a click picks (ui/js/circuits.js)
-        "hovertext": [safe(f"{n} · {opens}") if HEAD.search(n) else safe(n) for n in names],
+        "hovertext": [
+            safe(f"{n} · {opens}") if HEAD.search(n) else safe(_hover_name(n)) for n in names
+        ],
         "hovertemplate": "%{hovertext}<extra></extra>",
         "showlegend": False,
     }

@@ -231,11 +231,63 @@ def param_table(param_counts: dict[str, int], config=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+# What each config field means, beside its code name (which the table keeps: it is the name a
+# script and TransformerConfig use), said in the page's language.
+MEANINGS = {
+    "name": "the model's name",
+    "arch": "architecture: encoder, decoder or both",
+    "vocab_size": "vocabulary size: rows of the token embedding table",
+    "d_model": "width of the residual stream: one vector per token",
+    "n_heads": "attention heads per layer",
+    "d_head": "width of one head: d_model / n_heads",
+    "n_layers": "layers per stack",
+    "d_ff": "width of the FFN's hidden layer",
+    "max_len": "the most tokens one text may have",
+    "norm": "where the norm sits: after the residual add (post) or before the sublayer (pre)",
+    "activation": "the FFN's activation function",
+    "positions": "how token positions enter the model",
+    "type_vocab_size": "segment (token type) embeddings; 0 = none",
+    "embedding_norm": "a LayerNorm after the embedding sum",
+    "layer_norm_eps": "ε added to the variance in each norm",
+    "dropout": "dropout rate while training (never while tracing)",
+    "lm_head": "a language-model head: Linear(d_model, vocab_size) on the last stack",
+    "lm_head_bias": "the language-model head has a bias",
+    "pooler": "BERT's pooler over the [CLS] vector",
+    "final_norm": "a norm at the end of each stack",
+    "token_labels": "labels of a per-token classifier; empty = none",
+    "pad_id": "id of the padding token",
+    "seed": "random seed of the initial weights",
+    "norm_kind": "kind of norm: LayerNorm (layer) or RMSNorm (rms)",
+    "rope_theta": "RoPE's base θ",
+    "rope_llama3": "LLaMA 3's RoPE scaling; None = none",
+    "n_kv_heads": "key/value heads (grouped-query attention); None = as many as query heads",
+    "mlp": "kind of MLP: FFN (ffn) or gated MLP (gated)",
+    "attn_bias": "W_Q, W_K and W_V have biases",
+    "attn_out_bias": "W_O has a bias",
+    "mlp_bias": "the MLP's linear layers have biases",
+    "tie_lm_head": "the language-model head reuses the token embedding matrix",
+    "sliding_window": "a query sees only this many last keys; None = all",
+    "layer_types": "each layer's attention kind, sliding or full; empty = all alike",
+    "rope_local_theta": "RoPE's base θ in the sliding layers; None = rope_theta",
+    "head_dim": "a head's width when it is not d_model / n_heads; None = d_model / n_heads",
+    "qk_norm": "an RMSNorm on every query and key head",
+    "sandwich_norm": "a second norm on each sublayer's output",
+    "norm_offset": "RMSNorm's gain is 1 + w",
+    "embed_scale": "token embeddings multiplied by √d_model",
+    "source": "the tutorial or checkpoint this model follows",
+}
+
+
+def config_value(name: str, value) -> str:
+    """A field's value as text: code values as they are, where the model comes from in words."""
+    return _source(value) if name == "source" and value else str(value)
+
+
 def config_table(config) -> pd.DataFrame:
-    """Columns field, value (as text) for every config field, plus the derived d_head."""
+    """Columns field, value (as text) and meaning for every config field, plus the derived
+    d_head: the code names stay, their meaning is said in the page's language."""
     items = list(config.to_dict().items())
     items.insert([k for k, _ in items].index("n_heads") + 1, ("d_head", config.d_head))
-    return pd.DataFrame(
-        {tr("field"): [k for k, _ in items], tr("value"): [str(v) for _, v in items]},
-        columns=[tr("field"), tr("value")],
-    )
+    columns = [tr("field"), tr("value"), tr("meaning")]
+    rows = [(k, config_value(k, v), tr(MEANINGS[k]) if k in MEANINGS else "") for k, v in items]
+    return pd.DataFrame(rows, columns=columns)

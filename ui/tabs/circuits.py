@@ -19,6 +19,7 @@ from ui import circuit_measures as cm
 from ui.circuit_export import circuit_npz
 from ui.fields import Whole, declared
 from ui.i18n import t
+from ui.patching_inputs import unknown_note
 from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot, tile_picker
 from ui.tabs.patching import shipped, what_measured
 from viz.circuits import (
@@ -148,12 +149,13 @@ def makers(view: View) -> dict:
         pair, problem = spec()
         if pair is None:
             return "⚠️ " + md_literal(problem)
+        note = unknown_note(loaded, found.text, sel.pair)  # [UNK] in the pair: say so
         return tr(
             "**The pair:** “{clean}” against “{corrupt}”; **{what}**.",
             clean=md_literal(found.text),
             corrupt=md_literal(sel.pair),
             what=md_literal(what_measured(loaded, pair)),
-        )
+        ) + ("  \n⚠️ " + md_literal(tr(note)) if note else "")
 
     @functools.cache
     def compared():

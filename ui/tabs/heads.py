@@ -20,7 +20,7 @@ from analysis.corpus import MAX_SENTENCES
 from analysis.head_stats import COLUMNS as STATS_COLUMNS
 from analysis.head_stats import TABLE_COLUMNS
 from analysis.patterns import COLUMNS as PATTERN_COLUMNS
-from lang import message_of, tr
+from lang import ZH, message_of, tr
 from model.attention import ABLATIONS
 from model.hf_reference import HF_REFERENCE, hf_difference
 from serve import exports
@@ -133,7 +133,7 @@ def table_controls() -> tuple[Radio, gr.Textbox]:
         pattern = gr.Textbox(
             "",
             label=t("Your own pattern column: first, self, same word, previous or next"),
-            placeholder="first",
+            placeholder=t("first"),
             max_lines=1,
             elem_id="pattern",
             scale=1,
@@ -371,6 +371,17 @@ def corpus_columns(df: pd.DataFrame) -> pd.DataFrame:
     return df.rename(columns={name: header(name) for name in df.columns})
 
 
+# The patterns the box names (analysis.pattern_mask reads more); a Chinese page names them in
+# Chinese, and either name works on either page.
+PATTERN_NAMES = ("first", "self", "same word", "previous", "next")
+
+
+def pattern_name(pattern: str) -> str:
+    """The box's pattern as analysis.pattern_mask reads it: "前一个" -> "previous"."""
+    said = "".join(str(pattern).split())
+    return next((name for name in PATTERN_NAMES if ZH.get(name) == said), str(pattern))
+
+
 def pattern_of(trace, stack: str, pattern: str):
     """The user's pattern as a mask over this text's tokens; None when there is none. Raises
     ValueError with the sentence the page shows when the pattern is not one it knows."""
@@ -378,7 +389,7 @@ def pattern_of(trace, stack: str, pattern: str):
         return None
     q_tok, _ = stack_tokens(trace, stack)
     try:
-        return analysis.pattern_mask(q_tok, pattern)
+        return analysis.pattern_mask(q_tok, pattern_name(pattern))
     except ValueError:
         raise ValueError(
             tr(

@@ -25,7 +25,7 @@ import orjson
 
 from analysis.layer_lines import LLAMA_FILE
 from analysis.layer_steps import Step, layer_steps, unsupported
-from lang import LOCALE, tr
+from lang import LOCALE, Msg, tr
 from serve.lru import LockedLRU
 from ui.client import run_id
 from ui.fields import Whole, declared
@@ -189,6 +189,12 @@ def source(seed: str) -> str:
     return tr("transformers' {file}, line {lines}", file=LLAMA_FILE, lines=lines)
 
 
+def formula(step: Step) -> str:
+    """A step's formula: symbols, the same in every language; words in it (what M holds) are a
+    Msg, said in the page's language."""
+    return tr(step.formula) if isinstance(step.formula, Msg) else step.formula
+
+
 def cards_html(steps: list[Step], chosen: int, layer: int, token: str, view: str = "") -> str:
     """Every step as a card (number, name, formula, shape with its sizes, note, seed line); the
     chosen one marked, its number in the heading (both changed by the page's step switch)."""
@@ -207,7 +213,7 @@ def cards_html(steps: list[Step], chosen: int, layer: int, token: str, view: str
         rows.append(
             f'<div class="ta-step{mark}" data-step="{i}">'
             f'<div class="ta-step-title"><b>{i}</b> · {safe(step_name(s.name))}</div>'
-            f'<div class="ta-step-formula"><code>{safe(s.formula)}</code></div>'
+            f'<div class="ta-step-formula"><code>{safe(formula(s))}</code></div>'
             f'<div class="ta-step-shape">{safe(tr("shape"))} <code>{safe(s.shape)}</code> = '
             f"{sizes}</div>"
             f'<div class="ta-step-note">{note_html(s)}</div>'

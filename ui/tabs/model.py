@@ -27,7 +27,7 @@ def build() -> Built:
                 interactive=False,
             ),
             "config_table": gr.Dataframe(
-                empty_table(lambda: empty("field", "value")),
+                empty_table(lambda: empty("field", "value", "meaning")),
                 elem_id="config-table",
                 interactive=False,
             ),

@@ -7,7 +7,14 @@ import pandas as pd
 import torch
 
 import analysis
-from engine import LM_MIN_NEW_TOKENS, LM_POSITIONS, is_live, lm_continuation, lm_steps
+from engine import (
+    LM_MIN_NEW_TOKENS,
+    LM_POSITIONS,
+    is_live,
+    lm_continuation,
+    lm_steps,
+    vocabulary_notices,
+)
 from lang import tr
 from model import TRAINED, predict_roles
 from ui import i18n
@@ -158,10 +165,11 @@ def no_output_makers(net) -> dict:
 
 
 def facts(view: View, stack: str) -> list[str]:
-    """What a trained model was trained on (not said of a snapshot, which trained less), and for
-    a trained decoder where its text's copies lie (viz.output_facts)."""
+    """What a trained model was trained on (not said of a snapshot, which trained less), for
+    a trained decoder where its text's copies lie (viz.output_facts), and first, beside the
+    output it concerns, that the text holds tokens the model does not know."""
     loaded, trace = view.analysis.model, view.analysis.trace
-    said = []
+    said = ["⚠️ " + md_literal(tr(n)) for n in vocabulary_notices(loaded, view.analysis.text)]
     if loaded.trained is not None and loaded.model_id == loaded.trained:
         said.append(trained_on(TRAINED[loaded.trained]))  # shipped text: Markdown on purpose
     elif loaded.trained is not None and is_live(loaded.model_id):
