@@ -51,7 +51,7 @@ NAMES = set(
     """RoPE LLaMA RMSNorm Qwen Qwen2 Qwen3 Mistral Gemma GPT Nanda Elhage Wang Meng Heimersheim
     Xiao Su Hanna Syed nostalgebraist Pearson Winograd Olsson Abnar Zuidema Kobayashi Clark MDS
     SiLU SwiGLU csv npz txt json safetensors PageDown PageUp Esc rollout arXiv GPT-2 small
-    Gradio pos""".split()  # noqa: SIM905
+    Gradio pos SmolLM SmolLM2 Instruct Apache PyPI llm gguf GGUF""".split()  # noqa: SIM905
 )
 CONFIG_VALUES = {"post", "pre", "layer", "rms", "ffn", "gated"}  # code values a meaning glosses
 MODEL_IDS = [model_id for _, model_id in model_choices()]  # the model list names each by id
