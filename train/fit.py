@@ -242,7 +242,7 @@ def fit(
                 run["ended"] = "stopped"
             last_report = time.perf_counter()
     net.eval()
-    if run.get("card_scored_at") != run["step"] or run["step"] == 0:
+    if run.get("card_scored_at") != run["step"]:
         run["score"] = recipe.card_score(net)  # the card's measure, as the shipped cards say it
     run["elapsed"] = time.perf_counter() - start
     tail = run["losses"][-50:]
