@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_browser import text_of  # noqa: E402
 from engine import BUNDLED, Engine, TraceCache  # noqa: E402
-from serve.training import Trainings  # noqa: E402
+from serve.training import MAX_STEPS, Trainings  # noqa: E402
 from ui.render import render  # noqa: E402
 from ui.state import Selection  # noqa: E402
 from ui.tabs import BY_ID  # noqa: E402
@@ -88,7 +88,7 @@ def keep_watching(trainings: Trainings, done: threading.Event) -> None:
 def start_training(trainings: Trainings, seconds: float, settle: float) -> threading.Event:
     """Start a training as the Train tab does, with its page watching, and wait until it trains
     (its first report, about 1 s in) and ``settle`` seconds have passed; the page's closing."""
-    trainings.start(PAGE, TASK, seconds)
+    trainings.start(PAGE, TASK, MAX_STEPS, seconds=seconds, until_lesson=False)  # all along
     closing = threading.Event()
     threading.Thread(target=keep_watching, args=(trainings, closing), daemon=True).start()
     waited = time.monotonic()

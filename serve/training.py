@@ -5,7 +5,9 @@ takes a core); later requests wait in line, first come first served, and are tol
 a sentence. A job belongs to the page that started it: its progress and its weights are given to
 that page id only, and it stops when the page asks or closes. A training runs in a process of its
 own on one torch thread (train.process): in the server's process a class's requests starved it
-of the interpreter lock, and it missed its lesson exactly while the class followed along.
+of the interpreter lock, and it missed its lesson exactly while the class followed along. It
+trains by steps, until its lesson, under a time cap (train.fit): a busy server trains the same
+model, later, and the status line says how far it is from its lesson, and why if it missed it.
 """
 
 from __future__ import annotations
@@ -24,18 +26,20 @@ from model.trained import save_weights
 from model.transformer import Transformer
 from serve.turns import env_count
 from shelf import LIVE_PREFIX
+from train.live import LIVE, MAX_SECONDS, time_cap
 from train.process import fit_in_process
-from train.progress import BELOW_LESSON, Progress, below_lesson
+from train.progress import Progress, not_reached, toward_lesson
 
 MAX_TRAININGS = env_count("TA_MAX_TRAININGS", 1)
 ABANDONED = 15.0  # s without a page's asking: the page was closed, its training stops
-MAX_SECONDS = 300.0  # the longest training a page may ask for
+MAX_STEPS = 20_000  # the most steps a page may ask for (the time cap bounds them too)
 KEPT = 64  # ended jobs kept (their pages may not have said goodbye); the oldest go first
 WORKING = ("waiting", "running")
 STATES = {  # what the status line says of a job that has reported
-    "running": "The {name} model is training: step {step}, {elapsed} s of {seconds}{score}.",
-    "done": "The {name} model is done: step {step}, {elapsed} s of {seconds}{score}.",
-    "stopped": "The {name} model was stopped: step {step}, {elapsed} s of {seconds}{score}.",
+    "running": "The {name} model is training: step {step} of {steps}, {elapsed} s (at most "
+    "{seconds}); {score}.",
+    "done": "The {name} model is done: step {step} of {steps}, {elapsed} s; {score}.",
+    "stopped": "The {name} model was stopped: step {step} of {steps}, {elapsed} s; {score}.",
 }
 
 
@@ -45,9 +49,11 @@ class Job:
 
     page: str
     name: str
-    seconds: float
+    steps: int  # at most (train.fit)
+    seconds: float  # the time cap
     seed: int
     positions: bool = True  # False: trained without positional encoding (train.fit)
+    until_lesson: bool = True  # done once it reaches its lesson
     stop: threading.Event = field(default_factory=threading.Event)
     state: str = "waiting"  # "waiting" | "running" | "done" | "stopped" | "failed"
     progress: Progress | None = None
@@ -62,6 +68,18 @@ class Job:
         self.model_id = f"{LIVE_PREFIX}{self.name}:{secrets.token_urlsafe(12)}"
 
 
+def bounded(name: str, steps, seconds) -> tuple[int, float]:
+    """The steps and the time cap a page may ask for: the recipe's steps where none (or no
+    number) is asked, at most MAX_STEPS; the cap for those steps where none is, at most
+    MAX_SECONDS."""
+    recipe = LIVE[name]
+    steps = float(recipe.steps if steps is None else steps)
+    steps = int(min(steps, MAX_STEPS)) if steps >= 1 else recipe.steps  # NaN, 0, -1: default
+    cap = time_cap(recipe, steps)
+    seconds = float(cap if seconds is None else seconds)
+    return steps, min(seconds, MAX_SECONDS) if seconds > 0 else cap
+
+
 class Trainings:
     """Every page's training job, at most ``limit`` running at once, the rest in line."""
 
@@ -74,18 +92,26 @@ class Trainings:
         self._lock = threading.Lock()
 
     def start(
-        self, page: str, name: str, seconds: float = 60.0, seed: int = 0, positions: bool = True
+        self,
+        page: str,
+        name: str,
+        steps: int | None = None,
+        seed: int = 0,
+        positions: bool = True,
+        *,
+        seconds: float | None = None,
+        until_lesson: bool = True,
     ) -> str:
-        """Start (or queue) a training for `page`, replacing the page's earlier job; a sentence.
-        ``positions=False`` trains it without positional encoding."""
+        """Start (or queue) a training of `steps` (the recipe's by default) for `page`, replacing
+        the page's earlier job; a sentence. ``positions=False`` trains it without positional
+        encoding; ``seconds`` caps its time (train.live.time_cap by default)."""
         if name not in train.TASKS:
             tasks = ", ".join(sorted(train.TASKS))
             raise ValueError(Msg("There is no task {name} to train; the tasks are {tasks}.",
                                  name=repr(name), tasks=tasks))  # fmt: skip
         self.close(page)
-        seconds = float(seconds)
-        seconds = min(seconds, MAX_SECONDS) if seconds > 0 else 60.0  # NaN, 0, -1: the default
-        job = Job(page, name, seconds, int(seed), positions is not False)
+        steps, seconds = bounded(name, steps, seconds)
+        job = Job(page, name, steps, seconds, int(seed), positions is not False, until_lesson)
         with self._lock:
             self._forget_ended()
             self._jobs[page] = job
@@ -116,7 +142,14 @@ class Trainings:
 
         try:
             job.net = self._fit(
-                job.name, job.seconds, job.seed, keep, stop=job.stop, positions=job.positions
+                job.name,
+                job.seconds,
+                job.seed,
+                keep,
+                stop=job.stop,
+                positions=job.positions,
+                steps=job.steps,
+                until_lesson=job.until_lesson,
             )
             job.state = "stopped" if job.stop.is_set() else "done"
         except Exception as exc:  # a failed training must free its place for the next in line
@@ -163,15 +196,11 @@ class Trainings:
             if job.state == "running":
                 return tr("The {name} model starts to train.", name=job.name)
             return tr("The training of {name} was stopped before it started.", name=job.name)
-        fields = {"name": job.name, "step": f"{p.step:,}", "elapsed": f"{p.elapsed:.0f}"}
-        fields["seconds"] = f"{p.seconds:.0f}"
-        fields["score"] = (
-            "" if p.score is None else tr("; held-out score {score}", score=f"{p.score:.0%}")
-        )
-        said = tr(STATES[job.state], **fields)
-        if job.state in ("done", "stopped") and below_lesson(p.score, p.lesson, p.positions):
-            said += " " + tr(BELOW_LESSON, lesson=f"{p.lesson:.0%}")  # before "use this model"
-        return said
+        fields = {"name": job.name, "step": f"{p.step:,}", "steps": f"{job.steps:,}"}
+        fields.update(elapsed=f"{p.elapsed:.0f}", seconds=f"{job.seconds:.0f}")
+        said = tr(STATES[job.state], score=toward_lesson(p), **fields)
+        missed = not_reached(p) if job.state in ("done", "stopped") and p.done else ""
+        return f"{said} {missed}" if missed else said  # before "use this model"
 
     def touch(self, page: str) -> None:
         """The page still watches its job (its timer asks every second): a job whose page has

@@ -94,7 +94,7 @@ def served():
     demo = app.build_demo(Engine(device="cpu"), public=False)
     # The Train tab's events start real trainings: here a stand-in that ends at once (the
     # training itself is tested in tests/test_serve_training.py and tests/test_train_tab.py).
-    demo.views.trainings._fit = lambda name, seconds, seed, on_progress, stop, positions: None
+    demo.views.trainings._fit = lambda name, seconds, seed, on_progress, **asked: None
     with serve_demo(demo) as url:
         config = httpx.get(url + "config").json()
         python = [d for d in config["dependencies"] if d["backend_fn"]]

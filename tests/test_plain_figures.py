@@ -266,7 +266,8 @@ def test_a_folded_vector_and_a_long_texts_window_validate(bert):
 def test_a_live_trainings_progress_figure_validates():
     progress = Progress(
         name="roles", step=3, elapsed=2.4, seconds=30.0, losses=[3.0, 2.0, 1.0], score=0.5,
-        score_name="held-out sentences all tagged right", stack="encoder", layer=1, head=2,
+        score_name="sentence accuracy", stack="encoder", layer=1, head=2,
         queries=["<b>", "a"], keys=["<b>", "a"], attention=torch.tensor([[1.0, 0.0], [0.5, 0.5]]),
+        lesson=0.95, steps=300,
     )  # fmt: skip
     assert_valid(progress_figure(progress))

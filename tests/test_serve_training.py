@@ -28,11 +28,11 @@ class FakeFit:
     def __init__(self) -> None:
         self.started: list[str] = []
 
-    def __call__(self, name, seconds, seed, on_progress, stop, positions=True):
+    def __call__(self, name, seconds, seed, on_progress, stop, positions=True, **asked):
         self.started.append(name)
         attn = torch.ones(1, 1)
-        on_progress(Progress(name, 1, 0.1, seconds, [1.0], 0.5, "score", "encoder", 0, 0,
-                             ["a"], ["a"], attn))  # fmt: skip
+        on_progress(Progress(name, 1, 0.1, seconds, [1.0], 0.5, "sentence accuracy", "encoder",
+                             0, 0, ["a"], ["a"], attn, lesson=0.95))  # fmt: skip
         stop.wait(20)
         return torch.nn.Linear(1, 1)
 
@@ -47,7 +47,8 @@ def test_one_training_at_a_time_and_the_others_told_their_place():
     assert [trainings.place(p) for p in ("page-a", "page-b", "page-c")] == [0, 1, 2]
     assert "1 waiting ahead of it" in said and "trains at most 1 at once" in said
     assert "first in line" in trainings.status("page-b")
-    assert "is training: step 1" in trainings.status("page-a")
+    assert "is training: step 1 of 300," in trainings.status("page-a")  # roles' own steps
+    assert "sentence accuracy 50% of the 95% the lesson needs" in trainings.status("page-a")
     assert fake.started == ["roles"]
     trainings.stop("page-a")  # the next in line starts
     wait_for(lambda: trainings.place("page-b") == 0)
@@ -85,11 +86,12 @@ def test_a_waiting_training_leaves_the_line_when_its_page_closes():
 
 def test_a_real_training_reports_and_saves_weights_and_card(tmp_path):
     trainings = Trainings(limit=1)
-    trainings.start("page-a", "roles", seconds=1.5)
+    trainings.start("page-a", "roles", steps=6)  # CI trains a few steps only
     wait_for(lambda: trainings.model("page-a") is not None, timeout=60)
     progress = trainings.progress("page-a")
-    assert progress.done and progress.step > 0
-    assert "is done" in trainings.status("page-a")
+    assert progress.done and progress.step == 6 and progress.ended == "steps"
+    said = trainings.status("page-a")
+    assert "is done: step 6 of 6" in said and "has not reached its lesson in 6 steps" in said
     weights, card_path = trainings.save("page-a", tmp_path)
     net = trainings.model("page-a")
     loaded = load_weights(build(net.card), weights)
@@ -106,28 +108,37 @@ def test_the_bound_defaults_to_one_and_unknown_tasks_are_refused():
         Trainings().start("page-a", "chess")
 
 
-def test_asked_seconds_are_bounded_and_ended_jobs_do_not_pile_up(monkeypatch):
+def test_asked_steps_and_seconds_are_bounded_and_ended_jobs_do_not_pile_up(monkeypatch):
     import serve.training as training
+    from train.live import LIVE, time_cap
 
     monkeypatch.setattr(training, "KEPT", 2)
     seen = []
 
-    def quick(name, seconds, seed, on_progress, stop, positions=True):
-        seen.append(seconds)
+    def quick(name, seconds, seed, on_progress, stop, positions=True, steps=None, **asked):
+        seen.append((steps, seconds))
         return torch.nn.Linear(1, 1)
 
     trainings = Trainings(limit=1, fit=quick)
-    for i, seconds in enumerate((1e9, float("nan"), -5, 20)):
-        trainings.start(f"page-{i}", "roles", seconds=seconds)
+    asked = ((1e9, None), (float("nan"), 1e9), (-5, float("nan")), (20, 30.0), (None, -1))
+    for i, (steps, seconds) in enumerate(asked):
+        trainings.start(f"page-{i}", "dates", steps, seconds=seconds)
         wait_for(lambda i=i: trainings.model(f"page-{i}") is not None)
-    assert seen == [training.MAX_SECONDS, 60.0, 60.0, 20.0]
-    assert trainings.model("page-0") is None and trainings.model("page-3") is not None
+    own, cap = LIVE["dates"].steps, time_cap(LIVE["dates"], LIVE["dates"].steps)
+    assert seen == [
+        (training.MAX_STEPS, training.MAX_SECONDS),
+        (own, training.MAX_SECONDS),
+        (own, cap),
+        (20, 30.0),
+        (own, cap),
+    ]
+    assert trainings.model("page-0") is None and trainings.model("page-4") is not None
 
 
 class ReportingFit:
     """Reports every 20 ms until stopped (a page's abandoned training must stop itself)."""
 
-    def __call__(self, name, seconds, seed, on_progress, stop, positions=True):
+    def __call__(self, name, seconds, seed, on_progress, stop, positions=True, **asked):
         attn = torch.ones(1, 1)
         while not stop.is_set():
             report = Progress(name, 1, 0.1, seconds, [1.0], 0.5, "score", "encoder", 0, 0,

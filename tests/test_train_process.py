@@ -23,9 +23,9 @@ def test_a_training_in_its_own_process_reports_and_returns_the_trained_model():
         reports.append(progress)
         threads.add(threading.get_ident())
 
-    net = fit_in_process("roles", 3.0, 0, seen)
+    net = fit_in_process("roles", 60.0, 0, seen, steps=8)  # CI trains a few steps only
     assert isinstance(net, Transformer) and not net.training
-    assert net.card["name"] == "roles" and net.card["steps"] > 0
+    assert net.card["name"] == "roles" and net.card["steps"] == 8
     ids = net.tokenizer("我喜欢你")["input_ids"]  # its tokenizer came along
     assert torch.as_tensor(ids).numel() >= 4
     assert reports and reports[-1].done and reports[-1].step == net.card["steps"]
@@ -47,8 +47,8 @@ def test_stop_ends_the_childs_training_early_and_keeps_what_it_learned():
 
 
 def test_on_progress_returning_false_stops_it_too():
-    net = fit_in_process("roles", 60.0, 0, lambda progress: False)
-    assert net.card["stopped_early"] is True
+    net = fit_in_process("roles", 60.0, 0, lambda p: False, steps=10**4, until_lesson=False)
+    assert net.card["stopped_early"] is True and net.card["ended"] == "stopped"
 
 
 def test_a_refusal_in_the_child_is_raised_in_the_caller_as_train_fit_raises_it():

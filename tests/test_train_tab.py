@@ -18,6 +18,7 @@ pytestmark = [
 ]
 STEP = "() => (/step (\\d[\\d,]*)/.exec(document.querySelector('#train-status')?.innerText || '')"
 STEP += " || [0, '0'])[1].replace(',', '')"
+DONE = "/is done/.test(document.querySelector('#train-status')?.innerText || '')"
 
 
 def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_path):
@@ -28,10 +29,17 @@ def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_pa
         page = context.new_page()
         page.goto(f"{url}?tab=train")
         page.wait_for_selector("#train-start")
-        page.click("#train-start")  # roles, 30 s
+        page.click("#train-start")  # roles, at most 300 steps: done at its lesson
         page.wait_for_function(f"() => +({STEP})() > 0", timeout=60_000)
         first = int(page.evaluate(f"() => ({STEP})()"))
-        page.wait_for_function(f"() => +({STEP})() > {first}", timeout=10_000)  # redrawn
+        page.wait_for_function(  # redrawn (or already done: roles reaches its lesson in seconds)
+            f"() => +({STEP})() > {first} || {DONE}", timeout=10_000
+        )
+        page.wait_for_function(  # how far from its lesson, said while and after it trains
+            "() => /of the 95% the lesson needs|it has reached its lesson \\(95%\\)/"
+            ".test(document.querySelector('#train-status').innerText)",
+            timeout=20_000,
+        )
         page.wait_for_selector("#train-plot .js-plotly-plot .main-svg")
         assert "▰" in page.inner_text("#train-status")  # the bar of the time spent
         shot(page, "train_tab_running")

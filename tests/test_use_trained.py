@@ -11,12 +11,14 @@ import pytest
 
 from app import DEFAULT_TEXT, handlers
 from engine import Engine, is_live, model_choices, task_of
+from lang import speaking
 from model import TRAINED, load_trained
 from serve.exports import model_part
 from serve.training import Trainings
 from tests.test_serve_training import wait_for
 from ui.events import Handlers
 from ui.handlers import RUN_INPUTS, Ask
+from ui.patching_measures import pairs_for
 from ui.state import ViewState
 from ui.tabs import output
 from viz.output_facts import LESSON, step_marks
@@ -25,15 +27,19 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class ShippedFit:
-    """train.fit's stand-in: the shipped weights under a live run's card, at once."""
+    """train.fit's stand-in: the shipped weights under a live run's card, at once (its held-out
+    score as ``scores`` says, where given: no training in CI)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.scores: dict | None = None
 
-    def __call__(self, name, seconds, seed, on_progress, stop, positions=True):
+    def __call__(self, name, seconds, seed, on_progress, stop, positions=True, **asked):
         self.release.wait(20)
         net = load_trained(name)
         net.card = {**TRAINED[name], "train": {"live": True}, "steps": 321, "wall_time_s": 4.2}
+        if self.scores is not None:
+            net.card["scores"] = self.scores
         return net
 
 
@@ -46,8 +52,17 @@ def peers():
     return handlers(Engine(device="cpu"), default, models, model_choices(), trainings=trainings)
 
 
-def trained(peers: Handlers, page: str, task: str = "induction", positions: bool = True) -> str:
+def trained(
+    peers: Handlers,
+    page: str,
+    task: str = "induction",
+    positions: bool = True,
+    score: float | None = None,
+) -> str:
+    """The page's model id once its (stand-in) training has ended, at held-out `score` against
+    the lesson's 90 % where given."""
     fit = peers.views.trainings._fit
+    fit.scores = None if score is None else {"held_out": score, "lesson": 0.9}
     fit.release.clear()
     peers.views.trainings.start(page, task, 10, positions=positions)
     assert peers.views.trainings.model_id(page) is None  # not before the training has ended
@@ -140,3 +155,37 @@ def test_steps_after_the_typed_text_carry_no_mark(peers):
     assert dates.typed == 1  # the decoder reads its own translation
     table = output.steps_table(dates.trace, "cross", dates.model.net.tokenizer, typed=1)
     assert set(table["✓/✗"]) == {""} and table.iloc[0, 0] == f"{LESSON} 0"
+
+
+def test_a_model_short_of_its_lesson_opens_marked_so_in_both_languages(peers):
+    """ "Use this model" still opens it, but the model list and every tab's status line say that
+    it has not reached its lesson."""
+    model_id = trained(peers, "page-f", score=0.56)
+    out = peers.training.use(Ask(tab="train", page="page-f"))
+    labels = {value: label for label, value in out["model"]["choices"]}
+    short = "it has not reached its lesson: 56% of 90%"
+    assert labels[model_id] == f"induction — trained on this page; {short}"
+    assert short in out["status"]
+    assert "has not reached its lesson" in out["prediction"]  # the Output tab's facts
+    with speaking("zh-CN"):
+        out = peers.training.use(Ask(tab="train", page="page-f"))
+        labels = {value: label for label, value in out["model"]["choices"]}
+        assert "未达到它的课所需的分数：56%，课需要 90%" in labels[model_id]
+        assert "还没有达到" in out["prediction"]
+    assert pairs_for(peers.views.engine.model(model_id)) == []  # no lesson pair for it
+
+
+def test_a_page_trained_model_that_reached_its_lesson_gets_its_tasks_shipped_pairs(peers):
+    engine = peers.views.engine
+    shipped = [pair.id for pair in pairs_for(engine.model("induction"))]
+    assert shipped == ["copy"]
+    model_id = trained(peers, "page-g", score=0.93)
+    assert [pair.id for pair in pairs_for(engine.model(model_id))] == shipped
+    out = peers.training.use(Ask(tab="train", page="page-g"))
+    assert "lesson" not in {value: label for label, value in out["model"]["choices"]}[model_id]
+    # Which heads matter lists them for the page's model, and a pick runs it on that model
+    drawn = peers.views.tab(Ask(tab="patching", page="page-g"), "patching")
+    assert [value for _, value in drawn["pair_example"]["choices"]] == shipped
+    picked = peers.patching.example(Ask(tab="patching", page="page-g"), "copy")
+    assert picked["model"] == model_id and picked["text"] == "qzxwv qzxw"
+    assert picked["answer"] == "v"

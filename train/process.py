@@ -19,6 +19,7 @@ the trained model (pickled, as are the reports).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 import socket
@@ -50,16 +51,19 @@ def _recv(conn: Connection):
 
 def fit_in_process(
     name: str,
-    seconds: float = 60.0,
+    seconds: float | None = None,
     seed: int = 0,
     on_progress: Callable | None = None,
     *,
     stop: threading.Event | None = None,
     positions: bool = True,
+    steps: int | None = None,
+    until_lesson: bool = True,
 ):
     """``train.fit`` run in a process of its own (see the module doc); the same answer."""
     ours, theirs = socket.socketpair()
-    args = [name, repr(float(seconds)), str(int(seed)), "1" if positions else "0"]
+    asked = {"seconds": seconds, "seed": int(seed), "positions": positions, "steps": steps}
+    args = [name, json.dumps({**asked, "until_lesson": until_lesson})]  # train.fit's keywords
     child = subprocess.Popen(
         [sys.executable, "-m", "train.process", str(theirs.fileno()), *args],
         cwd=ROOT,
@@ -111,7 +115,7 @@ def _relay(conn: Connection, child: subprocess.Popen, on_progress, stop):
             return value
 
 
-def _child(fd: int, name: str, seconds: float, seed: int, positions: bool) -> None:
+def _child(fd: int, name: str, asked: dict) -> None:
     """The training process: train.fit on one thread, each report and the model sent back."""
     import torch
 
@@ -132,7 +136,7 @@ def _child(fd: int, name: str, seconds: float, seed: int, positions: bool) -> No
         return not stopped.is_set()
 
     try:
-        net = train.fit(name, seconds, seed, report, stop=stopped, positions=positions)
+        net = train.fit(name, on_progress=report, stop=stopped, **asked)
     except Exception as exc:  # said in the parent, in its reader's language (a Msg pickles)
         try:
             _send(conn, "failed", exc)
@@ -145,5 +149,5 @@ def _child(fd: int, name: str, seconds: float, seed: int, positions: bool) -> No
 
 
 if __name__ == "__main__":
-    fd, task, budget, seed_, with_positions = sys.argv[1:6]
-    _child(int(fd), task, float(budget), int(seed_), with_positions == "1")
+    fd, task, asked_json = sys.argv[1:4]
+    _child(int(fd), task, json.loads(asked_json))

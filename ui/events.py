@@ -291,7 +291,7 @@ def wire_training(w: Wiring, training: Training) -> None:
     p = w.page
     shown = ["train_status", "train_plot", "train_weights", "train_use", "train_timer"]
     free = {"turn": False, "trigger_mode": "always_last"}
-    asked = ["train_task", "train_seconds", "train_positions"]
+    asked = ["train_task", "train_steps", "train_positions"]
     w.on([p["train_start"].click], training.start, asked, shown)
     w.on([p["train_timer"].tick], training.tick, (), shown, **free)
     w.on([p["train_stop"].click], training.stop, (), ["train_status"], turn=False)

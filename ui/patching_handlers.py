@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine import CUSTOM_PREFIX, Engine, InputError
+from engine import CUSTOM_PREFIX, Engine, InputError, is_live, task_of
 from lang import Msg
 from ui.handlers import CUSTOM, Ask, Views, model_boxes
 from ui.patching_inputs import read_position
-from ui.patching_measures import PAIRS_BY_ID, pairs_for
+from ui.patching_measures import PAIRS_BY_ID, Pair, pairs_for
 from ui.state import ViewState
 from ui.tabs.patching import TAB
 
@@ -22,13 +22,27 @@ class Patching:
     def __init__(self, engine: Engine, views: Views) -> None:
         self.engine, self.views = engine, views
 
+    def model_for(self, pair: Pair, latest: str) -> str:
+        """The model a pair runs on: the page's language model for an LM pair; the page's own
+        model trained on the Train tab where it has the pair (its task's, its lesson reached);
+        else the pair's shipped model."""
+        if pair.model == "lm":
+            return latest
+        if is_live(latest) and task_of(latest) == pair.model:
+            try:
+                if pair in pairs_for(self.engine.model(latest)):
+                    return latest
+            except InputError:  # the page's model is gone: the shipped one
+                pass
+        return pair.model
+
     def example(self, ask: Ask, choice) -> dict:
         """Run a shipped pair's clean text and fill the tab's boxes with the rest of it."""
         pair = PAIRS_BY_ID.get(choice) if isinstance(choice, str) else None
         if pair is None:
             return {}
         latest = self.views.latest(ask)
-        model_id = latest.model if pair.model == "lm" else pair.model
+        model_id = self.model_for(pair, latest.model)
         loaded = self.engine.model(model_id)
         if pair not in pairs_for(loaded):
             raise InputError(Msg("This pair is for another model: open that model first."))

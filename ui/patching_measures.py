@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import analysis
-from engine import BUNDLED, InputError
+from engine import BUNDLED, InputError, is_live
 from lang import Msg, message_of
 from serve.lru import LockedLRU
+from train.progress import reached_lesson
 from ui.patching_inputs import (
     check_lengths,
     check_readable,
@@ -155,11 +156,21 @@ PAIRS = (
 PAIRS_BY_ID = {pair.id: pair for pair in PAIRS}
 
 
+def pairs_model(loaded) -> str:
+    """The shipped model whose pairs this model reads: itself (a snapshot: its model); a model
+    trained on the Train tab, its task's once it has reached its lesson on held-out data (a
+    model short of it would only teach its mistakes); "" for none."""
+    if is_live(loaded.model_id):
+        card = getattr(loaded.net, "card", None) or {}
+        return (loaded.trained or "") if reached_lesson(card) else ""
+    return str(loaded.model_id).partition("@")[0]
+
+
 def pairs_for(loaded) -> list[Pair]:
-    """The shipped pairs this model reads: its own (a registry model's, measured on it), or
-    the language models' for any other LM."""
-    name = str(loaded.model_id).partition("@")[0]
-    own = [p for p in PAIRS if p.model == name]
+    """The shipped pairs this model reads: its own (a registry model's, measured on it; its
+    task's, trained on the page), or the language models' for any other LM."""
+    name = pairs_model(loaded)
+    own = [p for p in PAIRS if name and p.model == name]
     if own or not loaded.is_lm:
         return own
     return [p for p in PAIRS if p.model == "lm"]

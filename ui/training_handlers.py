@@ -12,6 +12,7 @@ import gradio as gr
 from engine import InputError, LoadedModel, task_of
 from lang import Msg, tr
 from serve.training import Trainings
+from train.progress import below_lesson, percent
 from ui.handlers import Ask, Views, as_float, model_boxes
 from ui.render import laid_out
 from ui.state import ViewState
@@ -20,6 +21,18 @@ from viz.training import progress_bar, progress_figure
 # What a model trained on the page reads first in the other tabs, unless the page's last run was
 # on a model of the same task (then its text: the same text, shipped model against this one).
 TRY_TEXT = {"induction": "hello hello", "dates": "2026年11月22日", "roles": "我喜欢你"}
+
+
+def short_of_lesson(card: dict) -> Msg | None:
+    """How a model trained on the page falls short of its lesson ("it has not reached its
+    lesson: 56% of 90%"), or None where it reached it (or trained blind to order, where a low
+    score is the lesson)."""
+    scores = card.get("scores") or {}
+    positions = card.get("train", {}).get("positions") is not False
+    if not below_lesson(scores.get("held_out"), scores.get("lesson"), positions):
+        return None
+    score, lesson = percent(scores["held_out"]), percent(scores["lesson"])
+    return Msg("it has not reached its lesson: {score} of {lesson}", score=score, lesson=lesson)
 
 
 class Training:
@@ -42,6 +55,9 @@ class Training:
             else "{name} (trained on this page without positional encoding, {steps} steps)"
         )
         label = Msg(said, name=job.name, steps=f"{job.net.card['steps']:,}")
+        short = short_of_lesson(job.net.card)
+        if short:  # in every tab's status line: not the lesson's model
+            label = Msg("{model}; {short}", model=label, short=short)
         return LoadedModel(model_id, label, job.net, job.net.tokenizer, False, trained=job.name)
 
     def use(self, ask: Ask) -> dict:
@@ -62,6 +78,9 @@ class Training:
             if job is None or job.positions
             else tr("{name} — trained on this page without positional encoding", name=task)
         )
+        short = short_of_lesson(job.net.card) if job is not None else None
+        if short:  # the model list says so too: it is offered, but not as the lesson's
+            label = tr("{model}; {short}", model=label, short=tr(short))
         choices = [*self.views.choices, (label, model_id)]
         boxes = model_boxes(model_id)
         boxes["target"]["value"] = ""
@@ -74,12 +93,13 @@ class Training:
             "tabs": gr.Tabs(selected="output"),
         }
 
-    def start(self, ask: Ask, task, seconds, positions=True) -> dict:
-        """Start (or queue) this page's training; the timer then redraws it every second."""
+    def start(self, ask: Ask, task, steps, positions=True) -> dict:
+        """Start (or queue) this page's training of at most `steps` (until its lesson); the timer
+        then redraws it every second."""
         if not ask.page:
             raise InputError(Msg("Training needs the page open in a browser."))
-        seconds, positions = as_float(seconds, 30.0), positions is not False
-        said = self.trainings.start(ask.page, str(task), seconds, positions=positions)
+        steps, positions = as_float(steps, 0.0), positions is not False  # 0: the task's own
+        said = self.trainings.start(ask.page, str(task), steps, positions=positions)
         return {
             "train_status": said,
             "train_plot": None,

@@ -36,8 +36,9 @@ def trained_on(card: dict) -> str:
     scores = card.get("scores") or {}
     if below_lesson(scores.get("held_out"), scores.get("lesson"), positions):
         said += " " + tr(
-            "⚠️ It reached {score} on held-out data, below its lesson ({lesson} or more): expect "
-            "mistakes where the lesson needs it right; train it longer on the Train tab.",
+            "⚠️ It has not reached its lesson: {score} on held-out data, of the {lesson} the "
+            "lesson needs. Expect mistakes where the lesson needs it right (Which heads matter "
+            "offers none of the lesson's pairs for it); train it again on the Train tab.",
             score=f"{scores['held_out']:.0%}",
             lesson=f"{scores['lesson']:.0%}",
         )

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lang import tr
-from train.progress import BELOW_LESSON, below_lesson
+from train.progress import not_reached, toward_lesson
 from viz.common import ATTENTION_SCALE, figure, grid, heatmap, layout_of, safe, token_labels
 
 SMOOTH = 20  # steps in the loss curve's moving mean
@@ -17,9 +17,14 @@ BAR = 24  # cells of the progress bar
 
 
 def progress_bar(progress) -> str:
-    """The share of the time budget spent, as a bar and a percentage: "▰▰▰▱▱▱ 50 %" (a stopped
-    run's bar stays where it stopped)."""
-    share = progress.elapsed / progress.seconds if progress.seconds > 0 else 0.0
+    """The share of its steps done, as a bar and a percentage: "▰▰▰▱▱▱ 50 %" (a stopped run's
+    bar stays where it stopped; one that reached its lesson before its last step is full)."""
+    if progress.done and progress.ended == "lesson":
+        share = 1.0
+    elif progress.steps > 0:
+        share = progress.step / progress.steps
+    else:  # a report that names no steps: its share of the time cap
+        share = progress.elapsed / progress.seconds if progress.seconds > 0 else 0.0
     share = min(max(share, 0.0), 1.0)
     filled = round(share * BAR)
     return "▰" * filled + "▱" * (BAR - filled) + f" {share:.0%}"
@@ -37,27 +42,23 @@ def smoothed(losses: list[float], window: int = SMOOTH) -> np.ndarray:
 
 
 def progress_sentence(progress) -> str:
-    """Where a run stands, as one sentence in the page's language."""
+    """Where a run stands, as one sentence in the page's language: its step, its loss and how
+    far its held-out score is from the lesson; at the end, why it missed the lesson if it did."""
     fields = {"name": progress.name, "step": f"{progress.step:,}"}
-    fields.update(elapsed=f"{progress.elapsed:.0f}", seconds=f"{progress.seconds:.0f}")
+    fields.update(steps=f"{progress.steps:,}", elapsed=f"{progress.elapsed:.0f}")
     fields["loss"] = (
         tr("loss {loss}", loss=f"{smoothed(progress.losses)[-1]:.3f}")
         if progress.losses
         else tr("no step yet")
     )
-    fields["score"] = (
-        tr("no held-out score yet")
-        if progress.score is None
-        else tr("held-out score {score}", score=f"{progress.score:.0%}")
-    )
+    fields["score"] = toward_lesson(progress)
     if not progress.positions:
         fields["name"] = tr("{name} without positional encoding", name=progress.name)
     if progress.done:
-        said = tr("Done: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
-        if below_lesson(progress.score, progress.lesson, progress.positions):
-            said += " " + tr(BELOW_LESSON, lesson=f"{progress.lesson:.0%}")
-        return said
-    return tr("Training: {name}, step {step}, {elapsed} s of {seconds}; {loss}; {score}.", **fields)
+        said = tr("Done: {name}, step {step} of {steps}, {elapsed} s; {loss}; {score}.", **fields)
+        missed = not_reached(progress)
+        return f"{said} {missed}" if missed else said
+    return tr("Training: {name}, step {step} of {steps}, {elapsed} s; {loss}; {score}.", **fields)
 
 
 def progress_figure(progress) -> go.Figure:

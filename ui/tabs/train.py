@@ -1,11 +1,14 @@
 """Train: a task trained from scratch on this page, live — our own model and loop (train.fit).
 
-The page starts a job (serve.training: a bounded number at once server-wide, the rest told their
-place in line); a timer asks every second how it stands and redraws the loss curve and the chosen
-head on the probe text (viz.training). The weights belong to the page that trained them: only its
-id reaches them, it can download them or open them in every other tab ("use this model", under a
-secret model id), and a page that stops asking (closed) stops its training. The wiring is
-ui/events.py's ``wire_training``; the handlers are ui/handlers.py's ``Training``.
+It trains by steps, at most the Steps asked, and stops once it reaches its lesson (train.live):
+by seconds, a busy server's student got a model below its lesson. The page starts a job
+(serve.training: a bounded number at once server-wide, the rest told their place in line); a
+timer asks every second how it stands (how far from its lesson, too) and redraws the loss curve
+and the chosen head on the probe text (viz.training). The weights belong to the page that
+trained them: only its id reaches them, it can download them or open them in every other tab
+("use this model", under a secret model id; marked where it has not reached its lesson), and a
+page that stops asking (closed) stops its training. The wiring is ui/events.py's
+``wire_training``; the handlers are ui/training_handlers.py's ``Training``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from ui.tabs.base import Built, Radio, Slider, Tab, View, plot
 
 CAPTION = (
     "**Train a model yourself**, from scratch, with this app's own Transformer and training loop: "
-    "pick a task, press **Train**, and watch the loss fall, the held-out score rise and one "
+    "pick a task, press **Train**, and watch the loss fall, the held-out score rise to its "
+    "lesson (training stops there, or after its Steps) and one "
     "head's attention on a probe text take shape (the induction head forming, the dates model's "
     "cross-attention lining up with the digits; the roles model with the positional encoding off, "
     "blind to order, stalling where 我喜欢你 and 你喜欢我 differ). **Stop** keeps what it "
@@ -30,16 +34,17 @@ CAPTION = (
 )
 TASKS = [
     ("roles: who did what to whom (encoder, ~10 s)", "roles"),
-    ("induction: copy a repeated string (decoder, ~75 s)", "induction"),
+    ("induction: copy a repeated string (decoder, ~1 min)", "induction"),
     ("dates: many formats → ISO (encoder-decoder, ~2 min)", "dates"),
 ]
+MOST_STEPS = 6000  # the slider's end: twice the longest task's own steps
 
 
-def seconds_follow(task, seconds) -> None:
-    """Each task starts at the time its lesson needs on a busy server (train.live): 30 s gave a
-    first induction model that copies "hello hello" as "lo lo ko lo". In the browser alone."""
-    defaults = json.dumps({name: recipe.seconds for name, recipe in LIVE.items()})
-    task.change(fn=None, js=f"(task) => ({defaults})[task]", inputs=[task], outputs=[seconds])
+def steps_follow(task, steps) -> None:
+    """Each task starts at its own steps, which reach its lesson (train.live): a run by seconds
+    gave a busy server's student a model below its lesson. In the browser alone."""
+    defaults = json.dumps({name: recipe.steps for name, recipe in LIVE.items()})
+    task.change(fn=None, js=f"(task) => ({defaults})[task]", inputs=[task], outputs=[steps])
 
 
 def build() -> Built:
@@ -52,13 +57,14 @@ def build() -> Built:
             elem_id="train-task",
             scale=3,
         )
-        seconds = Slider(
-            10,
-            120,
-            value=LIVE["roles"].seconds,
-            step=5,
-            label=t("Seconds"),
-            elem_id="train-seconds",
+        steps = Slider(
+            50,
+            MOST_STEPS,
+            value=LIVE["roles"].steps,
+            step=50,
+            label=t("Steps"),
+            info=t("at most: it stops once it reaches its lesson"),
+            elem_id="train-steps",
         )
         positions = gr.Checkbox(
             True,
@@ -66,7 +72,7 @@ def build() -> Built:
             info=t("Off: trained blind to order (roles: 我喜欢你 = 你喜欢我)"),
             elem_id="train-positions",
         )
-    seconds_follow(task, seconds)
+    steps_follow(task, steps)
     with gr.Row():
         start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
         stop = gr.Button(t("Stop"), elem_id="train-stop")
@@ -92,7 +98,7 @@ def build() -> Built:
         },
         inputs={
             "train_task": task,
-            "train_seconds": seconds,
+            "train_steps": steps,
             "train_positions": positions,
             "train_start": start,
             "train_stop": stop,
