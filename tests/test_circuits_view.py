@@ -398,3 +398,23 @@ def test_a_pre_norm_encoder_decoder_gets_its_circuit_over_both_stacks(demo):
     # a click on a cross-attention head: the Attention tab shows that head of that stack
     picked = demo.views.pick(replace(ask, tab="attention"), "1,3,cross,123")
     assert (picked["stack"], picked["layer"], picked["head"]) == ("cross", 1, 3)
+
+
+def test_the_graphs_title_and_the_sentence_count_the_edges_the_slider_kept(demo, induction):
+    """Issue 52: with 75 edges kept the title said "the 60 strongest"; "1 edges kept"; a
+    faithfulness over 100 % with no word why. Now the title names the circuit's size and the
+    edges drawn, one edge is one edge, and a value outside [0, 1] is explained."""
+    net, clean, corrupt, metric, _ = induction
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="count", answer="v")
+    pressed(demo, ask, "circuit")
+    out = pressed(demo, replace(ask, sel=replace(ask.sel, keep=75)), "keep")
+    title = figure(out["circuit_graph_plot"])["layout"]["title"]["text"]
+    assert "The circuit of 75 edges (of 262): its 60 strongest drawn" in title
+    assert "**75 edges** kept of 262" in out["circuit_edges_said"]
+    found = analysis.circuit(net, clean, corrupt, metric, 75)
+    outside = found.faithfulness > 1 or found.faithfulness < 0
+    assert ("can pass 100 %" in out["circuit_edges_said"]) == outside
+    one = pressed(demo, replace(ask, sel=replace(ask.sel, keep=1)), "keep")
+    assert "**1 edge** kept of 262: it alone restores" in one["circuit_edges_said"]
+    small = figure(one["circuit_graph_plot"])["layout"]["title"]["text"]
+    assert "the 1 strongest of 262 edges" in small

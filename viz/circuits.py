@@ -412,17 +412,29 @@ def _stacked(kept, config, traces: list[dict], height: int) -> dict:
     return {"below": STACK_BELOW, "layout": layout, "traces": changes}
 
 
-def circuit_figure(kept, config, faithfulness: float, total: int, share: float = 1.0):
+def circuit_figure(
+    kept, config, faithfulness: float, total: int, share: float = 1.0, n_kept: int | None = None
+):
     """The ``kept`` edges (rows source, target, score, strongest first) between the model's nodes:
     a line's width follows |score|, its colour the kind of input it feeds, dotted where the score
     is negative (the edge pushes toward the corrupt answer). ``share``: the part of the tab's
-    width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out)."""
+    width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out);
+    ``n_kept``: the circuit's size when it keeps more edges than are drawn."""
     traces, touched = _edge_traces(kept, config)
     traces.append(_node_trace(config, touched))
     n_heads = config.n_heads
     right = _node_place("logits", config)[0]
+    n_kept = len(kept) if n_kept is None else n_kept  # the circuit's edges; ``kept`` is drawn
+    heading = tr("The circuit: the {n} strongest of {total} edges", n=len(kept), total=total)
+    if n_kept > len(kept):  # more edges kept than a graph can show: say both, never one
+        heading = tr(
+            "The circuit of {n} edges (of {total}): its {shown} strongest drawn",
+            n=n_kept,
+            total=total,
+            shown=len(kept),
+        )
     title = _title(
-        tr("The circuit: the {n} strongest of {total} edges", n=len(kept), total=total),
+        heading,
         tr(
             "faithfulness {share:.2f}: the share of the answer these edges alone restore "
             "(every other edge carries the corrupt run)",

@@ -209,9 +209,11 @@ def graph_view(result, cfg):
     """The circuit kept, drawn as a graph of its strongest edges, when it was measured."""
     if isinstance(result, str):
         return None
-    edges, shown, _, _ = result
+    edges, shown, _, keep = result
     kept = shown.edges.iloc[: cm.SHOWN_EDGES]
-    return circuit_figure(kept, cfg, shown.faithfulness, len(edges), share=GRAPH_SHARE)
+    return circuit_figure(
+        kept, cfg, shown.faithfulness, len(edges), share=GRAPH_SHARE, n_kept=len(shown.edges)
+    )
 
 
 def curve_view(result):
@@ -236,20 +238,40 @@ def compare_sentence(result) -> str:
     )
 
 
+# Faithfulness is a ratio, not a share bounded by 0 and 1 (docs/research.md): said beside a
+# value outside them, where a reader would take it for an error.
+FAITHFULNESS_OUTSIDE = (
+    "Faithfulness can pass 100 % or fall below 0, and can drop as edges are added: an edge left "
+    "out carries the corrupt run, and edges that pushed toward the corrupt answer, once left "
+    "out, let the kept ones restore more than the whole model does (and kept ones of opposite "
+    "signs undo each other)."
+)
+
+
 def edges_sentence(result, loaded, found, sel) -> str:
     """How many edges the circuit keeps and what they restore, with its lesson; or why none."""
     if isinstance(result, str):
         return "⚠️ " + md_literal(result)
     edges, shown, _, keep = result
-    text = tr(
+    said = (
         "**{n} edges** kept of {total}: they alone restore **{share:.0%}** of the answer "
-        "(faithfulness {value:.3f}; {steps} integrated-gradient steps).",
+        "(faithfulness {value:.3f}; {steps} integrated-gradient steps)."
+    )
+    if keep == 1:
+        said = (
+            "**1 edge** kept of {total}: it alone restores **{share:.0%}** of the answer "
+            "(faithfulness {value:.3f}; {steps} integrated-gradient steps)."
+        )
+    text = tr(
+        said,
         n=keep,
         total=len(edges),
         share=shown.faithfulness,
         value=shown.faithfulness,
         steps=cm.PAGE_STEPS,
     )
+    if shown.faithfulness > 1 or shown.faithfulness < 0:
+        text += " " + tr(FAITHFULNESS_OUTSIDE)
     return text + lesson(loaded, found, sel, edges)
 
 
