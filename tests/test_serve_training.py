@@ -87,7 +87,12 @@ def test_a_waiting_training_leaves_the_line_when_its_page_closes():
 def test_a_real_training_reports_and_saves_weights_and_card(tmp_path):
     trainings = Trainings(limit=1)
     trainings.start("page-a", "roles", steps=6)  # CI trains a few steps only
-    wait_for(lambda: trainings.model("page-a") is not None, timeout=60)
+
+    def watched() -> bool:  # the page's timer asks every second: a page that stops is closed
+        trainings.touch("page-a")
+        return trainings.model("page-a") is not None
+
+    wait_for(watched, timeout=60)  # (beside a busy suite the held-out check outlasts 15 s)
     progress = trainings.progress("page-a")
     assert progress.done and progress.step == 6 and progress.ended == "steps"
     said = trainings.status("page-a")
