@@ -27,6 +27,7 @@ from model import (
     load_lm,
     load_trained,
 )
+from model.checkpoint import lm_wanted, registered_source
 from model.checkpoint_files import file_of, read_json_object, regular_file
 from model.checkpoint_guard import CONFIG, CONFIG_LIMIT
 from model.checkpoint_hub import hub_reachable
@@ -283,11 +284,12 @@ class Shelf:
     def _registered(self, name: str) -> LoadedModel:
         """A real language model installed from the package registry (model/registry.py)."""
         try:
-            net, tok = load_lm(name, device=self.device)
+            source = str(registered_source(name, lm_wanted()))  # prepared once, then cached
+            net, tok = load_lm(source, device=self.device)
         except CheckpointError as exc:
             raise InputError(exc.args[0]) from None
         tok = net.tokenizer = ReadableTokenizer(tok)  # the trace's tokens read as text
-        family = "gemma3_text" if net.config.sandwich_norm else "llama"
+        family = model_type_of(source) or ""  # its config.json's: "llama", "gemma3_text"
         title = REGISTRY[name].title  # a name: the same in both languages
         return LoadedModel(name, title, net, tok, False, family=family)
 

@@ -126,8 +126,10 @@ class _Pair:
     """The clean and corrupt runs of one pair: their traces, metrics and what patching reads.
     ``traces``: the two runs' traces (with logits) where the caller has them already."""
 
-    def __init__(self, net, clean, corrupt, metric, traces=None):
+    def __init__(self, net, clean, corrupt, metric, traces=None, progress=None):
         self.net, self.metric = net, metric
+        self.progress = progress  # called (patched runs done, of how many) after each chunk
+        self.done, self.total = 0, 0
         self.clean_in, self.corrupt_in = _inputs(net, clean, corrupt)
         if traces is None:
             traces = (
@@ -172,6 +174,9 @@ class _Pair:
             batch = {k: v.expand(n, *v.shape[1:]) for k, v in self.corrupt_in.items()}
             trace = self.net.patched(patch=make(first, n), **batch)
             shares.append((_metric_values(self.metric, trace, n) - self.m_corrupt) / gap)
+            self.done += n
+            if self.progress is not None:
+                self.progress(self.done, max(self.total, self.done))
         return torch.cat(shares).float()
 
     @staticmethod
@@ -381,6 +386,7 @@ def patch_pair(
     wrong: int | None = None,
     position: int | None = None,
     stack: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PairResult:
     """Everything the "Which heads matter" view shows for one minimal pair, with its defaults.
 
@@ -392,6 +398,8 @@ def patch_pair(
     clean run's output at ``position``, by default the first position whose input differs.
     ``stack``: whose heads are patched (default: the model's first); the residual stream
     patched is the one the two texts differ in (the encoder's, or a decoder-only model's).
+    ``progress``: called as (patched runs done, of how many) after each batched call: a real
+    language model's grids take seconds (SmolLM2's 270 heads and 30 layers × T positions).
     """
     clean_in, corrupt_in = _inputs(net, clean, corrupt)
     cfg = net.config
@@ -402,7 +410,8 @@ def patch_pair(
     stream = "encoder" if cfg.has_encoder else "decoder"
     found = pair_measure(clean_tr, corrupt_tr, clean_in, corrupt_in, answer, wrong, position)
     metric, name, answer, wrong, position, top_clean, top_corrupt = found
-    pair = _Pair(net, clean_in, corrupt_in, metric, traces=(clean_tr, corrupt_tr))
+    pair = _Pair(net, clean_in, corrupt_in, metric, (clean_tr, corrupt_tr), progress)
+    pair.total = cfg.n_layers * (cfg.n_heads + pair.resid(clean_tr, stream, 0).shape[0])
     heads, positions = _heads(pair, stack), _residual(pair, stream)  # no run traced again
     m_clean, m_corrupt = pair.m_clean, pair.m_corrupt
     attribution = None

@@ -18,13 +18,16 @@ With ``--lm``, the same on a GPT-2-small-shaped language model (12 layers × 12 
 tokens; seeded random weights, bench/bench_lm.py's folder) opened as a custom checkpoint: the
 server CPU of a Run of 20 tokens (session kept), of patching the indirect-object pair, and a
 class of N students each running a 20-token text every 3 s on it (runs per second, latency p50 /
-p95, the app's core-ms per Run while they do) — what docs/deploy.md sizes a class on.
+p95, the app's core-ms per Run while they do) — what docs/deploy.md sizes a class on. With
+``--real``, the same on the real language models the page lists (model/registry.py), each opened
+by its model-list name (with ``--models ""`` for those alone).
 
 Budgets (bench/README.md): a cached Patch ≤ 60 core-ms (a tab switch's budget); the others'
 p95 beside the class ≤ 1.5 s (capacity.py's class budget) and within 1.5 × their quiet p95.
 
     .venv/bin/python bench/bench_patching_class.py [--class-size 30] [--students 10] [--runs 5]
                                                   [--models induction,bert] [--lm] [--lm-only]
+                                                  [--real smollm2-135m,gemma-3-270m]
 """
 
 from __future__ import annotations
@@ -138,11 +141,13 @@ LM_TEXTS = [  # 20 tokens or so each in the GPT-2-shaped folder's byte-level BPE
 ]
 
 
-def lm_class(url: str, config: dict, meter: Meter, folder: str, students: int, runs: int) -> None:
-    """A GPT-2-small-shaped model as a class uses it: Runs of ~20 tokens, a Patch, a class."""
+def lm_class(
+    url: str, config: dict, meter: Meter, custom: dict, name: str, students: int, runs: int
+):
+    """A language model as a class uses it: Runs of ~20 tokens, a Patch, a class. ``custom``: the
+    page's model boxes ({"model": "custom", "checkpoint": folder}, or {"model": "smollm2-135m"})."""
     from bench.serving_cost import cpu_ns
 
-    custom = {"model": "custom", "checkpoint": folder}
     page = Client(url, config, "10.6.0.1")
     run, patch = page.dependency(api_name="run"), page.dependency(api_name="patch")
     page.call(run, text=LM_TEXTS[0], tab="attention", **custom)  # loads the model once
@@ -153,14 +158,15 @@ def lm_class(url: str, config: dict, meter: Meter, folder: str, students: int, r
         kept.append(meter.ms)
     page.call(run, text=LM_TEXTS[0], tab="patching", **custom)
     corrupt = LM_TEXTS[0].replace("John gave", "Mary gave")
+    start = time.perf_counter()
     with meter:
         page.call(patch, pair=corrupt, tab="patching")
-    patched = meter.ms
+    patched, patch_s = meter.ms, time.perf_counter() - start
     page.close()
     print(
-        f"GPT-2-small shape: a Run of ~20 tokens, session kept: median "
+        f"{name}: a Run of ~20 tokens, session kept: median "
         f"{statistics.median(kept):.1f} core-ms (max {max(kept):.1f}); patching the "
-        f"indirect-object pair: {patched:.0f} core-ms"
+        f"indirect-object pair: {patched:.0f} core-ms, {patch_s:.1f} s"
     )
     latencies: list[float] = []
     stop = threading.Event()
@@ -192,7 +198,7 @@ def lm_class(url: str, config: dict, meter: Meter, folder: str, students: int, r
     wall, used = time.perf_counter() - t0, (cpu_ns(meter.pid) - c0) / 1e6
     done = [x for x in latencies if x != float("inf")]
     print(
-        f"GPT-2-small shape, {students} students each running ~20 tokens every 3 s: "
+        f"{name}, {students} students each running ~20 tokens every 3 s: "
         f"{len(done) / wall:.2f} runs/s, latency {spread(done)}, failed "
         f"{len(latencies) - len(done)}; the app used {used / max(1, len(done)):.0f} core-ms "
         f"per Run meanwhile; load {os.getloadavg()}"
@@ -231,6 +237,9 @@ def main() -> None:
     parser.add_argument("--models", default="induction,bert")
     parser.add_argument("--lm", action="store_true", help="also a GPT-2-small-shaped model")
     parser.add_argument("--lm-only", action="store_true")
+    parser.add_argument(
+        "--real", default="", help="registered real LMs, e.g. smollm2-135m,gemma-3-270m"
+    )
     args = parser.parse_args()
     if args.lm_only:
         args.lm, args.models = True, ""
@@ -241,8 +250,10 @@ def main() -> None:
         if args.lm:
             from bench.bench_lm import make_lm_checkpoint
 
-            folder = str(make_lm_checkpoint("gpt2"))
-            lm_class(url, config, meter, folder, args.class_size, args.runs)
+            custom = {"model": "custom", "checkpoint": str(make_lm_checkpoint("gpt2"))}
+            lm_class(url, config, meter, custom, "GPT-2-small shape", args.class_size, args.runs)
+        for name in filter(None, args.real.split(",")):
+            lm_class(url, config, meter, {"model": name}, name, args.class_size, args.runs)
         for model in filter(None, args.models.split(",")):
             got = cost(url, config, meter, model, args.runs)
             print(

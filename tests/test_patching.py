@@ -254,6 +254,24 @@ def test_a_pair_is_traced_once_per_text_and_its_grids_equal_the_separate_ones(
     )
 
 
+def test_a_pair_reports_its_patched_runs_as_they_are_done(induction, monkeypatch):
+    """patch_pair's progress: (runs done, of how many) after each batched call, rising to every
+    head and every (layer, position) of the stream, with the grids unchanged; the chunks kept
+    small here so that there are several calls to report."""
+    net, clean, corrupt = induction
+    plain = analysis.patch_pair(net, clean, corrupt)
+    monkeypatch.setattr(analysis.patching, "CHUNK_TOKENS", 20)
+    seen = []
+    found = analysis.patch_pair(net, clean, corrupt, progress=lambda *d: seen.append(d))
+    cfg, length = net.config, clean["input_ids"].shape[1]
+    total = cfg.n_layers * (cfg.n_heads + length)
+    assert len(seen) > cfg.n_layers and {t for _, t in seen} == {total}
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == total and len(set(done)) == len(done)
+    torch.testing.assert_close(found.heads, plain.heads)
+    torch.testing.assert_close(found.positions, plain.positions)
+
+
 # ---- the contract ------------------------------------------------------------------------------
 def test_pairs_of_different_lengths_are_refused_with_a_sentence(induction):
     net, clean, _ = induction

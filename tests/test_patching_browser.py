@@ -169,3 +169,33 @@ def test_an_api_client_patches_its_own_last_run(app_url):
     assert "L0 H1 62%" in said
     csv = next(v for v in values if isinstance(v, str) and v.endswith(".csv"))
     assert "heads" in Path(csv).read_text(encoding="utf-8")
+
+
+def test_a_real_language_models_patch_shows_how_far_it_is(app_url, browser):
+    """SmolLM2's grids are 720 patched runs (270 heads, 30 layers × 15 positions): tens of
+    seconds on a busy server. While they run, the grid's place shows a bar that moves and says
+    how many runs are done, in the page's language; then the grids come."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    text = "When Mary and John went to the shop, John gave a book to"
+    link = {"text": text, "model": "smollm2-135m", "tab": "patching", "lang": "zh-CN"}
+    page.goto(f"{app_url}?{urlencode(link)}")
+    page.wait_for_function(READY, timeout=180_000)
+    page.fill("#pair textarea", text.replace("John gave", "Mary gave"))
+    page.click("#patch-run")
+    bar = "() => document.querySelector('#patch-heads-plot .progress-level')?.textContent || ''"
+    seen = []
+    for _ in range(600):  # at most 5 minutes
+        said = page.evaluate(bar).strip()
+        if said and (not seen or seen[-1] != said):
+            seen.append(said)
+        if len(seen) == 3:
+            shot(page, "patching_progress_smollm2_zh_1280x720", full_page=False)
+        if page.evaluate(PATCHED):
+            break
+        page.wait_for_timeout(500)
+    wait_patched(page, timeout=10_000)
+    assert len(seen) >= 3, seen  # the bar moved while the runs went on
+    done = [int(s.split("已完成 ")[1].split(" /")[0]) for s in seen]
+    assert done == sorted(done) and all(" / 720 次运行" in s for s in seen), seen
+    context.close()

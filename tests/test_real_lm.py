@@ -240,6 +240,8 @@ def test_the_model_list_offers_it_and_every_tab_draws_it(name):
     run = eng.analyse("When Mary and John went to the store, John gave a drink to", name)
     batch = eng.analyse("When Mary and John went to the store", name, second="I have a dog.")
     assert run.model.is_lm and not run.model.random_weights
+    family = {"smollm2-135m": "llama", "gemma-3-270m": "gemma3_text"}[name]
+    assert run.model.family == family  # read from the prepared folder's config.json
     for tab in TAB_IDS:
         out = render(tab, run, Selection(), batch)
         assert set(out) == set(BY_ID[tab].outputs)

@@ -21,6 +21,7 @@ ui/deck.py) are built by app.py.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from lang import speaking
+from lang import Msg, speaking, tr
 from serve.turns import PageBusy, Pages, client_address
 from ui.corpus_handlers import Corpus
 from ui.deck import Deck
@@ -37,6 +38,7 @@ from ui.handlers import RUN_INPUTS, Ask, Views, model_boxes, said
 from ui.i18n import relabel_examples, wire_language
 from ui.layout import Page
 from ui.patching_handlers import Patching
+from ui.patching_measures import PATCH_PROGRESS
 from ui.state import CORPORA, SELECTION_FIELDS, Client, Selection
 from ui.status import status_markdown
 from ui.tabs import FIGURE_FIELDS, TAB_IDS, TABS
@@ -72,6 +74,26 @@ class Handlers:
     patching: Patching
 
 
+@contextlib.contextmanager
+def reporting(bar):
+    """While a handler runs: its patched runs (ui.patching_measures.PATCH_PROGRESS) move
+    Gradio's progress bar ``bar`` (None: nothing reported), with a sentence in the page's
+    language. A real language model's Patch is ten to thirty seconds of runs; the bar says how
+    far it is rather than leaving the page still."""
+    if bar is None:
+        yield
+        return
+
+    def report(done: int, total: int) -> None:
+        bar(done / total, desc=tr(Msg("Patching: {done} of {total} runs", done=done, total=total)))
+
+    token = PATCH_PROGRESS.set(report)
+    try:
+        yield
+    finally:
+        PATCH_PROGRESS.reset(token)
+
+
 def ask_of(tail: Sequence, request: gr.Request | None) -> Ask:
     """The event's tail as the handlers take it."""
     *sel, tab, lang, page = tail
@@ -95,21 +117,32 @@ class Wiring:
     def __init__(self, page: Page, turns: Pages) -> None:
         self.page, self.turns = page, turns
 
-    def answer(self, handler: Callable, names: Sequence[str], outputs: Sequence[str], row, turn):
+    def answer(
+        self,
+        handler: Callable,
+        names: Sequence[str],
+        outputs: Sequence[str],
+        row,
+        turn,
+        progress: bool = False,
+    ):
         """The function Gradio calls: the handler in the page's turn and language, its result
         as one value per output (named ones set, the rest left as they are). ``row``: the
         handler's first input is the clicked table row (Gradio's SelectData). ``turn=False``:
-        capped like any event, but not waiting for the page's other events."""
+        capped like any event, but not waiting for the page's other events. ``progress``: the
+        handler's patched runs are reported as Gradio's progress bar (PATCH_PROGRESS)."""
         turns, count = self.turns, len(names) + (1 if row else 0)
 
         def fn(*values):
-            *values, request = values
+            bar = values[-1] if progress else None  # Gradio's Progress, last in the signature
+            *values, request = values[:-1] if progress else values
             if row:
                 values[0] = getattr(values[0], "row_value", None)
             ask = ask_of(values[count:], request)
             with speaking(ask.lang):
                 try:
-                    with turns.turn(ask.page if turn else None, client_address(request)):
+                    mine = turns.turn(ask.page if turn else None, client_address(request))
+                    with mine, reporting(bar):
                         result = handler(ask, *values[:count])
                 except PageBusy as busy:
                     result = {"status": status_markdown(None, [busy.message], None)}
@@ -133,6 +166,8 @@ class Wiring:
         if row:
             params.insert(0, inspect.Parameter("evt", positional))
             fn.__annotations__["evt"] = gr.SelectData
+        if progress:  # Gradio passes its Progress to a parameter whose default is one
+            params.append(inspect.Parameter("progress", positional, default=gr.Progress()))
         fn.__signature__ = inspect.Signature(params)
         fn.__name__ = getattr(handler, "__name__", "event")
         return fn
@@ -149,12 +184,13 @@ class Wiring:
         api_name: str | None = None,
         row: bool = False,
         turn: bool = True,
+        progress: bool = False,
         **options,
     ):
         """Register one event: ``handler(ask, *inputs) -> {output name: value}``. The status
         line is always an output (the error sentence goes there)."""
         outputs = list(dict.fromkeys(["status", *outputs]))
-        fn = self.answer(handler, list(inputs), outputs, row, turn)
+        fn = self.answer(handler, list(inputs), outputs, row, turn, progress)
         page = self.page
         components = {
             "inputs": [page[n] for n in [*inputs, *TAIL]],
@@ -382,6 +418,9 @@ def wire_selection(w: Wiring, views: Views) -> None:
         queue = {"concurrency_id": "alone-patch", "concurrency_limit": 1} if alone else {}
         if action in PUBLIC_ACTIONS:  # an API client asks for it too, after /run
             queue["api_name"] = action
+        if action == "patch":  # seconds on a real language model: its progress over the grid
+            queue |= {"progress": True, "show_progress": "full"}
+            queue["show_progress_on"] = [p["patch_heads_plot"]]
         w.on([button.click], selecting(views, action), (), drawn_by, **queue)
     wire_gates(p)
 

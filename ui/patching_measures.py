@@ -7,6 +7,7 @@ and the pair's two runs, each kept within a byte bound.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import analysis
@@ -148,8 +149,10 @@ PAIRS = (
         "小明和小红去了书店，小明把书递给了",
         "小明和小红去了书店，小红把书递给了",
         lesson=(
-            "The indirect-object pair in Chinese, for a model that reads Chinese (Qwen2): the "
-            "answer is the model's own top token for the clean text."
+            "The indirect-object pair in Chinese, for a language model that reads Chinese (a "
+            "checkpoint you open): the answer is the model's own top token for the clean text, "
+            "and this page measures which heads restore it. Gemma 3 270M has a pair of its own, "
+            "measured on it."
         ),
     ),
 )
@@ -257,15 +260,28 @@ def asked(loaded, clean: dict, sel, text: str = "") -> Asked:
     return Asked(clean, corrupt, answer, wrong, position, stack)
 
 
+# Where the page's Patch reports how far its grids are (ui/events.py sets it for that event:
+# Gradio's progress bar); None elsewhere. Called as (patched runs done, of how many).
+PATCH_PROGRESS: ContextVar = ContextVar("patch_progress", default=None)
+
+
 def measure(loaded, clean: dict, sel, text: str = "") -> analysis.patching.PairResult:
     """patch_pair for the page's run (``text``: as typed) and the tab's boxes, once per pair
     server-wide (a pair being measured for another page is waited for, not measured again)."""
     pair = asked(loaded, clean, sel, text)
+    progress = PATCH_PROGRESS.get()
 
     def make():
         try:
             return analysis.patch_pair(
-                loaded.net, clean, pair.corrupt, pair.answer, pair.wrong, pair.position, pair.stack
+                loaded.net,
+                clean,
+                pair.corrupt,
+                pair.answer,
+                pair.wrong,
+                pair.position,
+                pair.stack,
+                progress=progress,
             )
         except ValueError as exc:  # the texts give one answer: a sentence, not a failure
             raise InputError(Msg(message_of(exc))) from None
