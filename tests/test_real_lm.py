@@ -273,3 +273,37 @@ def test_gemmas_edges_are_refused_in_a_sentence_its_heads_patched():
     pair = {"input_ids": ids["input_ids"], "attention_mask": ids["attention_mask"]}
     with pytest.raises(ValueError, match="normalises each attention's output as a whole"):
         analysis.edge_attribution(net, pair, pair, analysis.logit_diff(0, 1))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_tall_grid_of_heads_is_set_out_in_blocks_on_a_landscape_page(name):
+    """30 layers × 9 heads (18 × 4) in one column have tiles of 16–22 px at 720p–1080p: on a
+    landscape page the overview sets its layers out in blocks side by side, every layer once and
+    in order, each block's tiles as wide as the others' and square, their labels flat and naming
+    each head's key/value head; a phone keeps one column; a grid about as wide as tall (BERT's)
+    is never split."""
+    import json
+
+    from ui.render import laid_out
+    from viz.attention import overview_blocks, overview_figure
+    from viz.screen import Screen
+
+    run = engine().analyse(PARAGRAPH, name)
+    n_layers, n_heads = run.trace.attentions["decoder"].shape[1:3]
+    blocks = overview_blocks(n_layers, n_heads, 1856, 900)
+    assert blocks >= 3 and overview_blocks(n_layers, n_heads, 1216, 660) >= 3
+    assert overview_blocks(n_layers, n_heads, 340, 780) == 1  # a phone: one column
+    assert overview_blocks(12, 12, 1856, 900) == overview_blocks(6, 12, 1856, 900) == 1
+    fig = overview_figure(run.trace, "decoder", blocks=blocks, width=1856)
+    layers = [int(y.split(" ")[0][1:]) for trace in fig.data for y in trace.y]
+    assert sorted(set(layers)) == list(range(n_layers)) and layers == sorted(layers)
+    assert len(fig.data) == blocks and [t.showscale for t in fig.data][-1] is True
+    assert sum(bool(t.showscale) for t in fig.data) == 1  # one colour bar
+    shown = json.loads(laid_out(fig, Screen(1856, 1920, 1080)).plot)["layout"]
+    xs = [shown[f"xaxis{i + 1 if i else ''}"] for i in range(blocks)]
+    widths = {round(x["domain"][1] - x["domain"][0], 6) for x in xs}
+    assert len(widths) == 1 and widths.pop() * 1856 / n_heads > 40  # tiles of 40 px and more
+    assert all(x["tickangle"] == 0 and "<br>kv" in x["ticktext"][0] for x in xs)
+    for i in range(blocks):
+        y = shown[f"yaxis{i + 1 if i else ''}"]
+        assert y["scaleanchor"] == f"x{i + 1 if i else ''}" and y["constraintoward"] == "top"

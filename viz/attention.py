@@ -571,19 +571,34 @@ def overview_head(config, head: int) -> str:
     return f"H{head}" if label == str(head) else f"H{head}<br>kv{config.kv_head_of(head)}"
 
 
+def overview_blocks(n_layers: int, n_heads: int, width: float, height: float) -> int:
+    """How many blocks of layers the overview sets side by side on a landscape figure of
+    ``width`` × ``height`` px: a grid much taller than wide (SmolLM2's 30 layers × 9 heads, Gemma
+    3's 18 × 4) in one column has tiles of 16–22 px at 720p–1080p; three blocks of ten layers
+    give them 45–70 px. 1 for a grid about as wide as tall (BERT's 12 × 12), or a portrait
+    screen (a phone's one column is its tiles' widest)."""
+    if n_layers < 2 * n_heads or width <= height:
+        return 1
+    return max(1, min(n_layers // 2, math.ceil(math.sqrt(n_layers / n_heads * width / height))))
+
+
 def overview_figure(
     trace,
     stack: str,
     batch: int = 0,
     max_cells: int = MAX_TILE_CELLS,
     scale: Literal["auto", "fixed", "head"] = "fixed",
+    blocks: int = 1,
+    width: float = OVERVIEW_WIDTH_PX,
 ) -> go.Figure:
-    """All layers × heads as ONE tiled heatmap (rows = layers, columns = heads); a 12 × 12 grid of
+    """All layers × heads as tiled heatmaps (rows = layers, columns = heads), ``blocks`` of
+    consecutive layers side by side (overview_blocks), one heatmap each; a 12 × 12 grid of
     subplots would take seconds to draw.
 
     scale "fixed" colours the real weight 0–1, as the head view does (a uniform head over four
     tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
     Either way the hover gives the real weight (max-pooled cells: the window's largest).
+    ``width``: the figure's width in px, which only picks its height.
     """
     scale = "fixed" if scale == "auto" else scale  # "auto" is the head view's: tiles share 0–1
     weights, of_max, k_q, k_k, peaks = overview_tiles(trace, stack, batch, max_cells)
@@ -594,7 +609,24 @@ def overview_figure(
     k_lab = pool_labels(token_labels(k_tok), k_k)
     n_q, n_k = len(q_lab), len(k_lab)
     assert tiles.shape == (n_layers * n_q, n_heads * n_k)
-    cells = overview_cells(trace, stack, tiles, weights if scale == "head" else None, q_lab, k_lab)
+    real = weights if scale == "head" else None
+    per = math.ceil(n_layers / max(1, blocks))
+    spans = [(first, min(n_layers, first + per)) for first in range(0, n_layers, per)]
+    rows = lambda a, b: slice(a * n_q, b * n_q)  # noqa: E731  (a block's rows of tiles)
+    data = [
+        overview_cells(
+            trace,
+            stack,
+            tiles[rows(a, b)],
+            None if real is None else real[rows(a, b)],
+            q_lab,
+            k_lab,
+            layers=range(a, b),
+            block=i,
+            last=i == len(spans) - 1,
+        )
+        for i, (a, b) in enumerate(spans)
+    ]
     pooled = ""
     if k_q > 1 or k_k > 1:
         pooled = tr(
@@ -603,24 +635,51 @@ def overview_figure(
             n_cell=max(n_q, n_k),
         )
     title = overview_title(stack, n_layers, n_heads, scale, float(peaks.max()), pooled)
-    tile_px = min(110, (OVERVIEW_WIDTH_PX - 90) / n_heads)  # few heads: no giant tiles
-    plot_px = n_layers * tile_px * n_q / n_k
+    tile_px = min(110, (width - 90) / (n_heads * len(spans)))  # few heads: no giant tiles
+    plot_px = per * tile_px * n_q / n_k
     # On a narrow screen the page makes it only as tall as its square tiles (ui/js/figures.js).
     meta = {"fit_height": {"below": 560, "pad": 16}}
     layout = layout_of(title, height=int(min(900, max(260, plot_px + 90))))
-    layout["margin"].update(l=40, t=78)
-    layout.update(
-        overview_axes(trace.config, n_layers, n_heads, n_q, n_k),
-        shapes=tile_lines(n_layers, n_heads, n_q, n_k),
-        meta=meta,
-    )
-    return figure([cells], layout)
+    two_lines = any("<br>" in overview_head(trace.config, h) for h in range(n_heads))
+    layout["margin"].update(l=40, t=118 if two_lines else 78)  # the heads' labels over the plot
+    layout["meta"] = meta
+    layout["shapes"] = []
+    gap = 0.04 if len(spans) > 1 else 0.0
+    share = (1 - gap * (len(spans) - 1)) / len(spans)
+    for i, (a, b) in enumerate(spans):
+        axes = overview_axes(trace.config, range(a, b), n_heads, n_q, n_k, block=i)
+        axes[axis_key("x", i)]["domain"] = [i * (share + gap), i * (share + gap) + share]
+        layout.update(axes)
+        layout["shapes"] += tile_lines(b - a, n_heads, n_q, n_k, block=i)
+    return figure(data, layout)
 
 
-def overview_cells(trace, stack: str, tiles, real, q_lab: list[str], k_lab: list[str]) -> dict:
-    """The overview's one heatmap of every tile; ``real``: the real weights the hover reads when
-    the colours are each head's share of its max (else None: the colours are the weights)."""
+def axis_key(letter: str, block: int) -> str:
+    """The layout key of a block's axis: "xaxis", "xaxis2", … ("yaxis" likewise)."""
+    return f"{letter}axis{block + 1 if block else ''}"
+
+
+def axis_ref(letter: str, block: int) -> str:
+    """A block's axis as a trace or shape names it: "x", "x2", …"""
+    return f"{letter}{block + 1 if block else ''}"
+
+
+def overview_cells(
+    trace,
+    stack: str,
+    tiles,
+    real,
+    q_lab: list[str],
+    k_lab: list[str],
+    layers: range | None = None,
+    block: int = 0,
+    last: bool = True,
+) -> dict:
+    """The heatmap of one block of the overview's tiles (``layers``, by default every one);
+    ``real``: the real weights the hover reads when the colours are each head's share of its max
+    (else None: the colours are the weights). ``last``: the block that carries the colour bar."""
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
+    layers = range(n_layers) if layers is None else layers
     y_title, x_title = axis_titles(stack)
     if real is not None:
         # Colours show the shape; the hover still gives the real weight (a second byte a cell).
@@ -634,7 +693,10 @@ def overview_cells(trace, stack: str, tiles, real, q_lab: list[str], k_lab: list
         type="heatmap",
         z=tiles,
         x=[f"{column_head(trace.config, h)} · {lab}" for h in range(n_heads) for lab in k_lab],
-        y=[f"L{layer} · {lab}" for layer in range(n_layers) for lab in q_lab],
+        y=[f"L{layer} · {lab}" for layer in layers for lab in q_lab],
+        xaxis=axis_ref("x", block),
+        yaxis=axis_ref("y", block),
+        showscale=last,
         colorscale=ATTENTION_SCALE,
         zmin=0,
         zmax=100,
@@ -668,25 +730,29 @@ def overview_title(
     )
 
 
-def tile_lines(n_layers: int, n_heads: int, n_q: int, n_k: int) -> list[dict]:
-    """White lines between the overview's tiles, as one list of shapes (add_shape one by one
+def tile_lines(n_layers: int, n_heads: int, n_q: int, n_k: int, block: int = 0) -> list[dict]:
+    """White lines between a block's tiles, as one list of shapes (add_shape one by one
     revalidates every shape so far)."""
     line = {"type": "line", "line": {"color": "white", "width": 2}}
+    x, y = axis_ref("x", block), axis_ref("y", block)
     return [
-        {**line, "x0": x, "x1": x, "y0": 0, "y1": 1, "yref": "y domain"}
-        for x in (h * n_k - 0.5 for h in range(1, n_heads))
+        {**line, "x0": v, "x1": v, "y0": 0, "y1": 1, "xref": x, "yref": f"{y} domain"}
+        for v in (h * n_k - 0.5 for h in range(1, n_heads))
     ] + [
-        {**line, "y0": y, "y1": y, "x0": 0, "x1": 1, "xref": "x domain"}
-        for y in (layer * n_q - 0.5 for layer in range(1, n_layers))
+        {**line, "y0": v, "y1": v, "x0": 0, "x1": 1, "yref": y, "xref": f"{x} domain"}
+        for v in (layer * n_q - 0.5 for layer in range(1, n_layers))
     ]
 
 
-def overview_axes(config, n_layers: int, n_heads: int, n_q: int, n_k: int) -> dict:
-    """The overview's axes: one tick a head (top) and a layer (left), square cells."""
+def overview_axes(config, layers: range, n_heads: int, n_q: int, n_k: int, block: int = 0) -> dict:
+    """A block's axes: one tick a head (top) and a layer (left), square cells, the block hung
+    from the top (a last, shorter block stands level with the others)."""
+    x, y = axis_ref("x", block), axis_ref("y", block)
     return {
-        "xaxis": {
+        axis_key("x", block): {
             "type": "category",
             "side": "top",
+            "anchor": y,
             "tickmode": "array",
             "tickvals": [h * n_k + (n_k - 1) / 2 for h in range(n_heads)],
             "ticktext": [overview_head(config, h) for h in range(n_heads)],
@@ -695,16 +761,18 @@ def overview_axes(config, n_layers: int, n_heads: int, n_q: int, n_k: int) -> di
             "zeroline": False,
             "constrain": "domain",
         },
-        "yaxis": {
+        axis_key("y", block): {
             "type": "category",
+            "anchor": x,
             "autorange": "reversed",
             "tickmode": "array",
-            "tickvals": [layer * n_q + (n_q - 1) / 2 for layer in range(n_layers)],
-            "ticktext": [f"L{layer}" for layer in range(n_layers)],
+            "tickvals": [i * n_q + (n_q - 1) / 2 for i in range(len(layers))],
+            "ticktext": [f"L{layer}" for layer in layers],
             "showgrid": False,
             "zeroline": False,
-            "scaleanchor": "x",  # square cells; the plot narrows instead of stretching the tiles
+            "scaleanchor": x,  # square cells; the plot narrows instead of stretching the tiles
             "constrain": "domain",
+            "constraintoward": "top",
         },
     }
 

@@ -254,12 +254,22 @@ def thin_axes(data: list[dict], layout: dict, width: float) -> None:
     for key, s in steps.items():
         axis = layout[key]
         size = (axis.get("tickfont") or {}).get("size") or font
-        longest = max(
-            (text_px(str(v), size) for v in (axis.get("ticktext") or s["values"])), default=0
+        longest = max(  # a label of two lines ("H5<br>kv1") is as wide as its longer line
+            (
+                text_px(line, size)
+                for v in (axis.get("ticktext") or s["values"])
+                for line in str(v).split("<br>")
+            ),
+            default=0,
         )
         need = max(LABEL, 1.08 * size)  # a presented figure's labels are larger
         every = math.ceil(need / s["step"]) if s["step"] < need and not s["placed"] else 1
-        flat = longest + 4 <= s["step"] * every and s["step"] * every >= 2 * need
+        stacked = any("<br>" in str(v) for v in axis.get("ticktext") or [])
+        flat = longest + 4 <= s["step"] * every and (stacked or s["step"] * every >= 2 * need)
+        if s["x"] and stacked and not flat:  # upright, two lines interleave: the first alone
+            axis["ticktext"] = [str(v).split("<br>")[0] for v in axis["ticktext"]]
+            axis["tickangle"] = -90
+            continue
         if s["x"] and not flat and axis.get("tickangle") != -90:
             axis.update(tickangle=-90, automargin=True)
             y = long_name(axis.get("anchor") or "y")

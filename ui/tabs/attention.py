@@ -23,6 +23,7 @@ from viz.attention import CAPTIONS
 from viz.block import BLOCK_TOKENS, block_figure
 from viz.common import stack_tokens
 from viz.patching import pair_head_figure
+from viz.screen import PHONE_BELOW
 
 # The head switch's two sides: here, the data every head is drawn from (switch_data) and the
 # figures; in the browser, ta.switchHead (ui/js/head_switch.js), which redraws the head view from
@@ -220,6 +221,19 @@ def fill_id(view: View, trace, sel) -> str:
     return ""
 
 
+def tiling(view: View, trace) -> dict:
+    """How the overview sets its layers out for the asking page's screen (viz.screen): a tall
+    grid in side-by-side blocks on a landscape page (attention.overview_blocks), one column on a
+    phone or for a page that did not say (an API client)."""
+    screen = view.client.screen
+    if screen is None or screen.width < PHONE_BELOW:
+        return {}
+    n_layers, n_heads = trace.attentions[view.sel.stack].shape[1:3]
+    height = min(900, screen.window_height - 60)
+    blocks = attention.overview_blocks(n_layers, n_heads, screen.width, height)
+    return {"blocks": blocks, "width": screen.width}
+
+
 def makers(view: View) -> dict:
     trace, sel = view.analysis.trace, view.sel
     if sel.measure == "norms":
@@ -260,7 +274,8 @@ def makers(view: View) -> dict:
         return note(fig)
 
     def overview_plot():
-        fig = note(attention.overview_figure(trace, sel.stack, scale=sel.scale))
+        tiled = tiling(view, trace)
+        fig = note(attention.overview_figure(trace, sel.stack, scale=sel.scale, **tiled))
         return wire.packed(fig, "byte") if view.client.fills else fig
 
     return {
