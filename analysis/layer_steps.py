@@ -119,9 +119,10 @@ class Step:
         heads, d_k = d_model / H, d_ff the FFN width); ``value.shape`` gives the sizes.
     reads: the earlier steps it is computed from ("input" reads none; cross-attention's K and V,
         and the decoder view's "cross-attention output", also read C, the encoder output).
-    seed, seed_line: the tutorial ("seed 000" … "seed 004"), or transformers' LLaMA code for a
-        LLaMA-style layer ("modeling_llama.py:297"), and its own line(s) of code that do this
-        step, verbatim; several lines are joined by newlines (analysis/layer_lines.py).
+    seed, seed_line: the tutorial ("seed 000" … "seed 004"), or transformers' code of the
+        layer's family for a LLaMA-style layer ("modeling_llama.py:297", "modeling_qwen3.py:245",
+        "modeling_gemma3.py:394"), and its own line(s) of code that do this step, verbatim;
+        several lines are joined by newlines (analysis/layer_lines.py).
     note: what the step does, one English sentence (a ``lang.Msg``: ``lang.tr(note)`` says it
         in the reader's language; analysis/layer_notes.py).
     """
