@@ -190,7 +190,7 @@ def rope_base_note(first: Msg, local: bool, base: float, other: float) -> Msg:
         else " This full (global) layer turns by the base θ = {base}; the sliding layers by "
         "{other}."
     )
-    return joined(first, Msg(said, base=f"{base:g}", other=f"{other:g}"))
+    return joined(first, Msg(said, base=f"{base:.0f}", other=f"{other:.0f}"))
 
 
 NOTES: dict[str, Msg] = {name: Msg(text) for name, text in SAID.items()}

@@ -272,7 +272,7 @@ def _projections(s: _Steps, parts: dict, block: dict) -> tuple[str, str, str, st
         for m, h, i in (("Q", "H", "h"), ("K", kv_heads, g)):
             name, low = f"QK-norm on {m}", m.lower()
             normed = f"{m}_{i} / RMS({m}_{i}) ⊙ {gain.format(m=low)}"
-            formula = f"{m}_{i} ← {normed}  ({low}_norm over d_k)"
+            formula = f"{m}_{i} ← {low}_norm({m}_{i}) = {normed}"  # RMS over its d_k
             s.add(name, parts[name], formula, f"[{h}, {keys}, d_k]", place, (f"{m} heads",))
         q_name, k_name = "QK-norm on Q", "QK-norm on K"
     if "RoPE on Q" in parts:
@@ -442,7 +442,7 @@ def _turn(config, layer: int, positions: bool) -> dict:
     local = getattr(config, "rope_local_theta", None)
     if kind and positions and local is not None:
         base, other = (local, config.rope_theta) if kind == "local" else (config.rope_theta, local)
-        theta = f"  (θ_i = {base:g}^(−2i/d_k))"
+        theta = f"  (θ_i = {base:.0f}^(−2i/d_k))"
         local_layer = kind == "local"
         turn = {n: rope_base_note(note, local_layer, base, other) for n, note in turn.items()}
     return {"theta": theta, "turn": turn}

@@ -378,7 +378,7 @@ def test_gemmas_local_layers_band_their_keys_and_turn_by_their_own_base(lm):
     if case != "gemma3":
         pytest.skip("Gemma 3 only")
     rows = real(enc, 0)
-    for layer, kind, base in ((0, "sliding (local)", "10000"), (1, "full (global)", "1e+06")):
+    for layer, kind, base in ((0, "sliding (local)", "10000"), (1, "full (global)", "1000000")):
         by = {s.name: s for s in layer_steps(trace, "decoder", layer, 0)}
         allowed = trace.layer_mask("decoder", layer)[0][rows][:, rows]  # (T, T)
         masked = by["masked scores"].value  # (H, T, T)
