@@ -225,7 +225,7 @@ GEMMA_SAYS = {  # the chosen card's name and source, the figure's shared head, p
         "RMSNorm on attention output",
     ),
     "zh-CN": (
-        "对 K 做 QK-norm",
+        "对 K 做 QK 归一化",
         "transformers 的 modeling_gemma3.py 第 330, 132 行",
         "第 0 个键/值头，由查询头 0–3 共用",
         "注意力输出上的 RMSNorm",

@@ -518,9 +518,16 @@ def test_the_tab_draws_every_step_and_cites_llamas_lines_in_both_languages(lm):
         name = tr(steps[8].name)
     assert f"transformers 的 {file} 第 {line}" in zh["layer_cards"]
     assert name in zh["layer_plot"].layout.title.text
-    assert name == ("对 Q 做 QK-norm" if case in EXPECTED else "对 Q 做 RoPE")
+    assert name == ("对 Q 做 QK 归一化" if case in EXPECTED else "对 Q 做 RoPE")
     if case == "gemma3":  # the sandwich's second norms and QK-norm, said in Chinese
         assert "三明治" in zh["layer_cards"] and "注意力输出上的 RMSNorm" in zh["layer_cards"]
+    from tests.test_chinese_page import NAMES, english_words, formulas, prose
+
+    # no English on the Chinese cards but names, the library and its file (modeling_….py), and
+    # the text's own words (the token's label)
+    allowed = NAMES | set(re.findall(r"[A-Za-z]+", TEXTS[0]))
+    assert set(english_words(prose(zh["layer_cards"]), allowed)) <= {"transformers", "py"}
+    assert not formulas(zh["layer_cards"])  # no words inside a formula
 
 
 def test_the_tab_at_512_tokens_draws_each_step_within_a_second(lm):
