@@ -1,6 +1,7 @@
 """Where each step of a layer is written in code: the seed tutorials' own lines, and transformers'
-LLaMA lines for the pieces the tutorials do not write (analysis.layer_steps quotes them; the lists
-are docs/layer-steps.md's "Which tutorial is quoted").
+own lines (LLaMA's, Qwen3's, Gemma 3's) for the pieces the tutorials do not write
+(analysis.layer_steps quotes them; the lists are docs/layer-steps.md's "Which tutorial is
+quoted").
 """
 
 from __future__ import annotations
@@ -268,6 +269,163 @@ LLAMA_LINES: dict[str, tuple[tuple[int, str], ...]] = {
 }
 LLAMA_LINES["LayerNorm before attention"] = LLAMA_LINES["RMSNorm before attention"]
 LLAMA_LINES["LayerNorm before FFN"] = LLAMA_LINES["RMSNorm before FFN"]
+
+
+# ---- Qwen3's and Gemma 3's lines ---------------------------------------------------------------
+# Their layers add QK-norm (both) and Gemma's second norm after each sublayer, √d_model
+# embeddings and a GELU-tanh gate: their steps quote their own files, these line numbers being
+# those of FAMILY_VERSION.
+FAMILY_VERSION = "5.25.0"  # transformers; tests/test_layer_steps_lm.py reads the installed files
+QWEN3_FILE = "modeling_qwen3.py"
+_Q3_QKV = (
+    (243, "hidden_shape = (*input_shape, -1, self.head_dim)"),
+    (
+        245,
+        "query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)",
+    ),
+    (
+        246,
+        "key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)",
+    ),
+    (247, "value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)"),
+)
+_Q3_ROTATE = (
+    250,
+    "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+)
+_Q3_MLP = ((82, "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))"),)
+_Q3_CALL = ((407, "hidden_states = decoder_layer("),)
+QWEN3_LINES: dict[str, tuple[tuple[int, str], ...]] = {
+    "input": _Q3_CALL,
+    "RMSNorm before attention": ((299, "hidden_states = self.input_layernorm(hidden_states)"),),
+    "Q": (_Q3_QKV[1],),
+    "K": (_Q3_QKV[2],),
+    "V": (_Q3_QKV[3],),
+    "Q heads": (_Q3_QKV[0], _Q3_QKV[1]),
+    "K heads": (_Q3_QKV[0], _Q3_QKV[2]),
+    "V heads": (_Q3_QKV[0], _Q3_QKV[3]),
+    "QK-norm on Q": (_Q3_QKV[1],),
+    "QK-norm on K": (_Q3_QKV[2],),
+    "RoPE on Q": (_Q3_ROTATE, (160, "q_embed = (q * cos) + (rotate_half(q) * sin)")),
+    "RoPE on K": (_Q3_ROTATE, (161, "k_embed = (k * cos) + (rotate_half(k) * sin)")),
+    "K heads repeated": ((187, "key_states = repeat_kv(key, module.num_key_value_groups)"),),
+    "V heads repeated": ((188, "value_states = repeat_kv(value, module.num_key_value_groups)"),),
+    "scores": ((190, "attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling"),),
+    "masked scores": ((192, "attn_weights = attn_weights + attention_mask"),),
+    "attention weights": (
+        (
+            194,
+            "attn_weights = nn.functional.softmax(attn_weights, dim=-1, "
+            "dtype=torch.float32).to(query.dtype)",
+        ),
+    ),
+    "context": ((196, "attn_output = torch.matmul(attn_weights, value_states)"),),
+    "concat": (
+        (197, "attn_output = attn_output.transpose(1, 2).contiguous()"),
+        (271, "attn_output = attn_output.reshape(*input_shape, -1).contiguous()"),
+    ),
+    "attention output": ((272, "attn_output = self.o_proj(attn_output)"),),
+    "attention residual": ((310, "hidden_states = residual + hidden_states"),),
+    "RMSNorm before FFN": ((314, "hidden_states = self.post_attention_layernorm(hidden_states)"),),
+    "FFN gate": _Q3_MLP,
+    "FFN up": _Q3_MLP,
+    "FFN hidden": _Q3_MLP,
+    "FFN output": _Q3_MLP,
+    "FFN residual": ((316, "hidden_states = residual + hidden_states"),),
+    "output": _Q3_CALL,
+}
+GEMMA3_FILE = "modeling_gemma3.py"
+_G3_SHAPE = (323, "hidden_shape = (*input_shape, -1, self.head_dim)")
+_G3_QKV = {
+    m: (n, f"{s}_states = self.{m}_proj(hidden_states).view(hidden_shape).transpose(1, 2)")
+    for m, n, s in (("q", 325, "query"), ("k", 326, "key"), ("v", 327, "value"))
+}
+_G3_GAIN = (132, "output = output * (1.0 + self.weight.float())")  # Gemma3RMSNorm: 1 + w
+_G3_ROTATE = (
+    333,
+    "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+)
+_G3_MLP = ((115, "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))"),)
+_G3_CALL = ((537, "hidden_states = decoder_layer("),)
+# Layer 0's input: the token embeddings times √d_model (Gemma3TextScaledWordEmbedding)
+GEMMA3_EMBED = (100, "return super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)")
+GEMMA3_LINES: dict[str, tuple[tuple[int, str], ...]] = {
+    "input": _G3_CALL,
+    "RMSNorm before attention": (
+        (384, "hidden_states = self.input_layernorm(hidden_states)"),
+        _G3_GAIN,
+    ),
+    "Q": (_G3_QKV["q"],),
+    "K": (_G3_QKV["k"],),
+    "V": (_G3_QKV["v"],),
+    "Q heads": (_G3_SHAPE, _G3_QKV["q"]),
+    "K heads": (_G3_SHAPE, _G3_QKV["k"]),
+    "V heads": (_G3_SHAPE, _G3_QKV["v"]),
+    "QK-norm on Q": ((329, "query_states = self.q_norm(query_states)"), _G3_GAIN),
+    "QK-norm on K": ((330, "key_states = self.k_norm(key_states)"), _G3_GAIN),
+    "RoPE on Q": (_G3_ROTATE, (228, "q_embed = (q * cos) + (rotate_half(q) * sin)")),
+    "RoPE on K": (_G3_ROTATE, (229, "k_embed = (k * cos) + (rotate_half(k) * sin)")),
+    "K heads repeated": ((259, "key_states = repeat_kv(key, module.num_key_value_groups)"),),
+    "V heads repeated": ((260, "value_states = repeat_kv(value, module.num_key_value_groups)"),),
+    "scores": ((262, "attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling"),),
+    "masked scores": ((269, "attn_weights = attn_weights + attention_mask"),),
+    "attention weights": (
+        (
+            272,
+            "attn_weights = nn.functional.softmax(attn_weights, dim=-1, "
+            "dtype=torch.float32).to(query.dtype)",
+        ),
+    ),
+    "context": ((274, "attn_output = torch.matmul(attn_weights, value_states)"),),
+    "concat": (
+        (275, "attn_output = attn_output.transpose(1, 2).contiguous()"),
+        (354, "attn_output = attn_output.reshape(*input_shape, -1).contiguous()"),
+    ),
+    "attention output": ((355, "attn_output = self.o_proj(attn_output)"),),
+    "RMSNorm on attention output": (
+        (394, "hidden_states = self.post_attention_layernorm(hidden_states)"),
+    ),
+    "attention residual": ((395, "hidden_states = residual + hidden_states"),),
+    "RMSNorm before FFN": ((398, "hidden_states = self.pre_feedforward_layernorm(hidden_states)"),),
+    "FFN gate": _G3_MLP,
+    "FFN up": _G3_MLP,
+    "FFN hidden": _G3_MLP,
+    "FFN output": _G3_MLP,
+    "RMSNorm on FFN output": (
+        (400, "hidden_states = self.post_feedforward_layernorm(hidden_states)"),
+    ),
+    "FFN residual": ((401, "hidden_states = residual + hidden_states"),),
+    "output": _G3_CALL,
+}
+# A language-model family -> (its file in transformers, the version its line numbers are of,
+# its lines by step name)
+FAMILIES = {
+    "llama": (LLAMA_FILE, LLAMA_VERSION, LLAMA_LINES),
+    "qwen3": (QWEN3_FILE, FAMILY_VERSION, QWEN3_LINES),
+    "gemma3": (GEMMA3_FILE, FAMILY_VERSION, GEMMA3_LINES),
+}
+
+
+def family(config) -> str:
+    """Whose transformers file a LLaMA-style layer quotes: Gemma 3's (sandwich norms), Qwen3's
+    (QK-norm without them), else LLaMA's (Qwen2's and Mistral's files copy its lines)."""
+    if getattr(config, "sandwich_norm", False):
+        return "gemma3"
+    return "qwen3" if getattr(config, "qk_norm", False) else "llama"
+
+
+def family_line(name: str, config, first: bool = False) -> tuple[str, str] | None:
+    """("modeling_gemma3.py:384, 132", its lines of code) for a step of a LLaMA-style layer, or
+    None when its family's file has no line for it; ``first``: layer 0's input of a model that
+    scales its embeddings by √d_model (Gemma) quotes that line before the layer call."""
+    file, _, lines = FAMILIES[family(config)]
+    found = lines.get(name)
+    if found is None:
+        return None
+    if first and name == "input" and file == GEMMA3_FILE:
+        found = (GEMMA3_EMBED, *found)
+    where = ", ".join(str(number) for number, _ in found)
+    return f"{file}:{where}", "\n".join(line for _, line in found)
 
 
 def llama_style(config) -> bool:

@@ -9,7 +9,6 @@ English (Pre-norm, d_model, a tensor's name) are marked as code, `d_model`.
 
 from __future__ import annotations
 
-from analysis.layer_lines import LLAMA_FILE
 from lang import Msg
 
 # ---- notes ----------------------------------------------------------------------------------
@@ -43,6 +42,14 @@ SAID: dict[str, str] = {
     "Q heads": "Q cut into H heads of d_k dimensions each; every head attends on its own.",
     "K heads": "K cut into the same H heads.",
     "V heads": "V cut into the same H heads.",
+    "QK-norm on Q": (
+        "QK-norm: each query head is divided by its root mean square over its d_k dimensions and "
+        "scaled by its own learned gain (q_norm), before RoPE turns it: the scores stay bounded."
+    ),
+    "QK-norm on K": (
+        "The key heads normalised the same way, by their own gain (k_norm), before they are "
+        "turned and shared."
+    ),
     "RoPE on Q": (
         "Rotary positions (RoPE): each head's query is turned pair of dimensions by pair, by an "
         "angle its position m times θ_i; nothing was added to the embedding."
@@ -68,6 +75,10 @@ SAID: dict[str, str] = {
     "concat": "The heads' contexts side by side again: back to one d_model vector per token.",
     "attention output": (
         "The output projection W_O mixes the heads: the attention sublayer's output."
+    ),
+    "RMSNorm on attention output": (
+        "Gemma's sandwich: the attention's output is normalised once more "
+        "(post_attention_layernorm) before the residual connection adds it."
     ),
     "attention residual": (
         "Residual connection: the attention output added to the vector it started from."
@@ -105,6 +116,10 @@ SAID: dict[str, str] = {
     "FFN output": (
         "The second linear layer maps the d_ff neurons back to d_model: the FFN's output."
     ),
+    "RMSNorm on FFN output": (
+        "The MLP's output normalised once more (post_feedforward_layernorm) before the residual "
+        "connection adds it: the second half of the sandwich."
+    ),
     "FFN residual": "Residual connection: the FFN output added to the vector it read.",
     "LayerNorm after FFN": "Post-norm: the second Add & Norm.",
     "output": (
@@ -121,7 +136,7 @@ CONVENTION = {  # how the quoted tutorial hides a score, said beside this model'
     ),
     "004": " Seed 004 writes -inf too.",
     "llama": (
-        " LLaMA's code adds the lowest float32 (about -3.4e38) where hidden; this model adds "
+        " transformers' code adds the lowest float32 (about -3.4e38) where hidden; this model adds "
         "-inf: after the softmax both are 0."
     ),
 }
@@ -136,6 +151,48 @@ GATED_HIDDEN = Msg(
 )
 
 
+# Gemma 3's norms said its own way: its RMSNorm's gain is 1 + w; its gate goes through GELU
+GEMMA_NORMS: dict[str, Msg] = {
+    "RMSNorm before attention": Msg(
+        "Pre-norm with Gemma's RMSNorm: each token's vector is divided by its root mean square "
+        "and scaled by 1 + w (w is stored, so a zero w keeps the vector as it is); the residual "
+        "keeps the un-normalised one."
+    ),
+    "RMSNorm before FFN": Msg(
+        "Pre-norm with Gemma's RMSNorm (gain 1 + w): each token's vector is normalised before "
+        "the MLP reads it."
+    ),
+}
+GATE_GELU = Msg(
+    "The gated MLP's gate: one linear map widens each token to d_ff numbers that will decide, "
+    "through GELU (its tanh form), how much of each feature passes."
+)
+GATED_HIDDEN_GELU = Msg(
+    "The gate through GELU (tanh form) times the up features, one by one: the d_ff neurons "
+    "W_down reads."
+)
+
+
+def embeddings_note(scale: float) -> Msg:
+    """Layer 0's input note in a model that scales its token embeddings by √d_model (Gemma)."""
+    return Msg(
+        "Layer 0 reads the token embeddings multiplied by √d_model = {scale} (Gemma scales them "
+        "up to the size of the residual stream): one d_model vector per token.",
+        scale=f"{scale:.2f}",
+    )
+
+
+def rope_base_note(first: Msg, local: bool, base: float, other: float) -> Msg:
+    """A RoPE step's note in a model whose local and full layers turn by different bases."""
+    said = (
+        " This sliding (local) layer turns by the base θ = {base}; the full layers by {other}."
+        if local
+        else " This full (global) layer turns by the base θ = {base}; the sliding layers by "
+        "{other}."
+    )
+    return joined(first, Msg(said, base=f"{base:.0f}", other=f"{other:.0f}"))
+
+
 NOTES: dict[str, Msg] = {name: Msg(text) for name, text in SAID.items()}
 
 
@@ -144,10 +201,31 @@ def joined(first: Msg, more: Msg) -> Msg:
     return Msg("{first}{more}", first=first, more=more)
 
 
-def mask_note(kind: str, hidden: int, total: int, seed: str, window: int | None = None) -> Msg:
+def mask_note(
+    kind: str, hidden: int, total: int, seed: str, window: int | None = None, layers: str = ""
+) -> Msg:
     """The masked scores' note: which mask, how many scores it hides, and how the quoted code
-    hides a score beside this model's -inf."""
-    if kind == "causal" and window is not None:
+    hides a score beside this model's -inf. ``layers``: "local" or "full" in a model whose
+    sliding layers sit among full ones (Gemma 3), "" where every layer has the same mask."""
+    if kind == "causal" and layers == "local":
+        said = Msg(
+            "This sliding (local) layer's causal mask with a window of {window} (Gemma 3): a "
+            "token sees only itself and the {before} tokens before it; {hidden} of the {total} "
+            "scores per head (above the diagonal, or too far back) become -inf.",
+            window=window,
+            before=window - 1,
+            hidden=hidden,
+            total=total,
+        )
+    elif kind == "causal" and layers == "full":
+        said = Msg(
+            "This full (global) layer's causal mask, no window: a token sees itself and every "
+            "earlier token; {hidden} of the {total} scores per head (above the diagonal) become "
+            "-inf.",
+            hidden=hidden,
+            total=total,
+        )
+    elif kind == "causal" and window is not None:
         said = Msg(
             "The causal mask with a sliding window of {window} (Mistral): a token sees only "
             "itself and the {before} tokens before it; {hidden} of the {total} scores per "
@@ -175,7 +253,7 @@ def mask_note(kind: str, hidden: int, total: int, seed: str, window: int | None 
             "The padding mask hides padded keys (-inf); among this text's real tokens it hides "
             "none, so the scores pass unchanged."
         )
-    convention = "llama" if seed.startswith(LLAMA_FILE) else seed.removeprefix("seed ")
+    convention = "llama" if seed.startswith("modeling_") else seed.removeprefix("seed ")
     return joined(said, Msg(CONVENTION[convention])) if convention in CONVENTION else said
 
 

@@ -7,6 +7,10 @@ pre-norm (seeds 001/004):                       X → LN → MultiHead → X + �
 LLaMA, Qwen2, Mistral (model.load_lm):          X → RMSNorm → Q, K, V → heads → RoPE on Q and K
     → K, V heads repeated for their query heads (grouped-query) → scores … W_O → X + · → RMSNorm
     → gate, up → SiLU(gate) ⊙ up → W_down → X₁ + ·
+Qwen3 adds QK-norm (each Q and K head RMS-normalised before RoPE); Gemma 3 adds QK-norm and its
+sandwich (W_O's output and W_down's normalised again before each residual add), RMSNorm gains
+1 + w, a GELU-tanh gate, √d_model embeddings, and local layers with their own window and RoPE
+base among full ones.
 
 A decoder layer of an encoder-decoder adds cross-attention (Q from the decoder, K and V from the
 encoder output C) between its masked self-attention and its FFN. The attention the ``stack``
@@ -33,11 +37,23 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from analysis.layer_lines import LLAMA_LINES, llama_line, llama_style, seed_line
-from analysis.layer_notes import GATED_HIDDEN, NOTES, POSITIONS_OFF, head_mask_note, mask_note
+from analysis.layer_lines import family_line, llama_style, seed_line
+from analysis.layer_notes import (
+    GATE_GELU,
+    GATED_HIDDEN,
+    GATED_HIDDEN_GELU,
+    GEMMA_NORMS,
+    NOTES,
+    POSITIONS_OFF,
+    embeddings_note,
+    head_mask_note,
+    mask_note,
+    rope_base_note,
+)
 from analysis.tokens import check_stack
 from analysis.weights import model_of
 from lang import Msg
+from model.layers import band
 from model.trace import Trace
 
 # Every step name, in the order data flows; each architecture's list is a subsequence of this
@@ -58,6 +74,8 @@ STEP_NAMES: tuple[str, ...] = (
     "Q heads",
     "K heads",
     "V heads",
+    "QK-norm on Q",  # QK-norm (Qwen3, Gemma 3): each head RMS-normalised over its d_k
+    "QK-norm on K",
     "RoPE on Q",  # rotary positions (LLaMA …)
     "RoPE on K",  # rotary positions
     "K heads repeated",  # grouped-query attention: H_kv key heads shared by H query heads
@@ -68,6 +86,7 @@ STEP_NAMES: tuple[str, ...] = (
     "context",
     "concat",
     "attention output",
+    "RMSNorm on attention output",  # Gemma 3's sandwich: a second norm before the residual add
     "attention residual",
     "LayerNorm after attention",  # post-norm
     "LayerNorm before cross-attention",  # stack "decoder" of an encoder-decoder, pre-norm
@@ -80,6 +99,7 @@ STEP_NAMES: tuple[str, ...] = (
     "FFN up",  # gated MLP: X W_up
     "FFN hidden",  # act(X W_1 + b_1); gated MLP: SiLU(gate) ⊙ up
     "FFN output",
+    "RMSNorm on FFN output",  # Gemma 3's sandwich
     "FFN residual",
     "LayerNorm after FFN",  # post-norm
     "output",
@@ -99,9 +119,10 @@ class Step:
         heads, d_k = d_model / H, d_ff the FFN width); ``value.shape`` gives the sizes.
     reads: the earlier steps it is computed from ("input" reads none; cross-attention's K and V,
         and the decoder view's "cross-attention output", also read C, the encoder output).
-    seed, seed_line: the tutorial ("seed 000" … "seed 004"), or transformers' LLaMA code for a
-        LLaMA-style layer ("modeling_llama.py:297"), and its own line(s) of code that do this
-        step, verbatim; several lines are joined by newlines (analysis/layer_lines.py).
+    seed, seed_line: the tutorial ("seed 000" … "seed 004"), or transformers' code of the
+        layer's family for a LLaMA-style layer ("modeling_llama.py:297", "modeling_qwen3.py:245",
+        "modeling_gemma3.py:394"), and its own line(s) of code that do this step, verbatim;
+        several lines are joined by newlines (analysis/layer_lines.py).
     note: what the step does, one English sentence (a ``lang.Msg``: ``lang.tr(note)`` says it
         in the reader's language; analysis/layer_notes.py).
     """
@@ -141,6 +162,8 @@ ATTENTION_SITES = {
     "K heads": "hook_k",
     "V heads": "hook_v",
     "RoPE on Q": "hook_rot_q",
+    "QK-norm on Q": "hook_q_normed",
+    "QK-norm on K": "hook_k_normed",
     "RoPE on K": "hook_rot_k",
     "K heads repeated": "hook_rep_k",
     "V heads repeated": "hook_rep_v",
@@ -166,6 +189,12 @@ FFN_SITES = {
 # The FFN's norm ("… before FFN" when pre-norm, "… after FFN" when post-norm): without, with
 # cross-attention before it in the layer.
 FFN_NORM_SITES = ("ln2.hook_normalized", "ln3.hook_normalized")
+# A sandwich layer's (Gemma 3's) second norms: (the sublayer's own output, the norm's output),
+# after the attention and after the MLP; the residual connection adds the norm's output.
+SANDWICH_SITES = {
+    "attention": ("ln1_post.hook_in", "ln1_post.hook_normalized"),
+    "FFN": ("ln2_post.hook_in", "ln2_post.hook_normalized"),
+}
 LAYER_SITES = ("hook_resid_pre", "hook_resid_post")  # "input", "output"
 
 
@@ -173,6 +202,7 @@ def _reads(detail: str) -> list[str]:
     """The site names the walk reads, the attention taken apart being under ``detail``."""
     names = [detail + name for name in ATTENTION_SITES.values()]
     names += [name for kind in NORM_SITES.values() for name in kind]
+    names += [name for pair in SANDWICH_SITES.values() for name in pair]
     return [*names, *FFN_SITES.values(), *FFN_NORM_SITES, *LAYER_SITES]
 
 
@@ -182,10 +212,6 @@ def unsupported(config) -> str | None:
         config.norm == "post" or config.arch == "encoder-decoder"
     ):
         return "RMSNorm in a post-norm or encoder-decoder layer"
-    if getattr(config, "sandwich_norm", False) or getattr(config, "qk_norm", False):
-        # Gemma 3's second norm after each sublayer and QK-norm have no steps yet: refused
-        # rather than walked with those stages silently folded into their neighbours
-        return "QK-norm and the norm after each sublayer (Gemma 3, Qwen3)"
     return None
 
 
@@ -196,18 +222,28 @@ class _Steps:
         self.config = config
         self.llama = llama_style(config)
         self.steps: list[Step] = []
+        # notes said a family's own way: Gemma's norms (gain 1 + w), a gate through GELU
+        self.notes = dict(GEMMA_NORMS) if getattr(config, "norm_offset", False) else {}
+        if config.mlp == "gated" and config.activation.startswith("gelu"):
+            self.notes.update({"FFN gate": GATE_GELU, "FFN hidden": GATED_HIDDEN_GELU})
 
-    def quote(self, name: str, place: str) -> tuple[str, str]:
-        """Where the step's code is: LLaMA's line for a LLaMA-style layer, else a tutorial's."""
-        if self.llama and name in LLAMA_LINES:
-            return llama_line(name)
-        return seed_line(name, place, self.config)
+    def quote(self, name: str, place: str, first: bool = False) -> tuple[str, str]:
+        """Where the step's code is: transformers' line for a LLaMA-style layer (its family's
+        file: LLaMA's, Qwen3's, Gemma 3's), else a tutorial's; ``first``: layer 0's input."""
+        found = family_line(name, self.config, first) if self.llama else None
+        return found or seed_line(name, place, self.config)
 
-    def add(self, name, value, formula, shape, place, reads=(), note=None) -> None:
-        seed, line = self.quote(name, place)
+    def add(self, name, value, formula, shape, place, reads=(), note=None, first=False) -> None:
+        seed, line = self.quote(name, place, first)
         value = value.detach().to("cpu", torch.float32)
-        note = note or NOTES[name]
+        note = note or self.notes.get(name) or NOTES[name]
         self.steps.append(Step(name, formula, shape, value, seed, line, note, tuple(reads)))
+
+
+def _attn_width(config) -> str:
+    """The width of Q and of the heads' concat: d_model, or H·d_k where head_dim says otherwise
+    (Gemma 3 270M: 4 heads of 256 on a d_model of 640)."""
+    return "d_model" if config.d_attn == config.d_model else "H·d_k"
 
 
 def _projections(s: _Steps, parts: dict, block: dict) -> tuple[str, str, str, str]:
@@ -219,8 +255,9 @@ def _projections(s: _Steps, parts: dict, block: dict) -> tuple[str, str, str, st
     kv_reads = () if cross else (src,)  # cross-attention's K and V read C, the encoder output
     attn = block["attn"]
     grouped = "K heads repeated" in parts
-    kv_heads, kv_width = ("H_kv", "d_kv") if grouped else ("H", "d_model")
-    s.add("Q", parts["Q"], f"Q = {reader} W_Q{_b(attn.w_q, 'Q')}", "[T, d_model]", place, (src,))
+    kv_heads, kv_width = ("H_kv", "d_kv") if grouped else ("H", _attn_width(s.config))
+    q_width = _attn_width(s.config)
+    s.add("Q", parts["Q"], f"Q = {reader} W_Q{_b(attn.w_q, 'Q')}", f"[T, {q_width}]", place, (src,))
     for m in ("K", "V"):
         formula = f"{m} = {kv} W_{m}{_b(getattr(attn, f'w_{m.lower()}'), m)}"
         s.add(m, parts[m], formula, f"[{keys}, {kv_width}]", place, kv_reads)
@@ -230,14 +267,22 @@ def _projections(s: _Steps, parts: dict, block: dict) -> tuple[str, str, str, st
         s.add(f"{m} heads", parts[f"{m} heads"], formula, f"[{h}, {t}, d_k]", place, (m,))
     q_name, k_name, v_name = "Q heads", "K heads", "V heads"
     q_sym, k_sym = "Q_h", "K_h"
+    if "QK-norm on Q" in parts:
+        gain = "(1 + w_{m})" if s.config.norm_offset else "g_{m}"
+        for m, h, i in (("Q", "H", "h"), ("K", kv_heads, g)):
+            name, low = f"QK-norm on {m}", m.lower()
+            normed = f"{m}_{i} / RMS({m}_{i}) ⊙ {gain.format(m=low)}"
+            formula = f"{m}_{i} ← {low}_norm({m}_{i}) = {normed}"  # RMS over its d_k
+            s.add(name, parts[name], formula, f"[{h}, {keys}, d_k]", place, (f"{m} heads",))
+        q_name, k_name = "QK-norm on Q", "QK-norm on K"
     if "RoPE on Q" in parts:
         turn = "{m} ⊙ cos(mθ) + rotate_half({m}) ⊙ sin(mθ)"
-        positions = block["positions"]
         for m, h, i in (("Q", "H", "h"), ("K", kv_heads, g)):
             name = f"RoPE on {m}"
-            formula = f"RoPE({m}_{i}) = {turn.format(m=f'{m}_{i}')}"
-            note = NOTES[name] if positions else POSITIONS_OFF
-            s.add(name, parts[name], formula, f"[{h}, {keys}, d_k]", place, (f"{m} heads",), note)
+            formula = f"RoPE({m}_{i}) = {turn.format(m=f'{m}_{i}')}" + block["theta"]
+            was = q_name if m == "Q" else k_name
+            note = block["turn"][name]
+            s.add(name, parts[name], formula, f"[{h}, {keys}, d_k]", place, (was,), note)
         q_name, k_name, q_sym, k_sym = "RoPE on Q", "RoPE on K", "RoPE(Q_h)", "RoPE(K_h)"
     if grouped:
         rep = attn.n_rep
@@ -260,7 +305,8 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
     hidden, total = int((~ok).sum()), ok.numel()
     kind = "padding" if cross or block["home"] == "encoder" else "causal"
     seed = s.quote("masked scores", place)[0]
-    note = mask_note(kind, hidden, total, seed, None if cross else s.config.sliding_window)
+    window = None if cross else s.config.sliding_window
+    note = mask_note(kind, hidden, total, seed, window, "" if cross else block["layers"])
     # words inside the formula: a Msg, said in the page's language (ui/tabs/layer.py)
     masked = Msg("{scores} + M  (M = 0 where allowed, -inf where hidden)", scores=scores)
     s.add(
@@ -289,7 +335,8 @@ def _detail(s: _Steps, parts: dict, block: dict) -> None:
         concat = "Concat(m_1·head_1, …, m_H·head_H)"
         kept = ", ".join(f"{float(v):g}" for v in keep)
         note = head_mask_note(kept, mean=block["mode"] == "mean")
-    s.add("concat", parts["concat"], concat, "[T, d_model]", place, ("context",), note)
+    width = f"[T, {_attn_width(s.config)}]"
+    s.add("concat", parts["concat"], concat, width, place, ("context",), note)
     s.add(
         "attention output",
         parts["attention output"],
@@ -304,13 +351,16 @@ def step_count(config, stack: str) -> int:
     """How many steps ``layer_steps`` returns for this config and stack, without computing them:
     input and output, the attention taken apart (12 steps from Q to W_O; 2 more for RoPE on Q
     and K, 2 more for grouped-query attention's repeated K and V heads) with its residual and
-    its norm, a decoder layer's other attention (3 steps), the FFN (4; 2 more when gated)."""
+    its norm, a decoder layer's other attention (3 steps), the FFN (4; 2 more when gated); 2
+    more for QK-norm on Q and K, 2 more for a sandwich's second norms (Gemma 3)."""
     home = "decoder" if stack == "cross" else stack
     other = 3 if home == "decoder" and config.has_encoder else 0
     rope = 2 if config.positions == "rotary" and stack != "cross" else 0
     grouped = 2 if config.kv_heads < config.n_heads else 0
     gated = 2 if config.mlp == "gated" else 0
-    return 1 + 14 + rope + grouped + other + 4 + gated + 1
+    qk_norm = 2 if getattr(config, "qk_norm", False) and stack != "cross" else 0
+    sandwich = 2 if getattr(config, "sandwich_norm", False) else 0
+    return 1 + 14 + rope + qk_norm + grouped + other + 4 + gated + sandwich + 1
 
 
 def layer_steps(
@@ -357,16 +407,45 @@ def layer_steps(
     norm_name, ln = ("RMSNorm", "RMSNorm") if cfg.norm_kind == "rms" else ("LayerNorm", "LN")
     walk = {"trace": trace, "stack": stack, "home": home, "layer": layer, "at": at}
     walk.update(parts=parts, pre=cfg.norm == "pre", norm_name=norm_name, ln=ln)
-    blocks = [{"kind": "self", "attn": module.self_attn, "allowed": walked["mask"]}]
+    walk.update(sandwich=getattr(cfg, "sandwich_norm", False))
+    allowed = walked["mask"]  # (T, T) the stack's; a local layer among full ones bands it
+    if home == "decoder" and cfg.is_local(layer):
+        allowed = band(allowed[None], cfg.sliding_window, allowed[None])[0]
+    blocks = [{"kind": "self", "attn": module.self_attn, "allowed": allowed}]
     if "cross_mask" in walked:
         blocks.append({"kind": "cross", "attn": module.cross_attn, "allowed": walked["cross_mask"]})
     s = _Steps(cfg)
-    s.add("input", at["hook_resid_pre"], "X", "[T, d_model]", home)
+    scaled = layer == 0 and getattr(cfg, "embed_scale", False)
+    note = embeddings_note(cfg.d_model**0.5) if scaled else None
+    s.add("input", at["hook_resid_pre"], "X", "[T, d_model]", home, note=note, first=scaled)
     sym, last = "X", "input"
     for number, block in enumerate(blocks, start=1):
         sym, last = _attention_steps(s, walk, block, number, sym, last)
     _ffn_steps(s, walk, module.ffn, FFN_NORM_SITES[len(blocks) - 1], sym, last)
     return s.steps
+
+
+def _layer_kind(config, layer: int) -> str:
+    """ "local" or "full" in a model whose sliding layers sit among full ones (Gemma 3), else ""."""
+    if not getattr(config, "layer_types", ()):
+        return ""
+    return "local" if config.is_local(layer) else "full"
+
+
+def _turn(config, layer: int, positions: bool) -> dict:
+    """RoPE's notes by step name ("turn") and what its formula adds ("theta"): the layer's own
+    base where local and full layers turn by different ones (Gemma 3)."""
+    kind = _layer_kind(config, layer)
+    theta, turn = "", {}
+    for name in ("RoPE on Q", "RoPE on K"):
+        turn[name] = NOTES[name] if positions else POSITIONS_OFF
+    local = getattr(config, "rope_local_theta", None)
+    if kind and positions and local is not None:
+        base, other = (local, config.rope_theta) if kind == "local" else (config.rope_theta, local)
+        theta = f"  (θ_i = {base:.0f}^(−2i/d_k))"
+        local_layer = kind == "local"
+        turn = {n: rope_base_note(note, local_layer, base, other) for n, note in turn.items()}
+    return {"theta": theta, "turn": turn}
 
 
 def _attention_steps(
@@ -393,16 +472,25 @@ def _attention_steps(
         kv_sym = reader
         mha = ("Masked" if home == "decoder" else "") + f"MultiHead({reader})"
     out_name = f"{label} output"
+    sandwich = walk["sandwich"] and detailed
+    if sandwich:  # W_O's own output, then the second norm's (what hook_attn_out sees)
+        out_site = SANDWICH_SITES["attention"][0]
     if detailed:
         parts = walk["parts"] | {"attention output": at[out_site]}
         info = {"place": place, "reader": reader, "kv": kv_sym, "src": src_name}
         info.update(kind=kind, home=home, allowed=block["allowed"], keep=keep)
-        info.update(mode=walk["trace"].ablation, positions=walk["trace"].positions)
+        info.update(mode=walk["trace"].ablation, layers=_layer_kind(s.config, walk["layer"]))
+        info.update(_turn(s.config, walk["layer"], walk["trace"].positions))
         _detail(s, parts, info | {"mha": mha, "attn": block["attn"]})
     else:
         s.add(out_name, at[out_site], mha, dims, place, (src_name,))
     new = f"X{'₁₂'[number - 1]}"
     res_name = f"{label} residual"
+    if sandwich:
+        post = f"RMSNorm on {label} output"
+        mha = f"RMSNorm_post({mha})"
+        s.add(post, at[SANDWICH_SITES["attention"][1]], mha, dims, place, (out_name,))
+        out_name = post
     added = f"{new} = {sym} + {mha}" if pre else f"{sym} + {mha}"
     s.add(res_name, at[residual_site], added, dims, place, (last, out_name))
     last = res_name
@@ -422,21 +510,29 @@ def _ffn_steps(s: _Steps, walk: dict, ffn: nn.Module, norm_site: str, sym: str, 
         s.add(src_name, at[norm_site], reader, dims, home, (last,))
     if cfg.mlp == "gated":
         act = _ACT[cfg.activation].format(x="G")
+        note = GATED_HIDDEN_GELU if cfg.activation.startswith("gelu") else GATED_HIDDEN
         for name, key, weight in (("FFN gate", "gate", "G"), ("FFN up", "up", "U")):
             linear = getattr(ffn, f"w_{key}")
             formula = f"{weight} = {reader} W_{key}{_b(linear, key)}"
             s.add(name, at[FFN_SITES[name]], formula, "[T, d_ff]", home, (src_name,))
         reads = ("FFN gate", "FFN up")
         hidden = at[FFN_SITES["FFN hidden"]]
-        s.add("FFN hidden", hidden, f"{act} ⊙ U", "[T, d_ff]", home, reads, GATED_HIDDEN)
-        formula = f"FFN({reader}) = (SiLU(G) ⊙ U) W_down{_b(ffn.w_down, 'down')}"
+        s.add("FFN hidden", hidden, f"{act} ⊙ U", "[T, d_ff]", home, reads, note)
+        formula = f"FFN({reader}) = ({act} ⊙ U) W_down{_b(ffn.w_down, 'down')}"
     else:
         inner = _ACT[cfg.activation].format(x=f"{reader} W_1{_b(ffn.fc1, '1')}")
         s.add("FFN hidden", at[FFN_SITES["FFN hidden"]], inner, "[T, d_ff]", home, (src_name,))
         formula = f"FFN({reader}) = {inner} W_2{_b(ffn.fc2, '2')}"
-    s.add("FFN output", at[FFN_SITES["FFN output"]], formula, dims, home, ("FFN hidden",))
-    added = f"{sym} + FFN({reader})"
-    s.add("FFN residual", at[FFN_SITES["FFN residual"]], added, dims, home, (last, "FFN output"))
+    raw, normed = SANDWICH_SITES["FFN"]
+    output, out_name, ffn_sym = FFN_SITES["FFN output"], "FFN output", f"FFN({reader})"
+    if walk["sandwich"]:  # W_down's own output, then the second norm's (hook_mlp_out's)
+        output = raw
+    s.add("FFN output", at[output], formula, dims, home, ("FFN hidden",))
+    if walk["sandwich"]:
+        ffn_sym, out_name = f"RMSNorm_post({ffn_sym})", "RMSNorm on FFN output"
+        s.add(out_name, at[normed], ffn_sym, dims, home, ("FFN output",))
+    added = f"{sym} + {ffn_sym}"
+    s.add("FFN residual", at[FFN_SITES["FFN residual"]], added, dims, home, (last, out_name))
     last = "FFN residual"
     if not pre:
         added = f"LayerNorm({added})"

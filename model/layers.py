@@ -81,13 +81,16 @@ class AddNorm(nn.Module):
         """The sublayer followed by the second norm of a sandwich (Gemma's post_attention_ /
         post_feedforward_layernorm), its output at the site "ln1_post.hook_normalized" (ln2_post,
         …: TransformerLens's Gemma 2 names); the sublayer itself where there is none. What the
-        sublayer's output site (hook_attn_out) then sees is the normed output, as there."""
+        sublayer's output site (hook_attn_out) then sees is the normed output, as there; the
+        sublayer's own output, what the second norm reads, is at "ln1_post.hook_in" (ours)."""
         if self.post is None:
             return sublayer
         name = names[0].replace(".", "_post.", 1)
+        raw = name.replace("hook_normalized", "hook_in")
 
         def run(h: torch.Tensor) -> tuple[torch.Tensor, dict]:
             out, found = sublayer(h)
+            out = site(sites, raw, out)  # (B, T, d_model) before the second norm
             return site(sites, name, self.post(out)), found  # (B, T, d_model)
 
         return run

@@ -40,7 +40,13 @@ in a Trace), B items, T tokens:
   ``attn.hook_unmasked_scores`` [B, H, T_q, T_k] (QKᵀ/√d_k before the mask);
   ``attn.hook_concat`` [B, T_q, d_model] (the contexts after hook_z, concatenated: what W_O
   reads; not where hook_result is named).
-- ``P.{l}.hook_attn_out`` (``hook_cross_attn_out``) [B, T, d_model]: the sublayer's output.
+- ``P.{l}.hook_attn_out`` (``hook_cross_attn_out``) [B, T, d_model]: the sublayer's output
+  (with Gemma's sandwich norms: after its second norm).
+- ``P.{l}.ln1_post.hook_normalized``, ``ln2_post.hook_normalized`` [B, T, d_model]: a sandwich
+  layer's second norm after the attention (the MLP), TransformerLens's Gemma 2 names; ours,
+  ``ln1_post.hook_in``, ``ln2_post.hook_in``: what that norm reads, the sublayer's own output.
+- ``P.{l}.attn.hook_q_normed``, ``hook_k_normed`` [B, H or H_kv, T, d_head], ours: the heads after
+  QK-norm (Qwen3, Gemma 3), before RoPE.
 - ``P.{l}.hook_attn_resid`` (``hook_cross_attn_resid``, ``hook_mlp_resid``) [B, T, d_model],
   ours: the stream plus the sublayer's output, what a post-norm layer's norm reads (pre-norm:
   the value of hook_resid_mid, hook_resid_mid_cross, hook_resid_post).

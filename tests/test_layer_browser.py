@@ -213,3 +213,53 @@ def test_a_deck_slide_holds_one_step(served, browser):
     assert f"<b>14</b> · {steps[14].name}" in html and f"<b>5</b> · {steps[5].name}" in html
     assert "L1 H0 · step 14 · " in html
     assert steps[14].seed_line.split("\n")[0] in html
+
+
+GEMMA = {"text": "The capital of France is Paris, and the capital of Italy is"}
+GEMMA.update(model="gemma-3-270m", layer=5, token=6, head=3, step=9)
+GEMMA_SAYS = {  # the chosen card's name and source, the figure's shared head, per language
+    "en": (
+        "QK-norm on K",
+        "transformers' modeling_gemma3.py, line 330, 132",
+        "key/value head 0, shared by query heads 0–3",
+        "RMSNorm on attention output",
+    ),
+    "zh-CN": (
+        "对 K 做 QK 归一化",
+        "transformers 的 modeling_gemma3.py 第 330, 132 行",
+        "第 0 个键/值头，由查询头 0–3 共用",
+        "注意力输出上的 RMSNorm",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_gemma_3s_layer_shows_qk_norm_and_its_sandwich_at_1280x720(served, browser, lang):
+    """The real Gemma 3 270M's full layer 5 in English and Chinese: the key heads' QK-norm
+    quotes Gemma's own lines and draws the one key/value head query head 3 reads; the step
+    switch goes on to the norm after W_O, the sandwich's first half."""
+    import importlib.util
+
+    from model.registry import REGISTRY
+    from tests.test_e2e_browser import shot
+
+    if importlib.util.find_spec(REGISTRY["gemma-3-270m"].package) is None:
+        pytest.skip("Gemma 3 270M's package is not installed")
+    url, _ = served
+    name, source, head, post = GEMMA_SAYS[lang]
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    query = GEMMA if lang == "en" else {**GEMMA, "lang": lang}
+    page.goto(url + "?" + urlencode({"tab": "layer", **query}))
+    page.wait_for_function(SHOWS, arg=9, timeout=180_000)
+    card = page.inner_text("#layer-cards .ta-step-chosen")
+    assert name in card and source in card and "self.k_norm(key_states)" in card
+    assert head in page.evaluate(f"() => {FIGURE}.layout.title.text")
+    assert page.locator("#layer-cards .ta-step").count() == 30
+    page.locator("#layer-step-plot").scroll_into_view_if_needed()
+    page.wait_for_timeout(400)
+    shot(page, f"layer_gemma_1280x720_{lang}", full_page=False)
+    set_step(page, 20)
+    page.wait_for_function(SHOWS, arg=20, timeout=10_000)
+    assert post in page.inner_text("#layer-cards .ta-step-chosen")
+    page.close()

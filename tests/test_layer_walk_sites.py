@@ -1,8 +1,9 @@
 """The layer walk reads named sites (issue 43): every step of analysis.layer_steps is the value of
 one site of model/sites.py, the same that an ordinary call (``run_with_sites``) reads there, on
-BERT (post-norm encoder), a post-norm and a pre-norm encoder-decoder (cross-attention), GPT-2 and
-a LLaMA-like decoder (RoPE, grouped-query attention, gated MLP). The sites the walk added work
-in any call: reading or replacing the scores makes a fused pass explicit.
+BERT (post-norm encoder), a post-norm and a pre-norm encoder-decoder (cross-attention), GPT-2, a
+LLaMA-like decoder (RoPE, grouped-query attention, gated MLP), Qwen3 and Gemma 3 (QK-norm; Gemma's
+second norm after each sublayer). The sites the walk added work in any call: reading or replacing
+the scores makes a fused pass explicit.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ SELF_STEPS = {
     "Q heads": "attn.hook_q",
     "K heads": "attn.hook_k",
     "V heads": "attn.hook_v",
+    "QK-norm on Q": "attn.hook_q_normed",
+    "QK-norm on K": "attn.hook_k_normed",
     "RoPE on Q": "attn.hook_rot_q",
     "RoPE on K": "attn.hook_rot_k",
     "K heads repeated": "attn.hook_rep_k",
@@ -39,6 +42,7 @@ SELF_STEPS = {
     "context": "attn.hook_z",  # no head mask here: the contexts as computed
     "concat": "attn.hook_concat",
     "attention output": "hook_attn_out",
+    "RMSNorm on attention output": "ln1_post.hook_normalized",  # = hook_attn_out there
     "attention residual": "hook_attn_resid",
     "LayerNorm after attention": "ln1.hook_normalized",
     "LayerNorm before cross-attention": "ln2.hook_normalized",
@@ -49,10 +53,13 @@ SELF_STEPS = {
     "FFN up": "mlp.hook_pre_linear",
     "FFN hidden": "mlp.hook_post",
     "FFN output": "hook_mlp_out",
+    "RMSNorm on FFN output": "ln2_post.hook_normalized",
     "FFN residual": "hook_mlp_resid",
     "output": "hook_resid_post",
 }
 FFN_NORM = ("LayerNorm before FFN", "RMSNorm before FFN", "LayerNorm after FFN")
+# A sandwich layer (Gemma 3): W_O's and W_down's own outputs, what the second norms read
+SANDWICH = {"attention output": "ln1_post.hook_in", "FFN output": "ln2_post.hook_in"}
 
 
 def step_sites(stack: str, cross_attention: bool) -> dict[str, str]:
@@ -100,6 +107,8 @@ def check_walk(net, trace, options: dict) -> None:
         home = "decoder" if stack == "cross" else stack
         prefix = home if net.config.arch == "encoder-decoder" else "blocks"
         names = step_sites(stack, "cross" in stacks and home == "decoder")
+        if net.config.sandwich_norm:
+            names.update(SANDWICH)
         for layer in range(net.config.n_layers):
             steps = layer_steps(trace, stack, layer, 0)
             read = [f"{prefix}.{layer}.{names[s.name]}" for s in steps]
@@ -127,7 +136,7 @@ def test_every_step_is_the_site_of_its_name_in_bert(bert):
     check_walk(net, net.trace(enc["input_ids"], attention_mask=enc["attention_mask"]), {})
 
 
-@pytest.mark.parametrize("case", ["gpt2", "llama"])
+@pytest.mark.parametrize("case", ["gpt2", "llama", "qwen3", "gemma3"])
 def test_every_step_is_the_site_of_its_name_in_a_language_model(case, tmp_path):
     save_checkpoint(tmp_path, case)
     net, tok = load_lm(tmp_path, device="cpu")
@@ -136,6 +145,8 @@ def test_every_step_is_the_site_of_its_name_in_a_language_model(case, tmp_path):
     if case == "llama":
         assert net.config.kv_heads < net.config.n_heads and net.config.mlp == "gated"
         assert net.config.positions == "rotary"
+    if case == "gemma3":  # QK-norm, the sandwich, and sliding layers around a full one
+        assert net.config.qk_norm and net.config.sandwich_norm and net.config.layer_types
     check_walk(net, trace, {})
 
 

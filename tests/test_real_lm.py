@@ -228,8 +228,8 @@ PARAGRAPH = (
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_model_list_offers_it_and_every_tab_draws_it(name):
-    """Picked from the list, the model runs and every tab draws (no view fails); the steps of
-    a layer say in a sentence that Gemma's and Qwen3's layers are not taken apart yet."""
+    """Picked from the list, the model runs and every tab draws (no view fails); Inside a layer
+    quotes each model's own transformers file (Gemma 3's QK-norm and sandwich norms too)."""
     from engine import model_choices
     from ui.render import render
     from ui.state import Selection
@@ -249,7 +249,9 @@ def test_the_model_list_offers_it_and_every_tab_draws_it(name):
             text = value.to_json() if hasattr(value, "to_json") else str(value)
             assert "could not be drawn" not in text, (tab, key, text[:200])
     cards = str(render("layer", run, Selection())["layer_cards"])
-    assert ("does not yet take apart Gemma 3" in cards) == (name == "gemma-3-270m")
+    file = "modeling_gemma3.py" if name == "gemma-3-270m" else "modeling_llama.py"
+    assert "ta-refusal" not in cards and f"{file}, line " in cards
+    assert ("self.q_norm(query_states)" in cards) == (name == "gemma-3-270m")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import gradio as gr
 import orjson
 
-from analysis.layer_lines import LLAMA_FILE
 from analysis.layer_steps import Step, layer_steps, unsupported
 from lang import LOCALE, Msg, tr
 from serve.lru import LockedLRU
@@ -66,16 +65,10 @@ def build() -> Built:
 
 
 def refusal(config) -> str | None:
-    """What of this model the steps do not take apart, as a sentence; None when they do (Gemma
-    3 and Qwen3 are not yet; a hand-made RMSNorm post-norm config is not)."""
-    missing = unsupported(config)
-    if missing is None:
+    """What of this model the steps do not take apart, as a sentence; None when they do (every
+    model the project loads; a hand-made RMSNorm post-norm config is not)."""
+    if unsupported(config) is None:
         return None
-    if missing.startswith("QK-norm"):
-        return tr(
-            "This tab does not yet take apart Gemma 3's and Qwen3's layers (QK-norm, and a second "
-            "norm after each sublayer); the other tabs show them."
-        )
     return tr("This tab does not take apart RMSNorm in a post-norm or encoder-decoder layer.")
 
 
@@ -182,11 +175,11 @@ def note_html(step: Step) -> str:
 
 def source(seed: str) -> str:
     """Where a step's line comes from, in the page's language: a tutorial ("seed 000") as it is,
-    transformers' LLaMA code as its file and line ("modeling_llama.py:297")."""
-    if not seed.startswith(LLAMA_FILE):
+    transformers' code as its file and line ("modeling_llama.py:297", "modeling_gemma3.py:394")."""
+    if not seed.startswith("modeling_"):
         return seed
-    lines = seed.removeprefix(f"{LLAMA_FILE}:")
-    return tr("transformers' {file}, line {lines}", file=LLAMA_FILE, lines=lines)
+    file, lines = seed.split(":", 1)
+    return tr("transformers' {file}, line {lines}", file=file, lines=lines)
 
 
 def formula(step: Step) -> str:
