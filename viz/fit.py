@@ -270,6 +270,9 @@ def thin_axes(data: list[dict], layout: dict, width: float) -> None:
         flat = longest + 4 <= s["step"] * every and s["step"] * every >= 2 * need
         if s["x"] and not flat and axis.get("tickangle") != -90:
             axis.update(tickangle=-90, automargin=True)
+            if axis.get("ticktext"):  # upright, a label of two lines ("H3<br>kv1") is two
+                # labels wide: SmolLM2's 9 heads on a phone lay over each other
+                axis["ticktext"] = [str(t).replace("<br>", " ") for t in axis["ticktext"]]
             y = long_name(axis.get("anchor") or "y")
             if y in layout:
                 layout[y]["ticklabelstandoff"] = 6

@@ -26,7 +26,7 @@ def build() -> Built:
                 elem_id="param-table",
                 interactive=False,
                 # every column inside a phone's 324 px box: the share beside its component
-                column_widths=["46%", "32%", "22%"],
+                column_widths=["40%", "32%", "28%"],
                 wrap=True,
             ),
             "config_table": gr.Dataframe(
