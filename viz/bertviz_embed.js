@@ -1,7 +1,7 @@
 /* bertviz's head view and model view offline (viz/bertviz_embed.py): the scripts its iframe
    runs besides the vendored d3 parts and bertviz's own view script. viz/bertviz_embed.py puts
    each section below into its own <script>, in this order: error, then d3 (assets/vendor/),
-   shim, loader, then bertviz's view. A section starts at its "==== name ====" line. */
+   shim, loader, bertviz's view, then fit. A section starts at its "==== name ====" line. */
 
 /* ==== error ==== */
 /* Any uncaught error becomes visible text instead of a silently blank frame. */
@@ -117,4 +117,33 @@ window.addEventListener("error", function (e) {
     layer: P.layer, heads: P.heads, include_layers: layers,
     display_mode: P.display_mode, include_heads: heads, total_heads: H
   };
+})();
+
+/* ==== fit ==== */
+/* bertviz draws at fixed sizes (the head view's right column of words starts 225 px in); in a
+   frame narrower than the drawing (a phone's 326 px) its right column was cut mid-word. The
+   drawing is scaled down to the frame's width, whole, each time bertviz draws it anew. */
+(function () {
+  var vis = document.getElementById("vis");
+  function fit() {
+    var svg = vis && vis.querySelector("svg");
+    if (!svg) return;
+    vis.style.zoom = "";  /* measured at bertviz's own size (laid out, not painted, between) */
+    var left = vis.getBoundingClientRect().left, right = svg.getBoundingClientRect().right;
+    svg.querySelectorAll("text").forEach(function (t) {  /* a long word passes its box */
+      right = Math.max(right, t.getBoundingClientRect().right);
+    });
+    var room = document.documentElement.clientWidth - 12 - left;  /* a glyph passes its box */
+    if (room > 0 && right - left > room) vis.style.zoom = String(room / (right - left));
+  }
+  /* Drawn again on a layer or filter choice; the frame is 0 px wide until its tab shows. */
+  var queued = false;
+  function soon() {
+    if (queued) return;
+    queued = true;
+    setTimeout(function () { queued = false; fit(); }, 0);
+  }
+  if (vis) new MutationObserver(soon).observe(vis, {childList: true, subtree: true});
+  window.addEventListener("resize", soon);
+  soon();
 })();

@@ -267,6 +267,7 @@ def _page(view: str, params: dict, attn_b64: str, note_html: str, controls: str)
         f"<script>{_script('shim')}</script>"
         f"<script>{_script('loader')}</script>"
         f"<script>{_bertviz_js(view)}</script>"
+        f"<script>{_script('fit')}</script>"
         "</body></html>"
     )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import unicodedata
 
 from viz.measure import WIDE, text_px, title_px, wrap
 from viz.panels import (
@@ -37,12 +38,19 @@ from viz.panels import (
 LABEL = 13  # px a tick label needs across its direction (at least: 1.08 of its size)
 
 
+def _columns(text: str) -> int:
+    """A label's width in Latin characters: a Chinese character is as wide as two (the hidden
+    states' Chinese row names, "layer N" said in Chinese, lost their first character at the
+    figure's left edge when one counted as one)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def _label_chars(values) -> int:
-    """Longest label, in characters, among an axis's category values or tick texts."""
+    """Longest label, in Latin characters, among an axis's category values or tick texts."""
     if values is None or isinstance(values, dict):  # none, or numbers as a typed array
         return 0
     texts = [v for v in values if isinstance(v, str)]
-    return max((len(html.unescape(t)) for t in texts), default=0)
+    return max((_columns(html.unescape(t)) for t in texts), default=0)
 
 
 def _own_ticks(axis: dict) -> bool:
@@ -272,6 +280,9 @@ def thin_axes(data: list[dict], layout: dict, width: float) -> None:
             continue
         if s["x"] and not flat and axis.get("tickangle") != -90:
             axis.update(tickangle=-90, automargin=True)
+            if axis.get("ticktext"):  # upright, a label of two lines ("H3<br>kv1") is two
+                # labels wide: SmolLM2's 9 heads on a phone lay over each other
+                axis["ticktext"] = [str(t).replace("<br>", " ") for t in axis["ticktext"]]
             y = long_name(axis.get("anchor") or "y")
             if y in layout:
                 layout[y]["ticklabelstandoff"] = 6

@@ -48,6 +48,7 @@ FIELDS = {
 def build() -> Built:
     gr.Markdown(t(CAPTIONS["head"]), elem_classes="ta-caption")
     shown = head_controls()
+    head_steps()
     head_plot = plot("head-plot")
     with gr.Column(visible=False) as pair_box:  # a minimal pair from Which heads matter
         gr.Markdown(t(PAIR_CAPTION), elem_classes="ta-caption")
@@ -106,6 +107,18 @@ def head_controls() -> dict:
             elem_id="units",
         )
     return {"scale": scale, "measure": measure, "units": units}
+
+
+def head_steps() -> None:
+    """On a phone the layer and head sliders lie a screen above the head view: these buttons,
+    right over it (shown on narrow screens only, assets/app.css), step those sliders, so the
+    head view redraws in the browser as for a slider (ui/js/phone.js)."""
+    steps = [("layer", -1, "◀ layer"), ("layer", 1, "layer ▶"), ("head", -1, "◀ head"),
+             ("head", 1, "head ▶")]  # fmt: skip
+    with gr.Row(elem_id="head-steps"):
+        for field, delta, label in steps:
+            button = gr.Button(t(label), size="sm", min_width=60)
+            button.click(fn=None, js=f"() => ta.stepSlider('{field}', {delta})")
 
 
 def compare_sliders() -> dict:

@@ -25,11 +25,16 @@ def build() -> Built:
                 empty_table(lambda: empty("component", "parameters", "share %")),
                 elem_id="param-table",
                 interactive=False,
+                # every column inside a phone's 324 px box: the share beside its component
+                column_widths=["40%", "32%", "28%"],
+                wrap=True,
             ),
             "config_table": gr.Dataframe(
                 empty_table(lambda: empty("field", "value", "meaning")),
                 elem_id="config-table",
                 interactive=False,
+                column_widths=["30%", "25%", "45%"],  # each meaning wraps, on screen
+                wrap=True,
             ),
         }
     )

@@ -66,7 +66,7 @@ def build() -> Built:
 def no_steps() -> pd.DataFrame:
     """The steps table with no step (before a run, and for a model with no output here): its
     own headers, in the request's language, not Gradio's "1 | 2 | 3"."""
-    names = ["step", "reads", "predicts", "p", "next in text", "✓/✗", "alternatives"]
+    names = ["step", "reads", "predicts", "✓/✗", "next in text", "p", "alternatives"]
     return pd.DataFrame(columns=[tr(name) if name not in ("p", "✓/✗") else name for name in names])
 
 
@@ -93,9 +93,9 @@ def steps_table(trace, stack: str, tokenizer, top: int = 3, typed: int | None = 
                 tr("step"): f"{LESSON} {t}" if t == opening else str(t),
                 tr("reads"): display_token(tokens[t]),
                 tr("predicts"): display_token(chosen[0]),
-                "p": round(float(best_p[t, 0]), 3),
+                "✓/✗": marks[t],  # beside the prediction: on a phone's first screen too
                 tr("next in text"): actual,
-                "✓/✗": marks[t],
+                "p": round(float(best_p[t, 0]), 3),
                 tr("alternatives"): ", ".join(
                     f"{display_token(c)} {float(p):.2f}"
                     for c, p in zip(chosen[1:], best_p[t, 1:], strict=True)
