@@ -274,10 +274,6 @@ def thin_axes(data: list[dict], layout: dict, width: float) -> None:
         every = math.ceil(need / s["step"]) if s["step"] < need and not s["placed"] else 1
         stacked = any("<br>" in str(v) for v in axis.get("ticktext") or [])
         flat = longest + 4 <= s["step"] * every and (stacked or s["step"] * every >= 2 * need)
-        if s["x"] and stacked and not flat:  # upright, two lines interleave: the first alone
-            axis["ticktext"] = [str(v).split("<br>")[0] for v in axis["ticktext"]]
-            axis["tickangle"] = -90
-            continue
         if s["x"] and not flat and axis.get("tickangle") != -90:
             axis.update(tickangle=-90, automargin=True)
             if axis.get("ticktext"):  # upright, a label of two lines ("H3<br>kv1") is two
