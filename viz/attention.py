@@ -195,6 +195,8 @@ def bars_under(colorbars: tuple[dict, ...], spans: list[tuple[float, float]]) ->
         title = {**bar["colorbar"].get("title", {}), "side": "right"}
         colorbar = {**bar["colorbar"], **under, "title": title}
         colorbar["nticks"] = 5 if name == "coloraxis" else 3  # a short bar: labels stay upright
+        # each label right of its tick: the first ("−1") then clears the title at the bar's left
+        colorbar["ticklabelposition"] = "outside right"
         span = right - left
         colorbar.update(x=left + 0.6 * span, xanchor="center", len=0.7 * span)
         axes[name] = {**bar, "colorbar": colorbar}
