@@ -79,8 +79,12 @@ def test_the_grid_drawn_at_once_is_attribute_heads(demo, induction):
     net, clean, corrupt, metric, _ = induction
     _, out = opened(demo, COPY[0], "induction", COPY[1], answer="v")
     grid = z_of(figure(out["circuit_attr_plot"])["data"][0])
-    direct = analysis.attribute_heads(net, clean, corrupt, metric, steps=1).numpy()
+    direct = analysis.attribute_heads(net, clean, corrupt, metric, steps=PAGE_STEPS).numpy()
     np.testing.assert_allclose(grid, direct, atol=1e-6)
+    assert (
+        f"{PAGE_STEPS} integrated-gradient steps"
+        in figure(out["circuit_attr_plot"])["layout"]["title"]["text"]
+    )
     resid = figure(out["circuit_resid_plot"])
     direct = analysis.attribute_residual(net, clean, corrupt, metric).numpy()
     np.testing.assert_allclose(z_of(resid["data"][0]), direct, atol=1e-6)
@@ -100,12 +104,57 @@ def test_the_comparison_is_patching_beside_the_estimate_with_its_correlation(dem
     out = pressed(demo, ask, "compare")
     fig = figure(out["circuit_compare_plot"])
     np.testing.assert_allclose(z_of(fig["data"][0]), pair.heads.numpy(), atol=1e-6)
-    estimate = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
-    np.testing.assert_allclose(fig["data"][1]["x"], pair.heads.numpy().ravel(), atol=1e-6)
-    np.testing.assert_allclose(fig["data"][1]["y"], estimate.ravel(), atol=1e-6)
-    r = np.corrcoef(estimate.ravel(), pair.heads.numpy().ravel())[0, 1]
-    assert f"r = **{r:.2f}**" in out["circuit_compare_said"]
+    exact = pair.heads.numpy().ravel()
+    for trace, steps in zip(fig["data"][1:3], (PAGE_STEPS, 1), strict=True):  # both estimates
+        estimate = analysis.attribute_heads(net, clean, corrupt, metric, steps=steps).numpy()
+        np.testing.assert_allclose(trace["x"], exact, atol=1e-6)
+        np.testing.assert_allclose(trace["y"], estimate.ravel(), atol=1e-6)
+        r = np.corrcoef(estimate.ravel(), exact)[0, 1]
+        assert f"**{r:.2f}**" in out["circuit_compare_said"]
+        assert f"r = {r:.2f}" in trace["name"]  # the legend names each kind of point's r
     assert "0.98" in out["circuit_compare_said"] and "0.75" in out["circuit_compare_said"]
+
+
+def test_the_first_grid_says_this_pairs_agreement_with_which_heads_matter(demo, induction):
+    """Issue 52: the tab opened on one-step attribution (L0H1 −0.13 where exact patching gives
+    +0.62) under a caption quoting 0.98, another model's number. Now its grid is the page's
+    integrated-gradient steps, and the sentence over it gives this pair's Pearson r with exact
+    patching (both estimates), recomputed here from analysis alone; 0.98 is said as GPT-2's."""
+    net, clean, corrupt, metric, pair = induction
+    _, out = opened(demo, COPY[0], "induction", COPY[1], page="agree", answer="v")
+    exact = pair.heads.numpy().ravel()
+    said = out["circuit_attr_said"]
+    for steps in (PAGE_STEPS, 1):
+        estimate = analysis.attribute_heads(net, clean, corrupt, metric, steps=steps).numpy()
+        r = np.corrcoef(estimate.ravel(), exact)[0, 1]
+        assert f"**{r:.2f}**" in said, (steps, r, said)
+    ig = analysis.attribute_heads(net, clean, corrupt, metric, steps=PAGE_STEPS).numpy()
+    one = analysis.attribute_heads(net, clean, corrupt, metric, steps=1).numpy()
+    # the lesson's head: one step gets its sign wrong, the grid shown does not
+    assert pair.heads[0, 1] > 0.5 and one[0, 1] < 0 < ig[0, 1]
+    assert "over the 12 heads" in said and "not this pair's" in said
+    with speaking("zh-CN"):
+        zh = circuits.agreement_sentence((0.78, 0.26, 12), demo.views.engine.model("induction"))
+    assert "<b>0.78</b>" in zh and "<b>0.26</b>" in zh and "GPT-2 small" in zh and "一致" in zh
+
+
+def test_a_large_models_agreement_waits_for_exact_patching_or_reuses_it(demo, monkeypatch):
+    """A model past EXACT_AT_ONCE_PARAMS (SmolLM2: ~50 s of CPU to patch every head) is not
+    patched as the tab opens: the sentence says how to get the agreement, and Compare says it;
+    a pair Which heads matter measured first has its grid reused and its r said at once."""
+    monkeypatch.setattr(circuits.cm, "EXACT_AT_ONCE_PARAMS", 10)
+    ask, out = opened(demo, COPY[0], "induction", "bhmtv qzxw", page="big", answer="v")
+    said = out["circuit_attr_said"]
+    assert "not measured yet" in said and "12 heads" in said and "Pearson" not in said
+    assert "Pearson r = **" in pressed(demo, ask, "compare")["circuit_compare_said"]
+    # Which heads matter first (its Patch), then this tab: no patching here, its grid reused
+    patch = Ask(tab="patching", sel=Selection(pair="bhmtk qzxv", answer="v"), page="big2")
+    with speaking("en"):
+        demo.views.run(patch, COPY[0], "induction", "", "", "", "final", True)
+        demo.views.selection(patch, "patch")
+    monkeypatch.setattr(circuits.cm, "measure", None)  # a call here would fail
+    _, out = opened(demo, COPY[0], "induction", "bhmtk qzxv", page="big2", answer="v")
+    assert "Pearson r = **" in out["circuit_attr_said"], out["circuit_attr_said"]
 
 
 def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, induction):
@@ -182,6 +231,8 @@ def test_the_exports_are_the_edges_by_strength_and_what_was_measured(demo, induc
         np.testing.assert_allclose(array("edges/score"), top["score"], rtol=1e-5, atol=1e-9)
         grid = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
         np.testing.assert_allclose(array("attribution"), grid, atol=1e-6)
+        grid = analysis.attribute_heads(net, clean, corrupt, metric, steps=PAGE_STEPS).numpy()
+        np.testing.assert_allclose(array("attribution_ig"), grid, atol=1e-6)
         resid = analysis.attribute_residual(net, clean, corrupt, metric).numpy()
         np.testing.assert_allclose(array("attribution_residual"), resid, atol=1e-6)
         k = analysis.composition_scores(net, "k").numpy()
@@ -230,7 +281,7 @@ def test_a_link_opens_the_tab_with_its_pair_and_draws_its_circuit(demo):
     assert invalid == [] and back.tab == "circuits" and back.sel.keep == 26
     ask = Ask(tab="tokens", sel=Selection(), page="link")
     out = demo.views.deeplink(ask, link)
-    assert out["tabs"].selected == "circuits" and out["keep"] == 26
+    assert out["tabs"].selected == "circuits" and out["keep"]["value"] == 26
     assert out["circuit_attr_plot"] is not None
     assert "**26 edges**" in out["circuit_edges_said"]  # the link's circuit, found with it
     assert out["circuit_compare_plot"] is None  # the comparison stays on its button
@@ -418,3 +469,19 @@ def test_the_graphs_title_and_the_sentence_count_the_edges_the_slider_kept(demo,
     assert "**1 edge** kept of 262: it alone restores" in one["circuit_edges_said"]
     small = figure(one["circuit_graph_plot"])["layout"]["title"]["text"]
     assert "the 1 strongest of 262 edges" in small
+
+
+def test_the_slider_ends_at_the_edges_the_model_has(demo):
+    """Issue 52: the slider ran to 500 on a model of 262 edges. Each run sets its maximum to the
+    model's edges (analysis.circuits.edge_count), in either language, and lowers a value past
+    them; a model edge attribution refuses (BERT) keeps 0, the smallest circuit."""
+    net = demo.views.engine.model("induction").net
+    assert analysis.circuits.edge_count(net) == 262
+    for lang in ("en", "zh-CN"):
+        _, out = opened(demo, COPY[0], "induction", COPY[1], page=f"edges-{lang}", lang=lang,
+                        answer="v", keep=400)  # fmt: skip
+        assert out["keep"]["maximum"] == 262 and out["keep"]["value"] == 262, out["keep"]
+    ask, out = opened(demo, COPY[0], "induction", COPY[1], page="edges-in", answer="v", keep=26)
+    assert out["keep"]["maximum"] == 262 and "value" not in out["keep"]
+    _, out = opened(demo, "The cat sat.", BUNDLED, "The dog sat.", page="edges-bert", keep=5)
+    assert out["keep"]["maximum"] == 1 and out["keep"]["value"] == 0

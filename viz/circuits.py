@@ -106,11 +106,13 @@ def _estimate_figure(trace: dict, heading: str, what: str, xaxis: dict, below: i
     return figure([trace], layout)
 
 
-def attribution_grid_figure(grid_values, config, stack: str, what: str):
-    """analysis.attribute_heads' [L, H] grid (one step): every head's estimated share."""
+def attribution_grid_figure(grid_values, config, stack: str, what: str, steps: int):
+    """analysis.attribute_heads' [L, H] grid: every head's estimated share, with ``steps``
+    integrated-gradient steps (EAP-IG)."""
     trace = _share_grid(grid_values, config, tr("estimated share"))
     heading = tr(
-        "Attribution patching: every head's share from one backward pass — {stack}",
+        "Attribution patching: every head's share, {steps} integrated-gradient steps — {stack}",
+        steps=steps,
         stack=stack_title(stack),
     )
     return _estimate_figure(trace, heading, what, {"title": {"text": tr("head")}})
@@ -135,8 +137,10 @@ def residual_grid_figure(grid_values, clean_tokens, corrupt_tokens, stack: str, 
     return _estimate_figure(trace, heading, what, xaxis, below=20)
 
 
-def compare_figure(estimated, exact, config, r: float):
-    """Activation patching's grid beside a scatter of attribution against it, with y = x."""
+def compare_figure(estimated, exact, config, r: float, one_step, steps: int):
+    """Activation patching's grid beside a scatter of attribution against it, with y = x: the
+    ``estimated`` grid (``steps`` integrated-gradient steps, Pearson ``r``) and ``one_step``
+    (the one-step grid, its r), each a kind of point."""
     a = np.asarray(estimated, dtype=np.float32)
     e = np.asarray(exact, dtype=np.float32)
     n_layers, n_heads = e.shape
@@ -164,6 +168,19 @@ def compare_figure(estimated, exact, config, r: float):
         "yaxis": y2,
         "showlegend": False,
     }
+    one = np.asarray(one_step[0], dtype=np.float32)
+    low, high = min(low, float(one.min())), max(high, float(one.max()))
+    scatter["name"] = tr("{steps} steps (r = {r:.2f})", steps=steps, r=r)
+    scatter["showlegend"] = True
+    points = [
+        scatter,
+        {
+            **scatter,
+            "y": one.ravel().tolist(),
+            "marker": {"size": 7, "color": "#777", "symbol": "circle-open"},
+            "name": tr("one step (r = {r:.2f})", r=one_step[1]),
+        },
+    ]
     diagonal = {
         "type": "scatter",
         "mode": "lines",
@@ -178,10 +195,12 @@ def compare_figure(estimated, exact, config, r: float):
     title = _title(
         tr("Attribution patching against activation patching"),
         tr(
-            "Pearson r = {r:.2f} over {n} heads (published: 0.98 for attention outputs on GPT-2 "
-            "small's IOI, 0.75 for the residual stream)",
+            "this pair: Pearson r = {r:.2f} over {n} heads ({steps} steps), {r_one:.2f} (one "
+            "step); published 0.98: GPT-2 small's IOI, not this model",
             r=r,
             n=e.size,
+            steps=steps,
+            r_one=one_step[1],
         ),  # fmt: skip
     )
     layout = _layout(title, min(760, 260 + 34 * n_layers))
@@ -191,7 +210,10 @@ def compare_figure(estimated, exact, config, r: float):
     layout[f"xaxis{x1[1:]}"].update(title={"text": tr("head")})
     layout[f"xaxis{x2[1:]}"].update(title={"text": tr("activation patching (share restored)")})
     layout[f"yaxis{y2[1:]}"].update(title={"text": tr("attribution (estimated share)")})
-    return figure([exact_trace, scatter, diagonal], layout)
+    # the two kinds of points named over the scatter
+    layout["legend"] = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0,
+                        "yanchor": "bottom"}  # fmt: skip
+    return figure([exact_trace, *points, diagonal], layout)
 
 
 # ---- the circuit as a graph --------------------------------------------------------------------
