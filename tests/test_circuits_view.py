@@ -168,7 +168,7 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     found = analysis.circuit(net, clean, corrupt, metric, keep)
     assert f"faithfulness {found.faithfulness:.3f}" in said and found.faithfulness >= 0.8
     graph = figure(out["circuit_graph_plot"])
-    hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines"]
+    hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines+markers"]
     named = circuits_viz._hover_name  # the embeddings and the logits in words
     shown = [
         f"{named(s)} → {named(t)}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[:keep].values
@@ -177,7 +177,7 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     nodes = graph["data"][-1]  # a head's hover says that a click opens it (ui/js/circuits.js)
     said_of = dict(zip(nodes["customdata"], nodes["hovertext"], strict=True))
     assert "Attention tab" in said_of["L1H0"] and said_of["L0MLP"] == "L0MLP"
-    lines = [t for t in graph["data"] if t["mode"] == "lines"]
+    lines = [t for t in graph["data"] if t["mode"] == "lines+markers"]
     for line, target in zip(lines, top["target"], strict=False):  # each edge's kind, apart
         kind = target.rpartition(".")[2] if "." in target else line["legendgroup"]
         assert line["legendgroup"] == kind
@@ -427,9 +427,10 @@ def test_a_pre_norm_encoder_decoder_gets_its_circuit_over_both_stacks(demo):
     graph = figure(out["circuit_graph_plot"])
     nodes = graph["data"][-1]["customdata"]
     assert {"encoder.embed", "memory", "decoder.embed", "cross.L1H3", "logits"} <= set(nodes)
-    texts = [a["text"] for a in graph["layout"]["annotations"]]  # the stacks named
-    assert texts == ["encoder", "decoder (◆ cross-attention heads)"]
-    lines = [t for t in graph["data"] if t["mode"] == "lines"]
+    texts = [a["text"] for a in graph["layout"]["annotations"]]  # the stacks named, then q/k/v
+    assert texts[:2] == ["encoder", "decoder (◆ cross-attention heads)"]
+    assert set(texts[2:]) <= {"<b>q</b>", "<b>k</b>", "<b>v</b>"}
+    lines = [t for t in graph["data"] if t["mode"] == "lines+markers"]
     named = circuits_viz._hover_name  # "encoder.embed" -> "encoder.embeddings", in words
     shown = [
         f"{named(s)} → {named(t)}: {v:+.4f}<extra></extra>"
@@ -485,3 +486,46 @@ def test_the_slider_ends_at_the_edges_the_model_has(demo):
     assert out["keep"]["maximum"] == 262 and "value" not in out["keep"]
     _, out = opened(demo, "The cat sat.", BUNDLED, "The dog sat.", page="edges-bert", keep=5)
     assert out["keep"]["maximum"] == 1 and out["keep"]["value"] == 0
+
+
+def test_the_graphs_edges_reach_their_nodes_with_arrows_and_name_their_input(demo, induction):
+    """Issue 52: edges without direction, q/k/v told only by colour, the sign unexplained, the
+    lesson's key edge 1.2 px. Now each edge ends in an arrowhead on its target's rim, every
+    head and input an edge feeds has its "q", "k" or "v" where it arrives, the legend says
+    what a dotted line is, no edge is under 2.5 px (L0H1 → L1H0.k among them), and a phone's
+    layout keeps the nodes touch targets (Plotly picks within 20 px of a node)."""
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="arrows", answer="v")
+    out = pressed(demo, replace(ask, sel=replace(ask.sel, keep=30)), "circuit")
+    graph = figure(out["circuit_graph_plot"])
+    edges = [t for t in graph["data"] if t.get("hovertemplate", "").count("→")]
+    assert len(edges) == 30
+    nodes = graph["data"][-1]
+    place = dict(zip(nodes["customdata"], zip(nodes["x"], nodes["y"], strict=True), strict=True))
+    ports = {(n["x"], n["y"], n["text"]) for n in graph["layout"]["annotations"]}
+    for edge in edges:
+        source, _, target = edge["customdata"]
+        assert (edge["x"][0], edge["y"][0]) == place[source]  # from its source's node
+        assert edge["x"][-1] == place[target][0]  # into its target's, an arrowhead at the end
+        assert edge["marker"]["symbol"] == "arrow" and edge["marker"]["angleref"] == "previous"
+        assert edge["marker"]["size"][:2] == [0, 0] and edge["marker"]["size"][2] > 12
+        assert edge["marker"]["standoff"] == circuits_viz.NODE_PX / 2  # its tip on the rim
+        assert edge["line"]["width"] >= 2.5
+        kind = edge["hovertemplate"].split("→")[1].split(":")[0].strip().rpartition(".")[2]
+        if kind in ("q", "k", "v"):
+            assert (edge["x"][-1], edge["y"][-1], f"<b>{kind}</b>") in ports
+    key = next(e for e in edges if e["hovertemplate"].startswith("L0H1 → L1H0.k"))
+    assert key["line"]["width"] >= 2.5 and key["line"]["color"] == circuits_viz.KIND_COLOURS["k"]
+    assert key["line"]["dash"] == "solid"  # positive: toward the clean answer
+    dotted = [t for t in graph["data"] if t.get("name", "").startswith("dotted: negative")]
+    assert len(dotted) == 1 and dotted[0]["line"]["dash"] == "dot" and dotted[0]["showlegend"]
+    # a head is named inside its node (opaque over the lines that pass it), 34 px; a phone's 26
+    i = nodes["customdata"].index("L1H0")
+    assert nodes["text"][i] == "L1H0" and nodes["textposition"][i] == "middle center"
+    assert nodes["marker"]["size"][i] == 34 and nodes["marker"]["opacity"] == 1.0
+    phone = graph["layout"]["meta"]["narrow"]["traces"][str(len(graph["data"]) - 1)]
+    assert phone["marker.size"][i] == circuits_viz.PHONE_NODE_PX >= 26
+    assert nodes["textposition"][nodes["customdata"].index("embed")] == "middle left"
+    with speaking("zh-CN"):
+        out = pressed(demo, replace(ask, lang="zh-CN"), "circuit")
+    zh = figure(out["circuit_graph_plot"])
+    assert any(t.get("name", "").startswith("虚线") for t in zh["data"])
