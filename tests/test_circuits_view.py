@@ -529,3 +529,37 @@ def test_the_graphs_edges_reach_their_nodes_with_arrows_and_name_their_input(dem
         out = pressed(demo, replace(ask, lang="zh-CN"), "circuit")
     zh = figure(out["circuit_graph_plot"])
     assert any(t.get("name", "").startswith("虚线") for t in zh["data"])
+
+
+def test_a_deep_models_graph_names_its_nodes_over_the_lines_and_thins_them(demo):
+    """Issue 51/52: SmolLM2's graph (30 layers, 70,651 edges) drew 270 heads' names where lines
+    ran over them. A graph deeper than BIG_LAYERS names only the nodes its edges touch, on a
+    white ground above every line, at least DEEP_GAP layers apart in a row (PHONE_DEEP_GAP on
+    a phone, which also leaves the q/k/v letters to the colours); its edges keep arrows."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(n_layers=30, n_heads=9, kv_heads=3, arch="decoder")
+    rows = [("embed", "L0MLP", 2.0), ("L0MLP", "L8H0.q", 1.0), ("L17H4", "L23KV1.v", 0.9)]
+    rows += [(f"L{layer}H3", "logits", 0.5) for layer in range(20, 30)]
+    kept = pd.DataFrame(rows, columns=["source", "target", "score"])
+    fig = circuits_viz.circuit_figure(kept, config, 0.9, 70_651, n_kept=500).to_plotly_json()
+    nodes = fig["data"][-1]
+    assert not any(nodes["text"])  # no name drawn under a line
+    notes = [n for n in fig["layout"]["annotations"] if n.get("name") == "node"]
+    named = {n["text"] for n in notes}
+    assert {"L0MLP", "L8H0", "L17H4", "L23H3", "logits"} <= named
+    assert all(n["bgcolor"].startswith("rgba(255,255,255") for n in notes)
+    row = sorted(int(t[1:3]) for t in named if t.endswith("H3"))
+    assert row[0] == 20 and min(np.diff(row)) >= circuits_viz.DEEP_GAP
+    hidden = fig["layout"]["meta"]["narrow"]["layout"]
+    first = fig["layout"]["annotations"].index(notes[0])
+    on_phone = [
+        n["text"] for i, n in enumerate(notes) if f"annotations[{first + i}].visible" not in hidden
+    ]
+    row = sorted(int(t[1:3]) for t in on_phone if t.endswith("H3"))
+    assert len(row) >= 2 and min(np.diff(row)) >= circuits_viz.PHONE_DEEP_GAP, row
+    assert sum(1 for t in fig["data"] if t.get("marker", {}).get("symbol") == "arrow") == 13
+    assert (
+        "The circuit of 500 edges (of 70651): its 13 strongest drawn"
+        in fig["layout"]["title"]["text"]
+    )

@@ -301,8 +301,14 @@ def _line(source: str, node: str, kind: str, config, stacked: bool = False):
     line's end hidden under the node; its arrowhead stands on the node's rim)."""
     x0, y0 = _node_place(source, config, stacked)
     x1, y1 = _node_place(node, config, stacked)
-    y1 += KIND_OFFSET.get(kind, 0.0)
+    y1 += _offset(kind, config)
     return [x0, (x0 + x1) / 2, x1], [y0, (y0 + y1) / 2, y1]
+
+
+def _offset(kind: str, config) -> float:
+    """Where on a head's node an edge of this kind arrives (q above, v below; a deep graph's
+    small nodes take every kind at their centre)."""
+    return 0.0 if config.n_layers > BIG_LAYERS else KIND_OFFSET.get(kind, 0.0)
 
 
 def _node_px(config) -> tuple[int, int]:
@@ -367,6 +373,7 @@ def _ports(kept, config, stacked: bool = False) -> list[dict]:
     n_heads = config.n_heads
     n_kv = getattr(config, "kv_heads", n_heads) or n_heads
     rim = _node_px(config)[0] / 2
+    shift = 13 if config.n_layers > BIG_LAYERS else 9  # a deep graph's kinds share one point
     found, seen = [], set()
     for target in kept["target"]:
         node, kind = _target_node(str(target), n_heads, n_kv)
@@ -378,12 +385,12 @@ def _ports(kept, config, stacked: bool = False) -> list[dict]:
             {
                 "text": f"<b>{kind}</b>",
                 "x": x,
-                "y": y + KIND_OFFSET[kind],
+                "y": y + _offset(kind, config),
                 "xref": "x",
                 "yref": "y",
                 "xanchor": "right",
                 "xshift": -(rim + ARROW_PX + 1),
-                "yshift": {"q": 9, "k": 0, "v": -9}[kind],  # q above its line, v below, k on it
+                "yshift": {"q": shift, "k": 0, "v": -shift}[kind],  # q above its line, v below
                 "showarrow": False,
                 "font": {"size": 13, "color": KIND_COLOURS[kind]},
                 "bgcolor": "rgba(255,255,255,0.9)",
@@ -392,6 +399,52 @@ def _ports(kept, config, stacked: bool = False) -> list[dict]:
             }
         )
     return found
+
+
+DEEP_GAP, PHONE_DEEP_GAP = 3, 8  # layers between two names in one row of a deep graph
+
+
+def _deep_names(config, touched: set[str]) -> tuple[list[dict], list[bool]]:
+    """A deep one-stack graph's names, of the nodes an edge touches: over a head's node (under
+    an MLP's), on a white ground above every line; in one row at least DEEP_GAP layers apart
+    (the others keep their hover), and whether each is also kept on a phone (PHONE_DEEP_GAP)."""
+    found, phone, last, last_phone = [], [], {}, {}
+    for name in _node_names(config):
+        if name not in touched:
+            continue
+        x, y = _node_place(name, config)
+        match = NODE.fullmatch(name)
+        layer = int(match[2]) if match and match[2] is not None else None
+        if layer is not None and layer - last.get(y, -99) < DEEP_GAP:
+            continue
+        if layer is not None:
+            last[y] = layer
+        below = "MLP" in name
+        short = name.rpartition(".")[2]
+        anchor = {"embed": "left", "logits": "right"}.get(short, "center")
+        found.append(
+            {
+                "text": safe(_label(name)),
+                "x": x,
+                "y": y,
+                "xref": "x",
+                "yref": "y",
+                "xanchor": anchor,
+                "yanchor": "top" if below else "bottom",
+                "xshift": {"left": -6, "right": 6}.get(anchor, 0),
+                "yshift": -7 if below else 7,
+                "showarrow": False,
+                "font": {"size": 12, "color": "#222"},
+                "bgcolor": "rgba(255,255,255,0.85)",
+                "borderpad": 1,
+                "name": "node",
+            }
+        )
+        keep = layer is None or layer - last_phone.get(y, -99) >= PHONE_DEEP_GAP
+        if keep and layer is not None:
+            last_phone[y] = layer
+        phone.append(keep)
+    return found, phone
 
 
 def _sign_key() -> dict:
@@ -442,12 +495,15 @@ def _node_trace(config, touched: set[str]) -> dict:
     big, small = _node_px(config)
     deep = config.n_layers > BIG_LAYERS
     inside = [not deep and _label(n) == n.rpartition(".")[2] for n in names]
+    named = touched  # a deep one-stack graph's nodes are named by annotations (_deep_names)
+    if deep and len(_stacks(config)) == 1:
+        named = set()
     return {
         "type": "scatter",
         "mode": "markers+text",
         "x": [x for x, _ in places],
         "y": [y for _, y in places],
-        "text": [safe(_label(n)) if (not deep or n in touched) else "" for n in names],
+        "text": [safe(_label(n)) if (not deep or n in named) else "" for n in names],
         "textposition": [_text_at(n, inner, deep) for n, inner in zip(names, inside, strict=True)],
         "textfont": {
             "size": [10 if inner else 12 for inner in inside],
@@ -585,6 +641,16 @@ def circuit_figure(
     layout["meta"] = {"share": share}
     layout["annotations"] = names + _ports(kept, config)  # the stacks' names first
     narrow = {"below": STACK_BELOW, "layout": {}, "traces": {}}
+    if config.n_layers > BIG_LAYERS and not names:  # a deep model's: its names over the lines
+        deep, on_phone = _deep_names(config, touched)
+        first = len(layout["annotations"])
+        layout["annotations"] += deep
+        for i, keep in enumerate(on_phone):
+            if not keep:
+                narrow["layout"][f"annotations[{first + i}].visible"] = False
+        for i, note in enumerate(layout["annotations"][:first]):  # a phone: colours name them
+            if note.get("name") == "port":
+                narrow["layout"][f"annotations[{i}].visible"] = False
     if names:
         tall = min(900, 260 + 48 * (2 * n_heads + STACKED_GAP))
         narrow = _stacked(kept, config, traces, tall)
