@@ -445,3 +445,52 @@ def test_what_a_class_sees_of_the_first_grid_the_slider_and_the_graph(app_url, b
         page.mouse.click(x + 16, y)
         page.wait_for_function(SHOWS, arg=[1, 1], timeout=60_000)
     context.close()
+
+
+SMOL = {
+    "text": "When Mary and John went to the store, John gave a drink to",
+    "model": "smollm2-135m",
+    "tab": "circuits",
+    "pair": "When Mary and John went to the store, Mary gave a drink to",
+    "answer": " Mary",
+    "wrong": " John",
+}
+
+
+@pytest.mark.parametrize(
+    ("size", "lang"), [("1080p", "en"), ("720p", "zh-CN"), ("phone", "en")]
+)  # fmt: skip
+def test_a_real_lms_graph_reads_at_1080p_720p_and_on_a_phone(app_url, browser, size, lang):
+    """Issue 51/52 on the shipped ioi-smollm2 pair (SmolLM2-135M, 70,651 edges): a link finds
+    its circuit; the title counts the edges drawn of all; the slider ends at the page's 10,000;
+    no node's name lies under an edge or over another text; 270 heads are too many to patch as
+    the tab opens, and the sentence over the grid says how to get the agreement."""
+    if size == "phone":
+        context, page = phone(browser)
+    else:
+        viewport = {"1080p": (1920, 1080), "720p": (1280, 720)}[size]
+        context = browser.new_context(
+            viewport=dict(zip(("width", "height"), viewport, strict=True))
+        )
+        page = context.new_page()
+    page.goto(f"{app_url}?{urlencode({**SMOL, 'lang': lang})}")
+    wait_for(page, READY, timeout=300_000)
+    wait_for(page, DRAWN, ["circuit-graph-plot"], timeout=300_000)
+    page.wait_for_timeout(1000)
+    title = page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot .gtitle')?.textContent || ''"
+    )
+    assert "70651" in title and "60" in title, title
+    assert page.evaluate(SEEN)["max"] == "10000"
+    assert "270" in page.inner_text("#circuit-attr-said")
+    graph = page.evaluate(GRAPH_SEEN)
+    assert graph["arrows"] == 60 and not graph["under"] and graph["above"], graph
+    seen = page.evaluate(MEASURE_JS, "circuits")
+    crowded = [o for o in seen["overlaps"] if o[0] == "circuit-graph-plot"]
+    assert not crowded and not seen["outside"], (crowded, seen["outside"])
+    page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot').scrollIntoView({block: 'center'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_smollm2_{size}_{lang}", full_page=False)
+    context.close()
