@@ -545,7 +545,7 @@ def test_a_deep_models_graph_names_its_nodes_over_the_lines_and_thins_them(demo)
     fig = circuits_viz.circuit_figure(kept, config, 0.9, 70_651, n_kept=500).to_plotly_json()
     nodes = fig["data"][-1]
     assert not any(nodes["text"])  # no name drawn under a line
-    notes = [n for n in fig["layout"]["annotations"] if n.get("name") == "node"]
+    notes = [n for n in fig["layout"]["annotations"] if not circuits_viz.PORT.fullmatch(n["text"])]
     named = {n["text"] for n in notes}
     assert {"L0MLP", "L8H0", "L17H4", "L23H3", "logits"} <= named
     assert all(n["bgcolor"].startswith("rgba(255,255,255") for n in notes)

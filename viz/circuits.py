@@ -59,6 +59,7 @@ STACKED_GAP = 2.4  # rows between a phone's encoder row (its MLPs) and decoder r
 TITLE_TOP = 32  # px above a title: Plotly's toolbar
 MIN_CELL_FONT = 9  # px: as Which heads matter's grids (viz/patching.py)
 HEAD = re.compile(r"L\d+H\d+$")  # a head's node ("L1H0", "cross.L1H0"), which a click opens
+PORT = re.compile(r"<b>[qkv]</b>")  # an annotation naming the input edges enter (_ports)
 
 
 def _title(text: str, second: str) -> str:
@@ -395,7 +396,6 @@ def _ports(kept, config, stacked: bool = False) -> list[dict]:
                 "font": {"size": 13, "color": KIND_COLOURS[kind]},
                 "bgcolor": "rgba(255,255,255,0.9)",
                 "borderpad": 1,
-                "name": "port",
             }
         )
     return found
@@ -437,7 +437,6 @@ def _deep_names(config, touched: set[str]) -> tuple[list[dict], list[bool]]:
                 "font": {"size": 12, "color": "#222"},
                 "bgcolor": "rgba(255,255,255,0.85)",
                 "borderpad": 1,
-                "name": "node",
             }
         )
         keep = layer is None or layer - last_phone.get(y, -99) >= PHONE_DEEP_GAP
@@ -649,7 +648,7 @@ def circuit_figure(
             if not keep:
                 narrow["layout"][f"annotations[{first + i}].visible"] = False
         for i, note in enumerate(layout["annotations"][:first]):  # a phone: colours name them
-            if note.get("name") == "port":
+            if PORT.fullmatch(str(note.get("text"))):
                 narrow["layout"][f"annotations[{i}].visible"] = False
     if names:
         tall = min(900, 260 + 48 * (2 * n_heads + STACKED_GAP))
@@ -679,7 +678,7 @@ def _phone_nodes(narrow: dict, traces: list[dict], notes: list[dict]) -> None:
             change = {"marker.standoff": rim, "marker.size": [0, 0, size]}
             narrow["traces"].setdefault(str(i), {}).update(change)
     for i, note in enumerate(notes):
-        if note.get("name") == "port":
+        if PORT.fullmatch(str(note.get("text"))):
             narrow["layout"][f"annotations[{i}].xshift"] = -(rim + PHONE_ARROW_PX + 4)
 
 
