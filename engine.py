@@ -299,24 +299,30 @@ class Analysis:
     @functools.cached_property
     def bounds(self) -> Bounds:
         """What a selection may name in this analysis, asked once (it is kept with the trace)."""
-        return bounds_of(self.trace)
+        from analysis.circuits import edge_count
+
+        net = self.model.net
+        return bounds_of(self.trace, EDGE_COUNTS.once(self.model.model_id, lambda: edge_count(net)))
 
 
 @dataclass(frozen=True)
 class Bounds:
     """What a selection may name in one trace: its stacks (data-flow order) and, per stack, the
-    last layer, head, token (of the first text's queries) and step of the layer walk."""
+    last layer, head, token (of the first text's queries) and step of the layer walk, and the
+    most edges a circuit of the model keeps ("edges": all it has; absent where not known)."""
 
     stacks: tuple[str, ...]
-    last: dict[str, dict[str, int]]  # stack -> {"layer", "head", "token", "step"} -> last index
+    # stack -> {"layer", "head", "token", "step", "edges"} -> last index (or count)
+    last: dict[str, dict[str, int]]
 
     def stack(self, asked) -> str:
         """The asked stack where this model has it, else its first."""
         return asked if asked in self.stacks else self.stacks[0]
 
 
-def bounds_of(trace: Trace) -> Bounds:
-    """A trace's ``Bounds``: the config's layers and heads, the text's tokens, the walk's steps."""
+def bounds_of(trace: Trace, edges: int | None = None) -> Bounds:
+    """A trace's ``Bounds``: the config's layers and heads, the text's tokens, the walk's steps,
+    and the model's ``edges`` where given (analysis.circuits.edge_count)."""
     cfg = trace.config
     last = {
         stack: {
@@ -324,6 +330,7 @@ def bounds_of(trace: Trace) -> Bounds:
             "head": cfg.n_heads - 1,
             "token": text_length(trace, stack) - 1,
             "step": step_count(cfg, stack) - 1,
+            **({} if edges is None else {"edges": edges}),
         }
         for stack in trace.stacks
     }
@@ -337,6 +344,9 @@ def text_length(trace: Trace, stack: str) -> int:
         mask = trace.tgt_attention_mask
     return max(int(mask[0].sum()), 1)
 
+
+# Each model's edges (analysis.circuits.edge_count: SmolLM2's 70,651 take 14 ms to count), by id.
+EDGE_COUNTS: LockedLRU[str, int] = LockedLRU(256)
 
 # A language model's greedy continuations, by model and ids (strings only, small).
 LM_CONTINUATIONS: LockedLRU[tuple, str] = LockedLRU(256)

@@ -8,7 +8,7 @@ Pure functions (no Gradio, no Plotly), each citing the paper it follows; layers 
 
 from analysis.ablation import ablation_effects
 from analysis.attribution import direct_logit_attribution
-from analysis.attribution_patching import attribute_heads, attribute_residual
+from analysis.attribution_patching import attribute_all, attribute_heads, attribute_residual
 from analysis.block import attention_block, mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
 from analysis.circuits import circuit, composition_scores, edge_attribution
@@ -36,6 +36,7 @@ __all__ = [
     "attention_block",
     "attention_shift",
     "attention_sink",
+    "attribute_all",
     "attribute_heads",
     "attribute_residual",
     "attention_flow",

@@ -176,6 +176,14 @@ def _graph(net: nn.Module) -> Graph:
     return build.graph()
 
 
+def edge_count(net: nn.Module) -> int:
+    """How many edges edge_attribution scores on this model (0 where it refuses the model)."""
+    try:
+        return int(_graph(net).upstream.sum())
+    except ValueError:
+        return 0
+
+
 def _head_outputs(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
     """What each head writes, z_h·W_O^h without the bias: z [..., H, T, d_head] ->
     [..., H, T, d_model]."""

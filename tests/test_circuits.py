@@ -418,6 +418,21 @@ def moved_token(lm, scale):
     return copy, clean, corrupt
 
 
+def test_one_call_gives_the_steps_the_one_step_and_the_residual_estimates(lm):
+    """attribute_all (How the heads connect's grids, one call): its heads with 3 steps are
+    attribute_heads' with 3, its one-step heads and residual those of steps=1, though it ran
+    only the integrated runs (the clean run among them), on GPT-2 and LLaMA alike."""
+    _, net, _, _, _, clean, corrupt, answer, wrong = lm
+    metric = analysis.logit_diff(answer, wrong)
+    found = analysis.attribute_all(net, clean, corrupt, metric, 3)
+    torch.testing.assert_close(found.heads, attribute_heads(net, clean, corrupt, metric, 3))
+    one = attribute_heads(net, clean, corrupt, metric)
+    torch.testing.assert_close(found.heads_one_step, one, atol=1e-5, rtol=0)
+    resid = attribute_residual(net, clean, corrupt, metric)
+    torch.testing.assert_close(found.residual, resid, atol=1e-5, rtol=0)
+    assert (found.heads - found.heads_one_step).abs().max() > 1e-4  # two estimates, not one
+
+
 def test_one_step_equals_patching_when_the_patch_is_small(lm):
     """Two tokens whose embeddings differ by 1e-3: every activation moves a little, and the
     first-order estimate is activation patching's share (measured within 0.0015 of heads')."""

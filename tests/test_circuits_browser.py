@@ -318,3 +318,179 @@ def test_the_tabs_mounting_after_a_link_was_read_is_no_switch(app_url, browser):
     assert said["mounted"] is None and said["kept"] == "circuits", said
     assert said["clicked"].startswith("tokens|") and said["now"] == "tokens", said
     context.close()
+
+
+# What the user sees of the tab's first grid, its slider and the frames on demand, and of the
+# graph: each edge's drawn width and whether a label outside the nodes lies on an edge.
+SEEN = """() => {
+  const shown = (id) => !!document.querySelector(`#${id}`)?.offsetParent;
+  const range = document.querySelector('#keep input[type=range]');
+  return {said: document.querySelector('#circuit-attr-said')?.innerText || '',
+    max: range?.max, compare: shown('circuit-compare-plot'), graph: shown('circuit-graph-plot')};
+}"""
+GRAPH_SEEN = """() => {
+  const gd = document.querySelector('#circuit-graph-plot .js-plotly-plot');
+  const {xaxis, yaxis} = gd._fullLayout;
+  const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+  const px = (x, y) => [box.left + xaxis.l2p(x), box.top + yaxis.l2p(y)];
+  const traces = [...gd.querySelectorAll('.scatterlayer .trace')];
+  const edges = gd.data.map((t, i) => [t, i])
+    .filter(([t]) => (t.hovertemplate || '').includes('→'));
+  const widths = Object.fromEntries(edges.map(([t, i]) => [t.hovertemplate.split(':')[0],
+    parseFloat(getComputedStyle(traces[i].querySelector('path.js-line')).strokeWidth)]));
+  const crosses = (r, [a, b], [c, d]) => {  // a segment through a box, sampled every 2 px
+    const n = Math.ceil(Math.hypot(c - a, d - b) / 2);
+    for (let k = 0; k <= n; k++) {
+      const x = a + (c - a) * k / n, y = b + (d - b) * k / n;
+      if (x > r.left && x < r.right && y > r.top && y < r.bottom) return true;
+    }
+    return false;
+  };
+  const nodes = gd.data[gd.data.length - 1];
+  const texts = [...traces[traces.length - 1].querySelectorAll('.textpoint text')];
+  const under = [], outside = [];
+  texts.forEach((el) => {
+    const r = el.getBoundingClientRect(), name = el.textContent;
+    const i = nodes.text.indexOf(name);
+    if (!name || i < 0) return;
+    const [cx, cy] = px(nodes.x[i], nodes.y[i]);
+    if (nodes.textposition[i] === 'middle center') {  // inside its opaque node
+      const half = (Array.isArray(nodes.marker.size) ? gd._fullData.at(-1).marker.size[i]
+        : nodes.marker.size) / 2;
+      if (r.left < cx - half - 1 || r.right > cx + half + 1) outside.push(name);
+      return;
+    }
+    for (const [t] of edges) {
+      const pts = t.x.map((x, k) => px(x, t.y[k]));
+      for (let k = 1; k < pts.length; k++) {
+        const edge = t.hovertemplate.split(':')[0];
+        if (crosses(r, pts[k - 1], pts[k])) under.push(`${name} × ${edge}`);
+      }
+    }
+  });
+  const notes = [...gd.querySelectorAll('.annotation')];
+  const above = notes.every((n) => traces.every((t) =>
+    t.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING));
+  const letters = notes.map((n) => n.textContent).filter((s) => /^[qkv]$/.test(s));
+  return {widths, under, outside, above, letters, arrows: gd._fullData.filter(
+    (t) => t.marker?.symbol === 'arrow').length};
+}"""
+
+
+def expected_agreement() -> tuple[str, str]:
+    """This pair's Pearson r with exact patching, 8 steps and one, from analysis alone."""
+    import numpy as np
+
+    import analysis
+    import engine
+    from analysis.circuits import PAGE_STEPS
+
+    net = engine.Engine().model("induction").net
+    clean, corrupt = engine.encode(net, COPY["text"], COPY["pair"])
+    pair = analysis.patch_pair(net, clean, corrupt, answer=net.tokenizer.char_to_id("v"))
+    metric = analysis.logit_diff(pair.answer, pair.wrong)
+    exact = pair.heads.numpy().ravel()
+    return tuple(
+        f"{np.corrcoef(analysis.attribute_heads(net, clean, corrupt, metric, steps=s).numpy().ravel(), exact)[0, 1]:.2f}"  # noqa: E501
+        for s in (PAGE_STEPS, 1)
+    )
+
+
+@pytest.mark.parametrize("size", ["720p", "phone"])
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_what_a_class_sees_of_the_first_grid_the_slider_and_the_graph(app_url, browser, lang, size):
+    """Issue 52 at 1280 × 720 and on a phone, in both languages: over the first grid this
+    pair's agreement with exact patching (r for 8 steps and one, as analysis computes them);
+    the slider ends at the model's 262 edges; no empty frame stands before Compare; the graph's
+    edges end in arrowheads, q/k/v name the inputs, the lesson's key edge is drawn ≥ 2.5 px,
+    labels outside the nodes lie on no edge, those inside stay inside; a click 16 px off a
+    head's centre on a phone still opens it."""
+    if size == "phone":
+        context, page = phone(browser)
+    else:
+        context = browser.new_context(viewport={"width": 1280, "height": 720})
+        page = context.new_page()
+    page.goto(f"{app_url}?{urlencode({**COPY, 'lang': lang})}")
+    wait_for(page, READY)
+    wait_for(page, DRAWN, GRIDS)
+    seen = page.evaluate(SEEN)
+    r_ig, r_one = expected_agreement()
+    assert "Pearson" in seen["said"] and r_ig in seen["said"] and r_one in seen["said"], seen
+    assert ("GPT-2 small" in seen["said"]) and seen["max"] == "262", seen
+    assert not seen["compare"], seen  # no empty frame before Compare
+    page.evaluate(
+        "() => document.querySelector('#circuit-attr-said').scrollIntoView({block: 'start'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_first_grid_{size}_{lang}", full_page=False)
+    page.click("#circuit-run")
+    wait_for(page, DRAWN, ["circuit-graph-plot"])
+    page.wait_for_timeout(800)
+    graph = page.evaluate(GRAPH_SEEN)
+    assert graph["arrows"] == len(graph["widths"]) > 0, graph
+    assert graph["widths"]["L0H1 → L1H0.k"] >= 2.5, graph["widths"]
+    assert min(graph["widths"].values()) >= 2.5, graph["widths"]
+    assert not graph["under"] and not graph["outside"] and graph["above"], graph
+    assert {"k", "v"} <= set(graph["letters"]), graph
+    page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot').scrollIntoView({block: 'center'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_graph_{size}_{lang}", full_page=False)
+    fits(page, figures=5)
+    if size == "phone":  # a touch target of 32 px at least: 16 px right of L1H1's centre
+        x, y = page.evaluate(NODE, "L1H1")
+        page.mouse.move(x + 16, y)
+        page.wait_for_timeout(200)
+        page.mouse.click(x + 16, y)
+        page.wait_for_function(SHOWS, arg=[1, 1], timeout=60_000)
+    context.close()
+
+
+SMOL = {
+    "text": "When Mary and John went to the store, John gave a drink to",
+    "model": "smollm2-135m",
+    "tab": "circuits",
+    "pair": "When Mary and John went to the store, Mary gave a drink to",
+    "answer": " Mary",
+    "wrong": " John",
+}
+
+
+@pytest.mark.parametrize(
+    ("size", "lang"), [("1080p", "en"), ("720p", "zh-CN"), ("phone", "en")]
+)  # fmt: skip
+def test_a_real_lms_graph_reads_at_1080p_720p_and_on_a_phone(app_url, browser, size, lang):
+    """Issue 51/52 on the shipped ioi-smollm2 pair (SmolLM2-135M, 70,651 edges): a link finds
+    its circuit; the title counts the edges drawn of all; the slider ends at the page's 10,000;
+    no node's name lies under an edge or over another text; 270 heads are too many to patch as
+    the tab opens, and the sentence over the grid says how to get the agreement."""
+    if size == "phone":
+        context, page = phone(browser)
+    else:
+        viewport = {"1080p": (1920, 1080), "720p": (1280, 720)}[size]
+        context = browser.new_context(
+            viewport=dict(zip(("width", "height"), viewport, strict=True))
+        )
+        page = context.new_page()
+    page.goto(f"{app_url}?{urlencode({**SMOL, 'lang': lang})}")
+    wait_for(page, READY, timeout=300_000)
+    wait_for(page, DRAWN, ["circuit-graph-plot"], timeout=300_000)
+    page.wait_for_timeout(1000)
+    title = page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot .gtitle')?.textContent || ''"
+    )
+    assert "70651" in title and "60" in title, title
+    assert page.evaluate(SEEN)["max"] == "10000"
+    assert "270" in page.inner_text("#circuit-attr-said")
+    graph = page.evaluate(GRAPH_SEEN)
+    assert graph["arrows"] == 60 and not graph["under"] and graph["above"], graph
+    seen = page.evaluate(MEASURE_JS, "circuits")
+    crowded = [o for o in seen["overlaps"] if o[0] == "circuit-graph-plot"]
+    assert not crowded and not seen["outside"], (crowded, seen["outside"])
+    page.evaluate(
+        "() => document.querySelector('#circuit-graph-plot').scrollIntoView({block: 'center'})"
+    )
+    page.wait_for_timeout(300)
+    shot(page, f"circuits_smollm2_{size}_{lang}", full_page=False)
+    context.close()

@@ -79,8 +79,12 @@ def test_the_grid_drawn_at_once_is_attribute_heads(demo, induction):
     net, clean, corrupt, metric, _ = induction
     _, out = opened(demo, COPY[0], "induction", COPY[1], answer="v")
     grid = z_of(figure(out["circuit_attr_plot"])["data"][0])
-    direct = analysis.attribute_heads(net, clean, corrupt, metric, steps=1).numpy()
+    direct = analysis.attribute_heads(net, clean, corrupt, metric, steps=PAGE_STEPS).numpy()
     np.testing.assert_allclose(grid, direct, atol=1e-6)
+    assert (
+        f"{PAGE_STEPS} integrated-gradient steps"
+        in figure(out["circuit_attr_plot"])["layout"]["title"]["text"]
+    )
     resid = figure(out["circuit_resid_plot"])
     direct = analysis.attribute_residual(net, clean, corrupt, metric).numpy()
     np.testing.assert_allclose(z_of(resid["data"][0]), direct, atol=1e-6)
@@ -100,12 +104,57 @@ def test_the_comparison_is_patching_beside_the_estimate_with_its_correlation(dem
     out = pressed(demo, ask, "compare")
     fig = figure(out["circuit_compare_plot"])
     np.testing.assert_allclose(z_of(fig["data"][0]), pair.heads.numpy(), atol=1e-6)
-    estimate = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
-    np.testing.assert_allclose(fig["data"][1]["x"], pair.heads.numpy().ravel(), atol=1e-6)
-    np.testing.assert_allclose(fig["data"][1]["y"], estimate.ravel(), atol=1e-6)
-    r = np.corrcoef(estimate.ravel(), pair.heads.numpy().ravel())[0, 1]
-    assert f"r = **{r:.2f}**" in out["circuit_compare_said"]
+    exact = pair.heads.numpy().ravel()
+    for trace, steps in zip(fig["data"][1:3], (PAGE_STEPS, 1), strict=True):  # both estimates
+        estimate = analysis.attribute_heads(net, clean, corrupt, metric, steps=steps).numpy()
+        np.testing.assert_allclose(trace["x"], exact, atol=1e-6)
+        np.testing.assert_allclose(trace["y"], estimate.ravel(), atol=1e-6)
+        r = np.corrcoef(estimate.ravel(), exact)[0, 1]
+        assert f"**{r:.2f}**" in out["circuit_compare_said"]
+        assert f"r = {r:.2f}" in trace["name"]  # the legend names each kind of point's r
     assert "0.98" in out["circuit_compare_said"] and "0.75" in out["circuit_compare_said"]
+
+
+def test_the_first_grid_says_this_pairs_agreement_with_which_heads_matter(demo, induction):
+    """Issue 52: the tab opened on one-step attribution (L0H1 −0.13 where exact patching gives
+    +0.62) under a caption quoting 0.98, another model's number. Now its grid is the page's
+    integrated-gradient steps, and the sentence over it gives this pair's Pearson r with exact
+    patching (both estimates), recomputed here from analysis alone; 0.98 is said as GPT-2's."""
+    net, clean, corrupt, metric, pair = induction
+    _, out = opened(demo, COPY[0], "induction", COPY[1], page="agree", answer="v")
+    exact = pair.heads.numpy().ravel()
+    said = out["circuit_attr_said"]
+    for steps in (PAGE_STEPS, 1):
+        estimate = analysis.attribute_heads(net, clean, corrupt, metric, steps=steps).numpy()
+        r = np.corrcoef(estimate.ravel(), exact)[0, 1]
+        assert f"**{r:.2f}**" in said, (steps, r, said)
+    ig = analysis.attribute_heads(net, clean, corrupt, metric, steps=PAGE_STEPS).numpy()
+    one = analysis.attribute_heads(net, clean, corrupt, metric, steps=1).numpy()
+    # the lesson's head: one step gets its sign wrong, the grid shown does not
+    assert pair.heads[0, 1] > 0.5 and one[0, 1] < 0 < ig[0, 1]
+    assert "over the 12 heads" in said and "not this pair's" in said
+    with speaking("zh-CN"):
+        zh = circuits.agreement_sentence((0.78, 0.26, 12), demo.views.engine.model("induction"))
+    assert "<b>0.78</b>" in zh and "<b>0.26</b>" in zh and "GPT-2 small" in zh and "一致" in zh
+
+
+def test_a_large_models_agreement_waits_for_exact_patching_or_reuses_it(demo, monkeypatch):
+    """A model past EXACT_AT_ONCE_PARAMS (SmolLM2: ~50 s of CPU to patch every head) is not
+    patched as the tab opens: the sentence says how to get the agreement, and Compare says it;
+    a pair Which heads matter measured first has its grid reused and its r said at once."""
+    monkeypatch.setattr(circuits.cm, "EXACT_AT_ONCE_PARAMS", 10)
+    ask, out = opened(demo, COPY[0], "induction", "bhmtv qzxw", page="big", answer="v")
+    said = out["circuit_attr_said"]
+    assert "not measured yet" in said and "12 heads" in said and "Pearson" not in said
+    assert "Pearson r = **" in pressed(demo, ask, "compare")["circuit_compare_said"]
+    # Which heads matter first (its Patch), then this tab: no patching here, its grid reused
+    patch = Ask(tab="patching", sel=Selection(pair="bhmtk qzxv", answer="v"), page="big2")
+    with speaking("en"):
+        demo.views.run(patch, COPY[0], "induction", "", "", "", "final", True)
+        demo.views.selection(patch, "patch")
+    monkeypatch.setattr(circuits.cm, "measure", None)  # a call here would fail
+    _, out = opened(demo, COPY[0], "induction", "bhmtk qzxv", page="big2", answer="v")
+    assert "Pearson r = **" in out["circuit_attr_said"], out["circuit_attr_said"]
 
 
 def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, induction):
@@ -119,7 +168,7 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     found = analysis.circuit(net, clean, corrupt, metric, keep)
     assert f"faithfulness {found.faithfulness:.3f}" in said and found.faithfulness >= 0.8
     graph = figure(out["circuit_graph_plot"])
-    hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines"]
+    hovers = [t["hovertemplate"] for t in graph["data"] if t["mode"] == "lines+markers"]
     named = circuits_viz._hover_name  # the embeddings and the logits in words
     shown = [
         f"{named(s)} → {named(t)}: {v:+.4f}<extra></extra>" for s, t, v in top.iloc[:keep].values
@@ -128,7 +177,7 @@ def test_the_circuit_is_edge_attributions_strongest_and_its_faithfulness(demo, i
     nodes = graph["data"][-1]  # a head's hover says that a click opens it (ui/js/circuits.js)
     said_of = dict(zip(nodes["customdata"], nodes["hovertext"], strict=True))
     assert "Attention tab" in said_of["L1H0"] and said_of["L0MLP"] == "L0MLP"
-    lines = [t for t in graph["data"] if t["mode"] == "lines"]
+    lines = [t for t in graph["data"] if t["mode"] == "lines+markers"]
     for line, target in zip(lines, top["target"], strict=False):  # each edge's kind, apart
         kind = target.rpartition(".")[2] if "." in target else line["legendgroup"]
         assert line["legendgroup"] == kind
@@ -182,6 +231,8 @@ def test_the_exports_are_the_edges_by_strength_and_what_was_measured(demo, induc
         np.testing.assert_allclose(array("edges/score"), top["score"], rtol=1e-5, atol=1e-9)
         grid = analysis.attribute_heads(net, clean, corrupt, metric).numpy()
         np.testing.assert_allclose(array("attribution"), grid, atol=1e-6)
+        grid = analysis.attribute_heads(net, clean, corrupt, metric, steps=PAGE_STEPS).numpy()
+        np.testing.assert_allclose(array("attribution_ig"), grid, atol=1e-6)
         resid = analysis.attribute_residual(net, clean, corrupt, metric).numpy()
         np.testing.assert_allclose(array("attribution_residual"), resid, atol=1e-6)
         k = analysis.composition_scores(net, "k").numpy()
@@ -230,7 +281,7 @@ def test_a_link_opens_the_tab_with_its_pair_and_draws_its_circuit(demo):
     assert invalid == [] and back.tab == "circuits" and back.sel.keep == 26
     ask = Ask(tab="tokens", sel=Selection(), page="link")
     out = demo.views.deeplink(ask, link)
-    assert out["tabs"].selected == "circuits" and out["keep"] == 26
+    assert out["tabs"].selected == "circuits" and out["keep"]["value"] == 26
     assert out["circuit_attr_plot"] is not None
     assert "**26 edges**" in out["circuit_edges_said"]  # the link's circuit, found with it
     assert out["circuit_compare_plot"] is None  # the comparison stays on its button
@@ -376,9 +427,10 @@ def test_a_pre_norm_encoder_decoder_gets_its_circuit_over_both_stacks(demo):
     graph = figure(out["circuit_graph_plot"])
     nodes = graph["data"][-1]["customdata"]
     assert {"encoder.embed", "memory", "decoder.embed", "cross.L1H3", "logits"} <= set(nodes)
-    texts = [a["text"] for a in graph["layout"]["annotations"]]  # the stacks named
-    assert texts == ["encoder", "decoder (◆ cross-attention heads)"]
-    lines = [t for t in graph["data"] if t["mode"] == "lines"]
+    texts = [a["text"] for a in graph["layout"]["annotations"]]  # the stacks named, then q/k/v
+    assert texts[:2] == ["encoder", "decoder (◆ cross-attention heads)"]
+    assert set(texts[2:]) <= {"<b>q</b>", "<b>k</b>", "<b>v</b>"}
+    lines = [t for t in graph["data"] if t["mode"] == "lines+markers"]
     named = circuits_viz._hover_name  # "encoder.embed" -> "encoder.embeddings", in words
     shown = [
         f"{named(s)} → {named(t)}: {v:+.4f}<extra></extra>"
@@ -418,3 +470,96 @@ def test_the_graphs_title_and_the_sentence_count_the_edges_the_slider_kept(demo,
     assert "**1 edge** kept of 262: it alone restores" in one["circuit_edges_said"]
     small = figure(one["circuit_graph_plot"])["layout"]["title"]["text"]
     assert "the 1 strongest of 262 edges" in small
+
+
+def test_the_slider_ends_at_the_edges_the_model_has(demo):
+    """Issue 52: the slider ran to 500 on a model of 262 edges. Each run sets its maximum to the
+    model's edges (analysis.circuits.edge_count), in either language, and lowers a value past
+    them; a model edge attribution refuses (BERT) keeps 0, the smallest circuit."""
+    net = demo.views.engine.model("induction").net
+    assert analysis.circuits.edge_count(net) == 262
+    for lang in ("en", "zh-CN"):
+        _, out = opened(demo, COPY[0], "induction", COPY[1], page=f"edges-{lang}", lang=lang,
+                        answer="v", keep=400)  # fmt: skip
+        assert out["keep"]["maximum"] == 262 and out["keep"]["value"] == 262, out["keep"]
+    ask, out = opened(demo, COPY[0], "induction", COPY[1], page="edges-in", answer="v", keep=26)
+    assert out["keep"]["maximum"] == 262 and "value" not in out["keep"]
+    _, out = opened(demo, "The cat sat.", BUNDLED, "The dog sat.", page="edges-bert", keep=5)
+    assert out["keep"]["maximum"] == 1 and out["keep"]["value"] == 0
+
+
+def test_the_graphs_edges_reach_their_nodes_with_arrows_and_name_their_input(demo, induction):
+    """Issue 52: edges without direction, q/k/v told only by colour, the sign unexplained, the
+    lesson's key edge 1.2 px. Now each edge ends in an arrowhead on its target's rim, every
+    head and input an edge feeds has its "q", "k" or "v" where it arrives, the legend says
+    what a dotted line is, no edge is under 2.5 px (L0H1 → L1H0.k among them), and a phone's
+    layout keeps the nodes touch targets (Plotly picks within 20 px of a node)."""
+    ask, _ = opened(demo, COPY[0], "induction", COPY[1], page="arrows", answer="v")
+    out = pressed(demo, replace(ask, sel=replace(ask.sel, keep=30)), "circuit")
+    graph = figure(out["circuit_graph_plot"])
+    edges = [t for t in graph["data"] if t.get("hovertemplate", "").count("→")]
+    assert len(edges) == 30
+    nodes = graph["data"][-1]
+    place = dict(zip(nodes["customdata"], zip(nodes["x"], nodes["y"], strict=True), strict=True))
+    ports = {(n["x"], n["y"], n["text"]) for n in graph["layout"]["annotations"]}
+    for edge in edges:
+        source, _, target = edge["customdata"]
+        assert (edge["x"][0], edge["y"][0]) == place[source]  # from its source's node
+        assert edge["x"][-1] == place[target][0]  # into its target's, an arrowhead at the end
+        assert edge["marker"]["symbol"] == "arrow" and edge["marker"]["angleref"] == "previous"
+        assert edge["marker"]["size"][:2] == [0, 0] and edge["marker"]["size"][2] > 12
+        assert edge["marker"]["standoff"] == circuits_viz.NODE_PX / 2  # its tip on the rim
+        assert edge["line"]["width"] >= 2.5
+        kind = edge["hovertemplate"].split("→")[1].split(":")[0].strip().rpartition(".")[2]
+        if kind in ("q", "k", "v"):
+            assert (edge["x"][-1], edge["y"][-1], f"<b>{kind}</b>") in ports
+    key = next(e for e in edges if e["hovertemplate"].startswith("L0H1 → L1H0.k"))
+    assert key["line"]["width"] >= 2.5 and key["line"]["color"] == circuits_viz.KIND_COLOURS["k"]
+    assert key["line"]["dash"] == "solid"  # positive: toward the clean answer
+    dotted = [t for t in graph["data"] if t.get("name", "").startswith("dotted: negative")]
+    assert len(dotted) == 1 and dotted[0]["line"]["dash"] == "dot" and dotted[0]["showlegend"]
+    # a head is named inside its node (opaque over the lines that pass it), 34 px; a phone's 26
+    i = nodes["customdata"].index("L1H0")
+    assert nodes["text"][i] == "L1H0" and nodes["textposition"][i] == "middle center"
+    assert nodes["marker"]["size"][i] == 34 and nodes["marker"]["opacity"] == 1.0
+    phone = graph["layout"]["meta"]["narrow"]["traces"][str(len(graph["data"]) - 1)]
+    assert phone["marker.size"][i] == circuits_viz.PHONE_NODE_PX >= 26
+    assert nodes["textposition"][nodes["customdata"].index("embed")] == "middle left"
+    with speaking("zh-CN"):
+        out = pressed(demo, replace(ask, lang="zh-CN"), "circuit")
+    zh = figure(out["circuit_graph_plot"])
+    assert any(t.get("name", "").startswith("虚线") for t in zh["data"])
+
+
+def test_a_deep_models_graph_names_its_nodes_over_the_lines_and_thins_them(demo):
+    """Issue 51/52: SmolLM2's graph (30 layers, 70,651 edges) drew 270 heads' names where lines
+    ran over them. A graph deeper than BIG_LAYERS names only the nodes its edges touch, on a
+    white ground above every line, at least DEEP_GAP layers apart in a row (PHONE_DEEP_GAP on
+    a phone, which also leaves the q/k/v letters to the colours); its edges keep arrows."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(n_layers=30, n_heads=9, kv_heads=3, arch="decoder")
+    rows = [("embed", "L0MLP", 2.0), ("L0MLP", "L8H0.q", 1.0), ("L17H4", "L23KV1.v", 0.9)]
+    rows += [(f"L{layer}H3", "logits", 0.5) for layer in range(20, 30)]
+    kept = pd.DataFrame(rows, columns=["source", "target", "score"])
+    fig = circuits_viz.circuit_figure(kept, config, 0.9, 70_651, n_kept=500).to_plotly_json()
+    nodes = fig["data"][-1]
+    assert not any(nodes["text"])  # no name drawn under a line
+    notes = [n for n in fig["layout"]["annotations"] if not circuits_viz.PORT.fullmatch(n["text"])]
+    named = {n["text"] for n in notes}
+    assert {"L0MLP", "L8H0", "L17H4", "L23H3", "logits"} <= named
+    assert all(n["bgcolor"].startswith("rgba(255,255,255") for n in notes)
+    row = sorted(int(t[1:3]) for t in named if t.endswith("H3"))
+    assert row[0] == 20 and min(np.diff(row)) >= circuits_viz.DEEP_GAP
+    hidden = fig["layout"]["meta"]["narrow"]["layout"]
+    first = fig["layout"]["annotations"].index(notes[0])
+    on_phone = [
+        n["text"] for i, n in enumerate(notes) if f"annotations[{first + i}].visible" not in hidden
+    ]
+    row = sorted(int(t[1:3]) for t in on_phone if t.endswith("H3"))
+    assert len(row) >= 2 and min(np.diff(row)) >= circuits_viz.PHONE_DEEP_GAP, row
+    assert sum(1 for t in fig["data"] if t.get("marker", {}).get("symbol") == "arrow") == 13
+    assert (
+        "The circuit of 500 edges (of 70651): its 13 strongest drawn"
+        in fig["layout"]["title"]["text"]
+    )

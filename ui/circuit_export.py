@@ -19,7 +19,8 @@ PAPERS = {
 
 def circuit_npz(edges, grids: dict, composition: dict, points, spec, circuit, meta: dict) -> bytes:
     """``edges`` ranked (source, target, score), ``grids`` {"attribution": attribute_heads'
-    [L, H], "attribution_residual": attribute_residual's [L, T]} (one step each),
+    [L, H] with one step, "attribution_ig": with the page's steps, "attribution_residual":
+    attribute_residual's [L, T] with one step},
     ``composition`` {"q", "k", "v": [L, H, L, H]}, ``points`` [(edges kept, faithfulness)],
     ``spec`` the pair (ui.circuit_measures.PairSpec), ``circuit`` one analysis.circuit (its
     m_clean, m_corrupt)."""
@@ -46,7 +47,7 @@ def circuit_npz(edges, grids: dict, composition: dict, points, spec, circuit, me
         "wrong": spec.wrong,
         "position": spec.position,
         "stack": spec.stack,
-        "steps": {"attribution": 1, "edges": PAGE_STEPS},
+        "steps": {"attribution": 1, "attribution_ig": PAGE_STEPS, "edges": PAGE_STEPS},
         "m_clean": circuit.m_clean,
         "m_corrupt": circuit.m_corrupt,
     }

@@ -19,6 +19,7 @@ from analysis.patching import pair_measure
 from engine import InputError
 from lang import Msg, message_of, tr
 from serve.lru import LockedLRU
+from ui.patching_measures import MEASURED
 from ui.tabs.patching import asked, clean_inputs, measure
 
 MB = 1 << 20
@@ -85,6 +86,8 @@ def _nbytes(value) -> int:
         return value.nbytes
     if isinstance(value, dict):
         return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, analysis.attribution_patching.Attributed):
+        return sum(_nbytes(g) for g in (value.heads, value.heads_one_step, value.residual))
     return 4096
 
 
@@ -94,25 +97,27 @@ CIRCUITS: LockedLRU = LockedLRU(256, 4 * MB, _nbytes)
 COMPOSITION: LockedLRU = LockedLRU(8, 64 * MB, _nbytes)
 
 
-def attribution_grid(loaded, spec: PairSpec, steps: int = 1) -> torch.Tensor:
-    """analysis.attribute_heads of the pair: [L, H] (one step: EAP; more: EAP-IG)."""
+def attributed(loaded, spec: PairSpec) -> analysis.attribution_patching.Attributed:
+    """analysis.attribute_all of the pair with the page's steps: the heads' grid with them
+    (EAP-IG) and with one step (EAP), and the residual stream's with one, from one call."""
     return GRIDS.once(
-        ("grid", steps, *spec.key),
-        lambda: analysis.attribute_heads(
-            loaded.net, spec.clean, spec.corrupt, spec.measure, steps=steps, stack=spec.stack
+        ("attributed", *spec.key),
+        lambda: analysis.attribute_all(
+            loaded.net, spec.clean, spec.corrupt, spec.measure, PAGE_STEPS, stack=spec.stack
         ),
     )
+
+
+def attribution_grid(loaded, spec: PairSpec, steps: int = PAGE_STEPS) -> torch.Tensor:
+    """Every head's estimated share, [L, H]: with the page's steps (EAP-IG) or one (EAP)."""
+    found = attributed(loaded, spec)
+    return found.heads_one_step if steps == 1 else found.heads
 
 
 def residual_grid(loaded, spec: PairSpec) -> torch.Tensor:
-    """analysis.attribute_residual of the pair (one step): [L, T], the stream entering each
-    layer at each position."""
-    return GRIDS.once(
-        ("residual", *spec.key),
-        lambda: analysis.attribute_residual(
-            loaded.net, spec.clean, spec.corrupt, spec.measure, stack=spec.stack
-        ),
-    )
+    """attribute_residual of the pair (one step): [L, T], the stream entering each layer at
+    each position."""
+    return attributed(loaded, spec).residual
 
 
 def pair_tokens(loaded, spec: PairSpec) -> tuple[list[str], list[str]]:
@@ -126,6 +131,35 @@ def pair_tokens(loaded, spec: PairSpec) -> tuple[list[str], list[str]]:
 def exact_grid(loaded, found, sel) -> torch.Tensor:
     """Activation patching's grid: the patching tab's measurement (its cache, its queue)."""
     return measure(loaded, clean_inputs(found), sel, found.text).heads
+
+
+# Exact patching runs the model once per head and per layer and position: on a model of up to
+# this many parameters (the page's own trained models, ~0.4 s of CPU for the copy pair) the tab
+# measures it as it opens; a larger one's (SmolLM2-135M: ~50 s) only when the user asks for it.
+EXACT_AT_ONCE_PARAMS = 5_000_000
+
+
+def known_exact(loaded, found, sel, spec: PairSpec) -> torch.Tensor | None:
+    """Which heads matter's grid of this pair where it is at hand: measured already (by that tab
+    or Compare: the same key), or cheap enough to measure now (a small model); None otherwise,
+    or where exact patching refuses the pair."""
+    done = MEASURED.get(spec.key)
+    if done is None and sum(p.numel() for p in loaded.net.parameters()) <= EXACT_AT_ONCE_PARAMS:
+        try:
+            done = measure(loaded, clean_inputs(found), sel, found.text)
+        except InputError:
+            return None
+    return None if done is None else done.heads
+
+
+def agreement(loaded, found, sel, spec: PairSpec) -> tuple[float, float, int] | None:
+    """(Pearson r of the page's-steps estimate with exact patching over the heads, r of the
+    one-step estimate, the number of heads), or None where exact patching is not at hand."""
+    exact = known_exact(loaded, found, sel, spec)
+    if exact is None:
+        return None
+    integrated, one = attribution_grid(loaded, spec), attribution_grid(loaded, spec, 1)
+    return pearson(integrated, exact), pearson(one, exact), exact.numel()
 
 
 def edges_of(loaded, spec: PairSpec, measure: bool = True) -> pd.DataFrame | None:
@@ -224,14 +258,15 @@ def pearson(a, b) -> float:
 
 def comparison(loaded, found, sel, pair: PairSpec):
     """(one-step attribution [L, H], exact patching [L, H], Pearson r of the two, r with the
-    page's steps), or the sentence saying why exact patching refused the pair."""
-    estimate = attribution_grid(loaded, pair)
+    page's steps, the page's-steps attribution [L, H]), or the sentence saying why exact
+    patching refused the pair."""
+    estimate = attribution_grid(loaded, pair, 1)
     try:
         exact = exact_grid(loaded, found, sel)
     except InputError as exc:
         return message_of(exc)
-    integrated = attribution_grid(loaded, pair, PAGE_STEPS)
-    return estimate, exact, pearson(estimate, exact), pearson(integrated, exact)
+    integrated = attribution_grid(loaded, pair)
+    return estimate, exact, pearson(estimate, exact), pearson(integrated, exact), integrated
 
 
 def circuit_view(loaded, pair: PairSpec, keep: int, pressed: bool):

@@ -31,8 +31,9 @@ def as_int(value) -> int:
 @dataclass(frozen=True)
 class Whole:
     """A whole number from 0: up to the last the trace allows (``bound``: "layer", "head",
-    "token" or "step" of the chosen stack) or to ``most``; a link carries up to ``digits`` digits
-    and writes it always, or (``always`` False) only when it is not the default."""
+    "token" or "step" of the chosen stack, or the model's "edges") and to ``most``; a link
+    carries up to ``digits`` digits and writes it always, or (``always`` False) only when it is
+    not the default."""
 
     bound: str | None = None
     most: int | None = None
@@ -41,8 +42,14 @@ class Whole:
 
     def valid(self, value, default, last: dict[str, int]):
         number = max(as_int(value), 0)
-        top = last[self.bound] if self.bound else self.most
+        top = self.top(last)
         return number if top is None else min(number, top)
+
+    def top(self, last: dict[str, int]) -> int | None:
+        """The largest value allowed: the trace's bound (where it is known) within ``most``."""
+        bounds = [last.get(self.bound) if self.bound else None, self.most]
+        known = [n for n in bounds if n is not None]
+        return min(known) if known else None
 
     def from_link(self, name: str, raw: str, invalid: list[str]):
         if re.fullmatch(rf"\d{{1,{self.digits}}}", raw.strip()):

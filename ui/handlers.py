@@ -293,7 +293,7 @@ class Views:
         for name, rule in RULES.items():
             if not isinstance(rule, Whole) or rule.bound is None:
                 continue
-            last = bounds.last[clamped.stack][rule.bound]
+            last = rule.top(bounds.last[clamped.stack])
             if rule.bound not in ("layer", "head"):  # one token or step: a slider still, 0–1
                 last = max(last, 1)
             value = getattr(clamped, name)

@@ -42,14 +42,24 @@ KIND_NAMES = {
     "logits": "edge to the logits",
     "memory": "edge to the encoder output",
 }
-KIND_OFFSET = {"q": 0.22, "k": 0.0, "v": -0.22}  # where on a head node each kind arrives
+KIND_OFFSET = {"q": 0.3, "k": 0.0, "v": -0.3}  # where on a head node each kind arrives
 MAX_WIDTH = 7.0  # px: the strongest edge shown
-MIN_WIDTH = 1.2  # px: the faintest still reads as its colour
+MIN_WIDTH = 2.5  # px: the faintest still reads as its colour at 720p and on a phone
+# A node of a graph of up to BIG_LAYERS layers: its name inside, opaque over the edges that pass
+# it, and a touch target (px). A deeper model's graph (SmolLM2: 30 layers, 63 columns) has no
+# room for that: small nodes, only those an edge touches named.
+NODE_PX, BIG_LAYERS = 34, 8  # every node of a small graph: an edge's dark, another's light
+PHONE_NODE_PX = 26  # a phone's: a click within Plotly's 20 px of its centre picks it
+BIG_NODE_PX, BIG_SMALL_NODE_PX = 11, 5
+ARROW_PX = 12  # an edge's arrowhead, its tip on the rim of the node it enters
+PHONE_ARROW_PX = 7  # a phone's, plus half its line's width
+LEFT_ROOM, RIGHT_ROOM = -2.8, 2.0  # the x range past the embeddings and the logits (units)
 MLP_ROW = -1.0  # the MLPs' row, under head n − 1 (at 0)
 STACKED_GAP = 2.4  # rows between a phone's encoder row (its MLPs) and decoder row (its names)
 TITLE_TOP = 32  # px above a title: Plotly's toolbar
 MIN_CELL_FONT = 9  # px: as Which heads matter's grids (viz/patching.py)
 HEAD = re.compile(r"L\d+H\d+$")  # a head's node ("L1H0", "cross.L1H0"), which a click opens
+PORT = re.compile(r"<b>[qkv]</b>")  # an annotation naming the input edges enter (_ports)
 
 
 def _title(text: str, second: str) -> str:
@@ -106,11 +116,13 @@ def _estimate_figure(trace: dict, heading: str, what: str, xaxis: dict, below: i
     return figure([trace], layout)
 
 
-def attribution_grid_figure(grid_values, config, stack: str, what: str):
-    """analysis.attribute_heads' [L, H] grid (one step): every head's estimated share."""
+def attribution_grid_figure(grid_values, config, stack: str, what: str, steps: int):
+    """analysis.attribute_heads' [L, H] grid: every head's estimated share, with ``steps``
+    integrated-gradient steps (EAP-IG)."""
     trace = _share_grid(grid_values, config, tr("estimated share"))
     heading = tr(
-        "Attribution patching: every head's share from one backward pass — {stack}",
+        "Attribution patching: every head's share, {steps} integrated-gradient steps — {stack}",
+        steps=steps,
         stack=stack_title(stack),
     )
     return _estimate_figure(trace, heading, what, {"title": {"text": tr("head")}})
@@ -135,8 +147,10 @@ def residual_grid_figure(grid_values, clean_tokens, corrupt_tokens, stack: str, 
     return _estimate_figure(trace, heading, what, xaxis, below=20)
 
 
-def compare_figure(estimated, exact, config, r: float):
-    """Activation patching's grid beside a scatter of attribution against it, with y = x."""
+def compare_figure(estimated, exact, config, r: float, one_step, steps: int):
+    """Activation patching's grid beside a scatter of attribution against it, with y = x: the
+    ``estimated`` grid (``steps`` integrated-gradient steps, Pearson ``r``) and ``one_step``
+    (the one-step grid, its r), each a kind of point."""
     a = np.asarray(estimated, dtype=np.float32)
     e = np.asarray(exact, dtype=np.float32)
     n_layers, n_heads = e.shape
@@ -164,6 +178,19 @@ def compare_figure(estimated, exact, config, r: float):
         "yaxis": y2,
         "showlegend": False,
     }
+    one = np.asarray(one_step[0], dtype=np.float32)
+    low, high = min(low, float(one.min())), max(high, float(one.max()))
+    scatter["name"] = tr("{steps} steps (r = {r:.2f})", steps=steps, r=r)
+    scatter["showlegend"] = True
+    points = [
+        scatter,
+        {
+            **scatter,
+            "y": one.ravel().tolist(),
+            "marker": {"size": 7, "color": "#777", "symbol": "circle-open"},
+            "name": tr("one step (r = {r:.2f})", r=one_step[1]),
+        },
+    ]
     diagonal = {
         "type": "scatter",
         "mode": "lines",
@@ -178,10 +205,12 @@ def compare_figure(estimated, exact, config, r: float):
     title = _title(
         tr("Attribution patching against activation patching"),
         tr(
-            "Pearson r = {r:.2f} over {n} heads (published: 0.98 for attention outputs on GPT-2 "
-            "small's IOI, 0.75 for the residual stream)",
+            "this pair: Pearson r = {r:.2f} over {n} heads ({steps} steps), {r_one:.2f} (one "
+            "step); published 0.98: GPT-2 small's IOI, not this model",
             r=r,
             n=e.size,
+            steps=steps,
+            r_one=one_step[1],
         ),  # fmt: skip
     )
     layout = _layout(title, min(760, 260 + 34 * n_layers))
@@ -191,7 +220,10 @@ def compare_figure(estimated, exact, config, r: float):
     layout[f"xaxis{x1[1:]}"].update(title={"text": tr("head")})
     layout[f"xaxis{x2[1:]}"].update(title={"text": tr("activation patching (share restored)")})
     layout[f"yaxis{y2[1:]}"].update(title={"text": tr("attribution (estimated share)")})
-    return figure([exact_trace, scatter, diagonal], layout)
+    # the two kinds of points named over the scatter
+    layout["legend"] = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0,
+                        "yanchor": "bottom"}  # fmt: skip
+    return figure([exact_trace, *points, diagonal], layout)
 
 
 # ---- the circuit as a graph --------------------------------------------------------------------
@@ -266,19 +298,37 @@ def _target_node(target: str, n_heads: int, n_kv: int) -> tuple[str, str]:
 
 
 def _line(source: str, node: str, kind: str, config, stacked: bool = False):
-    """An edge's line from its source's node to where its kind arrives on the target's."""
+    """An edge's line from its source's node to where its kind arrives on the target's (the
+    line's end hidden under the node; its arrowhead stands on the node's rim)."""
     x0, y0 = _node_place(source, config, stacked)
     x1, y1 = _node_place(node, config, stacked)
-    y1 += KIND_OFFSET.get(kind, 0.0)
-    return [x0, (x0 + x1) / 2, x1 - 0.12], [y0, (y0 + y1) / 2, y1]
+    y1 += _offset(kind, config)
+    return [x0, (x0 + x1) / 2, x1], [y0, (y0 + y1) / 2, y1]
+
+
+def _offset(kind: str, config) -> float:
+    """Where on a head's node an edge of this kind arrives (q above, v below; a deep graph's
+    small nodes take every kind at their centre)."""
+    return 0.0 if config.n_layers > BIG_LAYERS else KIND_OFFSET.get(kind, 0.0)
+
+
+def _node_px(config) -> tuple[int, int]:
+    """(an edge's node's size, another node's) in px: large and named inside on a graph of up to
+    BIG_LAYERS layers (all alike: a name fits each), small on a deeper one."""
+    if config.n_layers > BIG_LAYERS:
+        return BIG_NODE_PX, BIG_SMALL_NODE_PX
+    return NODE_PX, NODE_PX
 
 
 def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
     """One line per kept edge (its width by |score|, its colour by the kind of input it feeds,
-    dotted where negative), and the nodes the edges touch."""
+    dotted where negative) ending in an arrowhead on its target's rim, and the nodes the edges
+    touch. A click on an edge's first point is its source's, on its arrowhead its target's
+    (customdata: ui/js/circuits.js opens a head)."""
     n_heads = config.n_heads
     n_kv = getattr(config, "kv_heads", n_heads) or n_heads
     strongest = float(np.abs(kept["score"]).max()) if len(kept) else 1.0
+    rim = _node_px(config)[0] / 2
     traces, shown_kinds, touched = [], set(), set()
     for source, target, score in zip(kept["source"], kept["target"], kept["score"], strict=True):
         node, kind = _target_node(str(target), n_heads, n_kv)
@@ -286,18 +336,27 @@ def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
         touched.update((str(source), node))
         ends = f"{safe(_hover_name(str(source)))} → {safe(_hover_name(str(target)))}"
         hover = f"{ends}: {score:+.4f}<extra></extra>"
+        width = max(MIN_WIDTH, MAX_WIDTH * abs(float(score)) / strongest)
         traces.append(
             {
                 "type": "scatter",
-                "mode": "lines",
+                "mode": "lines+markers",
                 "x": xs,
                 "y": ys,
                 "line": {
                     "color": KIND_COLOURS[kind],
-                    "width": max(MIN_WIDTH, MAX_WIDTH * abs(float(score)) / strongest),
+                    "width": width,
                     "dash": "solid" if score >= 0 else "dot",
                 },
-                "opacity": 0.35 + 0.6 * abs(float(score)) / strongest,
+                "marker": {  # the arrowhead: on the last point, along the line, on the rim
+                    "symbol": "arrow",
+                    "angleref": "previous",
+                    "size": [0, 0, ARROW_PX + width],
+                    "standoff": rim,
+                    "color": KIND_COLOURS[kind],
+                },
+                "customdata": [str(source), "", node],
+                "opacity": 0.45 + 0.5 * abs(float(score)) / strongest,
                 "name": tr(KIND_NAMES[kind]),
                 "legendgroup": kind,
                 "showlegend": kind not in shown_kinds,
@@ -306,6 +365,100 @@ def _edge_traces(kept, config) -> tuple[list[dict], set[str]]:
         )
         shown_kinds.add(kind)
     return traces, touched
+
+
+def _ports(kept, config, stacked: bool = False) -> list[dict]:
+    """The input each edge into a head feeds, named where it arrives: "q", "k" or "v" in its
+    kind's colour left of the arrowhead, on a white ground over any line (annotations lie above
+    every trace), once per head and kind."""
+    n_heads = config.n_heads
+    n_kv = getattr(config, "kv_heads", n_heads) or n_heads
+    rim = _node_px(config)[0] / 2
+    shift = 13 if config.n_layers > BIG_LAYERS else 9  # a deep graph's kinds share one point
+    found, seen = [], set()
+    for target in kept["target"]:
+        node, kind = _target_node(str(target), n_heads, n_kv)
+        if kind not in KIND_OFFSET or (node, kind) in seen:
+            continue
+        seen.add((node, kind))
+        x, y = _node_place(node, config, stacked)
+        found.append(
+            {
+                "text": f"<b>{kind}</b>",
+                "x": x,
+                "y": y + _offset(kind, config),
+                "xref": "x",
+                "yref": "y",
+                "xanchor": "right",
+                "xshift": -(rim + ARROW_PX + 1),
+                "yshift": {"q": shift, "k": 0, "v": -shift}[kind],  # q above its line, v below
+                "showarrow": False,
+                "font": {"size": 13, "color": KIND_COLOURS[kind]},
+                "bgcolor": "rgba(255,255,255,0.9)",
+                "borderpad": 1,
+            }
+        )
+    return found
+
+
+DEEP_GAP, PHONE_DEEP_GAP = 3, 8  # layers between two names in one row of a deep graph
+
+
+def _deep_names(config, touched: set[str]) -> tuple[list[dict], list[bool]]:
+    """A deep one-stack graph's names, of the nodes an edge touches: over a head's node (under
+    an MLP's), on a white ground above every line; in one row at least DEEP_GAP layers apart
+    (the others keep their hover), and whether each is also kept on a phone (PHONE_DEEP_GAP)."""
+    found, phone, last, last_phone = [], [], {}, {}
+    for name in _node_names(config):
+        if name not in touched:
+            continue
+        x, y = _node_place(name, config)
+        match = NODE.fullmatch(name)
+        layer = int(match[2]) if match and match[2] is not None else None
+        if layer is not None and layer - last.get(y, -99) < DEEP_GAP:
+            continue
+        if layer is not None:
+            last[y] = layer
+        below = "MLP" in name
+        short = name.rpartition(".")[2]
+        anchor = {"embed": "left", "logits": "right"}.get(short, "center")
+        found.append(
+            {
+                "text": safe(_label(name)),
+                "x": x,
+                "y": y,
+                "xref": "x",
+                "yref": "y",
+                "xanchor": anchor,
+                "yanchor": "top" if below else "bottom",
+                "xshift": {"left": -6, "right": 6}.get(anchor, 0),
+                "yshift": -7 if below else 7,
+                "showarrow": False,
+                "font": {"size": 12, "color": "#222"},
+                "bgcolor": "rgba(255,255,255,0.85)",
+                "borderpad": 1,
+            }
+        )
+        keep = layer is None or layer - last_phone.get(y, -99) >= PHONE_DEEP_GAP
+        if keep and layer is not None:
+            last_phone[y] = layer
+        phone.append(keep)
+    return found, phone
+
+
+def _sign_key() -> dict:
+    """The legend's word for a dotted line: a negative score, an edge pushing toward the corrupt
+    answer (solid: toward the clean one)."""
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "x": [None],
+        "y": [None],
+        "line": {"color": "#555", "width": 2.5, "dash": "dot"},
+        "name": tr("dotted: negative (toward the corrupt answer)"),
+        "showlegend": True,
+        "hoverinfo": "skip",
+    }
 
 
 def _words() -> dict[str, str]:
@@ -331,32 +484,64 @@ def _hover_name(name: str) -> str:
 
 def _node_trace(config, touched: set[str]) -> dict:
     """Every node of the model, the ones an edge touches dark and large (a cross-attention head
-    a diamond, an MLP a square); a head's hover says a click opens it."""
+    a diamond, an MLP a square), opaque over the lines that pass them; a small graph's heads and
+    MLPs named inside their nodes, the embeddings and logits beside theirs (no line there). A
+    deep model's graph names only the nodes an edge touches, above them. A head's hover says a
+    click opens it."""
     names = _node_names(config)
     places = [_node_place(n, config) for n in names]
     opens = tr("click to open this head on the Attention tab")
+    big, small = _node_px(config)
+    deep = config.n_layers > BIG_LAYERS
+    inside = [not deep and _label(n) == n.rpartition(".")[2] for n in names]
+    named = touched  # a deep one-stack graph's nodes are named by annotations (_deep_names)
+    if deep and len(_stacks(config)) == 1:
+        named = set()
     return {
         "type": "scatter",
         "mode": "markers+text",
         "x": [x for x, _ in places],
         "y": [y for _, y in places],
-        "text": [safe(_label(n)) for n in names],
-        "textposition": ["bottom center" if "MLP" in n else "top center" for n in names],
+        "text": [safe(_label(n)) if (not deep or n in named) else "" for n in names],
+        "textposition": [_text_at(n, inner, deep) for n, inner in zip(names, inside, strict=True)],
+        "textfont": {
+            "size": [10 if inner else 12 for inner in inside],
+            "color": [
+                ("#fff" if n in touched else "#444") if inner else "#222"
+                for n, inner in zip(names, inside, strict=True)
+            ],
+        },
         "marker": {
-            "size": [16 if n in touched else 9 for n in names],
-            "color": ["#333" if n in touched else "#ccc" for n in names],
+            "size": [big if n in touched else small for n in names],
+            "color": ["#333" if n in touched else "#e4e4e4" for n in names],
+            "opacity": 1.0,
+            "line": {"width": 1, "color": "#999"},
             "symbol": [
                 "square" if "MLP" in n else "diamond" if n.startswith("cross.") else "circle"
                 for n in names
             ],
         },
         "customdata": names,  # what a click picks (ui/js/circuits.js)
+        "cliponaxis": False,  # the embeddings' and the logits' names reach into the margins
         "hovertext": [
             safe(f"{n} · {opens}") if HEAD.search(n) else safe(_hover_name(n)) for n in names
         ],
         "hovertemplate": "%{hovertext}<extra></extra>",
         "showlegend": False,
     }
+
+
+def _text_at(name: str, inside: bool, deep: bool) -> str:
+    """Where a node's name stands: inside it, left of the embeddings, right of the logits (no
+    line reaches those sides), above a deep graph's head, below an MLP."""
+    if inside:
+        return "middle center"
+    short = name.rpartition(".")[2]
+    if short == "embed" and not name.startswith("decoder."):
+        return "middle left"
+    if short == "logits":
+        return "middle right"
+    return "bottom center" if "MLP" in name else "top center"
 
 
 def _stack_names(config, stacked: bool = False) -> list[dict]:
@@ -404,10 +589,11 @@ def _stacked(kept, config, traces: list[dict], height: int) -> dict:
     top = 2 * n_heads + STACKED_GAP + 0.6
     layout = {
         "height": height,
-        "xaxis.range": [-1.2, right + 1.2],
+        "xaxis.range": [LEFT_ROOM, right + RIGHT_ROOM],
         "yaxis.range": [MLP_ROW - 0.6, top],
     }
-    for i, note in enumerate(_stack_names(config, stacked=True)):
+    notes = _stack_names(config, stacked=True) + _ports(kept, config, stacked=True)
+    for i, note in enumerate(notes):
         layout.update({f"annotations[{i}].x": note["x"], f"annotations[{i}].y": note["y"]})
     return {"below": STACK_BELOW, "layout": layout, "traces": changes}
 
@@ -421,7 +607,8 @@ def circuit_figure(
     width its column takes on a wide page (``layout.meta.share``, read by viz.screen.lay_out);
     ``n_kept``: the circuit's size when it keeps more edges than are drawn."""
     traces, touched = _edge_traces(kept, config)
-    traces.append(_node_trace(config, touched))
+    traces.append(_sign_key())
+    traces.append(_node_trace(config, touched))  # last: ui/js/circuits.js reads its names
     n_heads = config.n_heads
     right = _node_place("logits", config)[0]
     n_kept = len(kept) if n_kept is None else n_kept  # the circuit's edges; ``kept`` is drawn
@@ -443,19 +630,56 @@ def circuit_figure(
     )
     layout = _layout(title, min(760, 260 + 48 * n_heads))
     layout["margin"] = {"l": 10, "r": 10, "t": 80, "b": 30}
-    # room either side for the embeddings' and the logits' labels, centred on their nodes (a
-    # phone's graph is about 33 px a unit: "embeddings" is 75 px wide at 12 px)
-    layout["xaxis"] = {"visible": False, "range": [-1.2, right + 1.2]}
+    # room left of the embeddings for their name ("embeddings" is 75 px wide at 12 px, beside a
+    # node of 34: a phone's graph is about 30 px a unit) and right of the logits for theirs
+    layout["xaxis"] = {"visible": False, "range": [LEFT_ROOM, right + RIGHT_ROOM]}
     names = _stack_names(config)  # an encoder-decoder's: a row above the heads
     top = n_heads + (0.6 if names else -0.2)
     layout["yaxis"] = {"visible": False, "range": [MLP_ROW - 0.6, top]}
     layout["legend"] = {"orientation": "h", "y": -0.02, "yanchor": "top"}
     layout["meta"] = {"share": share}
+    layout["annotations"] = names + _ports(kept, config)  # the stacks' names first
+    narrow = {"below": STACK_BELOW, "layout": {}, "traces": {}}
+    if config.n_layers > BIG_LAYERS and not names:  # a deep model's: its names over the lines
+        deep, on_phone = _deep_names(config, touched)
+        first = len(layout["annotations"])
+        layout["annotations"] += deep
+        for i, keep in enumerate(on_phone):
+            if not keep:
+                narrow["layout"][f"annotations[{first + i}].visible"] = False
+        for i, note in enumerate(layout["annotations"][:first]):  # a phone: colours name them
+            if PORT.fullmatch(str(note.get("text"))):
+                narrow["layout"][f"annotations[{i}].visible"] = False
     if names:
-        layout["annotations"] = names
         tall = min(900, 260 + 48 * (2 * n_heads + STACKED_GAP))
-        layout["meta"]["narrow"] = _stacked(kept, config, traces, tall)
+        narrow = _stacked(kept, config, traces, tall)
+    if config.n_layers <= BIG_LAYERS:
+        _phone_nodes(narrow, traces, layout["annotations"])
+    layout["meta"]["narrow"] = narrow
     return figure(traces, layout)
+
+
+def _phone_nodes(narrow: dict, traces: list[dict], notes: list[dict]) -> None:
+    """A phone's smaller nodes (their names in a smaller font), the arrowheads and the q/k/v
+    letters moved to their rims, added to the ``narrow`` layout: a head column is ~47 px from
+    the next on a 390 px phone, too close for 34 px nodes and their letters."""
+    nodes = traces[-1]
+    last = str(len(traces) - 1)
+    narrow["traces"].setdefault(last, {}).update(
+        {
+            "marker.size": [PHONE_NODE_PX] * len(nodes["x"]),
+            "textfont.size": [8 if size == 10 else 11 for size in nodes["textfont"]["size"]],
+        }
+    )
+    rim = PHONE_NODE_PX / 2
+    for i, trace in enumerate(traces[:-1]):
+        if "marker" in trace:  # a smaller arrowhead: the letter beside it clears the next column
+            size = PHONE_ARROW_PX + trace["line"]["width"] / 2
+            change = {"marker.standoff": rim, "marker.size": [0, 0, size]}
+            narrow["traces"].setdefault(str(i), {}).update(change)
+    for i, note in enumerate(notes):
+        if PORT.fullmatch(str(note.get("text"))):
+            narrow["layout"][f"annotations[{i}].xshift"] = -(rim + PHONE_ARROW_PX + 4)
 
 
 def curve_figure(points: list[tuple[int, float]], keep: int, share: float = 1.0):

@@ -36,20 +36,21 @@ CAPTION = (
     "**How the heads connect** (attribution patching: Nanda 2023, Syed et al. 2023; circuits: "
     "Hanna et al. 2024; composition: Elhage et al. 2021). The pair is the one of **Which heads "
     "matter**: the page's text is the clean run, that tab's corrupt text the other (pick a "
-    "shipped pair there). One backward pass estimates every head's share at once; **Compare "
-    "with exact patching** runs the patching tab's measure beside it. **Find the circuit** "
+    "shipped pair there). Gradients averaged over a few runs from the corrupt text to the clean "
+    "one (integrated gradients, EAP-IG) estimate every head's share at once; **Compare with "
+    "exact patching** runs the patching tab's measure beside it. **Find the circuit** "
     "scores every edge (what one head, MLP or the embeddings write, as a later head's query, "
     "key or value or an MLP reads it) and keeps the strongest: its faithfulness is the share of "
     "the answer those edges alone restore."
 )
 RESIDUAL = (
-    "**The residual stream, estimated** (`analysis.attribute_residual`): the same backward "
-    "pass read at the stream entering each layer at each position — what patching that stream "
-    "from the clean run would restore, to first order (**Which heads matter** measures it "
-    "exactly, in its second grid). Here the estimate is rougher than for the heads: on GPT-2 "
-    "small's indirect-object task attribution patching correlates about 0.75 with exact "
-    "patching on the residual stream, against about 0.98 on attention outputs (Nanda 2023; "
-    "arXiv 2508.21258)."
+    "**The residual stream, estimated** (`analysis.attribute_residual`): the clean run's "
+    "gradient (one step) read at the stream entering each layer at each position — what "
+    "patching that stream from the clean run would restore, to first order (**Which heads "
+    "matter** measures it exactly, in its second grid). Here the estimate is rougher than for "
+    "the heads: on GPT-2 small's indirect-object task attribution patching correlates about "
+    "0.75 with exact patching on the residual stream, against about 0.98 on attention outputs "
+    "(Nanda 2023; arXiv 2508.21258)."
 )
 LESSON = (
     "**The lesson:** the previous-token head L0H1 writes into the induction heads' keys: its "
@@ -71,6 +72,7 @@ def build() -> Built:
         t("Change the pair on Which heads matter"), size="sm", elem_id="circuit-pair"
     )
     opener.click(fn=None, js="() => ta.openTab('patching')")
+    attr_said = gr.Markdown(elem_id="circuit-attr-said")
     attr_plot = plot("circuit-attr-plot")
     gr.Markdown(t(RESIDUAL), elem_classes="ta-caption")
     resid_plot = plot("circuit-resid-plot")
@@ -81,7 +83,7 @@ def build() -> Built:
         find = gr.Button(t("Find the circuit"), variant="primary", size="sm", elem_id="circuit-run")
     compare_said = gr.Markdown(elem_id="circuit-compare-said")
     compare_plot = plot("circuit-compare-plot")
-    keep = Slider(
+    keep = Slider(  # its maximum: the model's edges, set by each run (Whole("edges") below)
         0,
         500,
         value=0,
@@ -104,6 +106,7 @@ def build() -> Built:
     return Built(
         outputs={
             "circuit_said": said,
+            "circuit_attr_said": attr_said,
             "circuit_attr_plot": attr_plot,
             "circuit_resid_plot": resid_plot,
             "circuit_compare_said": compare_said,
@@ -172,9 +175,16 @@ def makers(view: View) -> dict:
 
     return {
         "circuit_said": said,
+        "circuit_attr_said": with_spec(
+            lambda p: agreement_sentence(cm.agreement(loaded, found, sel, p), loaded)
+        ),
         "circuit_attr_plot": with_spec(
             lambda p: attribution_grid_figure(
-                cm.attribution_grid(loaded, p), cfg, p.stack, what_measured(loaded, p)
+                cm.attribution_grid(loaded, p),
+                cfg,
+                p.stack,
+                what_measured(loaded, p),
+                steps=cm.PAGE_STEPS,
             )
         ),
         "circuit_resid_plot": with_spec(
@@ -199,10 +209,48 @@ def makers(view: View) -> dict:
 
 
 def compare_view(result, cfg):
-    """Attribution against exact patching as a scatter, when both were measured."""
+    """Attribution (the page's steps and one) against exact patching as a scatter, when both
+    were measured."""
     if result is None or isinstance(result, str):
         return None
-    return compare_figure(result[0], result[1], cfg, result[2])
+    one, exact, r_one, r_ig, integrated = result
+    return compare_figure(integrated, exact, cfg, r_ig, (one, r_one), cm.PAGE_STEPS)
+
+
+# Nanda 2023's agreement of one-step attribution with exact patching: GPT-2 small's, on its
+# indirect-object task; said as that model's, beside this pair's own.
+PUBLISHED = (
+    "The 0.98 often quoted is GPT-2 small's, on its indirect-object task (attention outputs; "
+    "0.75 for the residual stream; Nanda 2023): that model's and task's, not this pair's."
+)
+
+
+def agreement_sentence(agreed, loaded) -> str:
+    """This pair's agreement of the grid below with exact patching (Pearson r over the heads,
+    with the page's steps and with one), or why it is not measured yet; the published number
+    beside, as its own model's."""
+    if agreed is None:
+        cfg = loaded.net.config
+        said = tr(
+            "**This pair's agreement with exact patching** is not measured yet: exact patching "
+            "runs the model once per head ({n} heads here) and per layer and position, seconds "
+            "of CPU on this model. **Compare with exact patching** measures it and says it under "
+            "its button; a pair measured on **Which heads matter** first has it said here.",
+            n=cfg.n_layers * cfg.n_heads,
+        )
+    else:
+        r_ig, r_one, n = agreed
+        said = tr(
+            "**This pair's agreement with exact patching** (Which heads matter's grid): Pearson "
+            "r = **{r_ig:.2f}** over the {n} heads for the grid below ({steps} "
+            "integrated-gradient steps); **{r_one:.2f}** with one step (the clean run's "
+            "gradient alone).",
+            r_ig=r_ig,
+            r_one=r_one,
+            n=n,
+            steps=cm.PAGE_STEPS,
+        )
+    return said + " " + tr(PUBLISHED)
 
 
 def graph_view(result, cfg):
@@ -228,10 +276,10 @@ def compare_sentence(result) -> str:
     if result is None or isinstance(result, str):
         return "" if result is None else "⚠️ " + md_literal(result)
     return tr(
-        "Attribution (one step) against exact patching on this pair: Pearson r = **{r:.2f}** "
-        "over the heads; with {steps} integrated-gradient steps r = **{r_ig:.2f}**. "
+        "Attribution against exact patching on this pair: Pearson r = **{r_ig:.2f}** over the "
+        "heads with {steps} integrated-gradient steps, **{r:.2f}** with one step. "
         "Published: 0.98 for attention outputs on GPT-2 small's indirect-object task, 0.75 "
-        "for the residual stream (Nanda 2023; arXiv 2508.21258).",
+        "for the residual stream (Nanda 2023; arXiv 2508.21258): that model's, not this one's.",
         r=result[2],
         steps=cm.PAGE_STEPS,
         r_ig=result[3],
@@ -286,7 +334,8 @@ def circuit_download(kind: str, loaded, pair, result):
         data = stats_csv(edges, {**meta, "steps": cm.PAGE_STEPS})
     else:
         grids = {
-            "attribution": cm.attribution_grid(loaded, pair),
+            "attribution": cm.attribution_grid(loaded, pair, 1),
+            "attribution_ig": cm.attribution_grid(loaded, pair),
             "attribution_residual": cm.residual_grid(loaded, pair),
         }
         composition = cm.composition(loaded, pair.stack)
@@ -301,9 +350,11 @@ TAB = Tab(
     build,
     makers,
     # the edges the circuit keeps (0: the smallest circuit measured that restores 80 %)
-    fields={"keep": declared(0, Whole(most=MAX_KEEP, digits=5, always=False))},
+    # (its slider ends at the model's edges: ui.handlers.selector_updates)
+    fields={"keep": declared(0, Whole("edges", most=MAX_KEEP, digits=5, always=False))},
     depends={
         "circuit_said": ("stack",),
+        "circuit_attr_said": ("stack",),
         "circuit_attr_plot": ("stack",),
         "circuit_resid_plot": ("stack",),
         "circuit_compare_said": ("compare",),
