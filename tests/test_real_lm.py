@@ -218,6 +218,32 @@ def test_each_real_models_lesson_says_what_the_model_does(pair_id):
         assert f"L{layer}H{head} {round(share * 100)} %" in pair.lesson
 
 
+def test_smollm2s_indirect_object_circuit_is_what_its_lesson_says():
+    """The lesson's circuit on SmolLM2, recomputed: edge attribution with the page's 8 steps
+    over its 70,651 edges, the strongest edge out of a head, and the faithfulness of the 100
+    and the 1,000 strongest edges (to the quoted percent)."""
+    import analysis
+    from ui.patching_measures import PAIRS_BY_ID
+
+    pair = PAIRS_BY_ID["ioi-smollm2"]
+    net, tok = ours(pair.model)
+    clean, corrupt = (tok(t, return_tensors="pt") for t in (pair.clean, pair.corrupt))
+    clean, corrupt = ({k: x[k] for k in ("input_ids", "attention_mask")} for x in (clean, corrupt))
+    ids = [tok(w, add_special_tokens=False)["input_ids"][-1] for w in (pair.answer, pair.wrong)]
+    metric = analysis.logit_diff(*ids)
+    edges = analysis.edge_attribution(net, clean, corrupt, metric, steps=8)
+    assert len(edges) == 70_651 and "of its 70,651 edges" in pair.lesson
+    order = edges.loc[edges["score"].abs().sort_values(ascending=False, kind="stable").index]
+    from_heads = order[order["source"].str.match(r"^L\d+H\d+$")]
+    strongest = from_heads.iloc[0]
+    assert f"{strongest.source} → {strongest.target}" == "L23H3 → logits"
+    assert "the strongest edge out of a head is L23H3 → logits" in pair.lesson
+    said = {100: "the 100 strongest of its 70,651 edges restore {} %", 1000: "1,000 strongest {} %"}
+    for n, words in said.items():
+        share = analysis.circuit(net, clean, corrupt, metric, order.head(n)).faithfulness
+        assert words.format(round(share * 100)) in pair.lesson, (n, share)
+
+
 # ---- on the page -------------------------------------------------------------------------------
 PARAGRAPH = (
     "The Transformer reads every word of a sentence at once. Each layer lets every token look at "

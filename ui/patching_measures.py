@@ -109,8 +109,10 @@ PAIRS = (
             "Indirect-object identification, measured on this 4-bit SmolLM2-135M: it answers "
             "“ Mary” (0.92) on the clean text and “ John” (0.75) on the corrupt one, and one "
             "late head restores most of the answer: L23H3 58 %, then L29H1 27 % and L20H0 "
-            "22 %. In GPT-2 small, Wang et al. (2022) found name mover heads L9H9, L9H6 and "
-            "L10H0: another model's heads, not these."
+            "22 %. Its circuit (How the heads connect, 8 steps): the strongest edge out of a "
+            "head is L23H3 → logits, and the 100 strongest of its 70,651 edges restore 49 % of "
+            "the answer, the 1,000 strongest 91 %. In GPT-2 small, Wang et al. (2022) found name "
+            "mover heads L9H9, L9H6 and L10H0: another model's heads, not these."
         ),
     ),
     Pair(
