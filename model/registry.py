@@ -18,10 +18,11 @@ our family's reader and the memory it needs, every tensor's name, shape and quan
 against the shapes our model implies, built on PyTorch's meta device. The weights are then read
 once, back to float32, into a checkpoint folder (config.json, model.safetensors, the tokenizer's
 files) kept in the cache (``TA_CACHE``, else ``~/.cache/transformer-anatomy``), and opened by the
-one checkpoint pipeline (model/checkpoint.py) like any other folder: reading a GGUF's 262,144-
-token vocabulary takes about 30 s (metadata 15 s, reader 12 s), the prepared folder
-5-7 s in a fresh process. Quantized weights read back to float32 are
-close to, not equal to, the published ones (docs/models.md).
+one checkpoint pipeline (model/checkpoint.py) like any other folder. The vocabulary is read
+twice in a preparation, where no library lets it be read once: by transformers' config mapping
+and by its tokenizer conversion; the tensor table is read by model/gguf_table.py, which steps
+over the vocabulary, and each tensor is named by one name table. Quantized weights read back to
+float32 are close to, not equal to, the published ones (docs/models.md).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import torch
 from lang import Msg
 from model.checkpoint_files import TensorEntry
 from model.checkpoint_guard import Wanted, judge_config, match_keys
+from model.gguf_table import GgufTable, read_table, tensor_bytes
 from model.load_errors import ConfigRefused, SourceNotFound, WeightsRefused, refused_as
 
 CACHE_ENV = "TA_CACHE"
@@ -171,42 +173,67 @@ def _read_marker(marker: Path) -> dict | None:
 
 
 # ---- reading a GGUF --------------------------------------------------------------------------
-def _hf_names(reader, config: dict) -> dict[str, str]:
-    """GGUF tensor name -> transformers' name, by transformers' own GGUF table, asked of its
-    model built on the meta device (names only, no memory)."""
+def _hf_names(architecture: str, config: dict) -> tuple[dict[str, str], object]:
+    """(GGUF tensor name -> transformers' name, transformers' tensor processor for the
+    architecture), by gguf's name table and transformers' model built on the meta device
+    (names only, no memory)."""
+    from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
     from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.modeling_gguf_pytorch_utils import (
-        TENSOR_PROCESSORS,
-        TensorProcessor,
-        get_gguf_hf_weights_map,
-    )
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor
 
     rest = {k: v for k, v in config.items() if k != "model_type"}
     hf_config = AutoConfig.for_model(config["model_type"], **rest)
     with torch.device("meta"):
         hf = AutoModelForCausalLM.from_config(hf_config)
-    arch = _architecture(reader)
-    processor = TENSOR_PROCESSORS.get(arch, TensorProcessor)(config=config)
-    return get_gguf_hf_weights_map(hf, processor), processor
+    processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config)
+    arch = next(key for key, value in MODEL_ARCH_NAMES.items() if value == architecture)
+    table = get_tensor_name_map(arch, hf_config.num_hidden_layers)
+    return _names_under(hf, processor, table, ""), processor
 
 
-def _architecture(reader) -> str:
-    field = reader.fields["general.architecture"]
-    return bytes(field.parts[field.data[0]]).decode()
+def _names_under(module, processor, table, qual: str) -> dict[str, str]:
+    """transformers' ``get_gguf_hf_weights_map`` with one name table for the whole model: it
+    builds gguf's table again for every submodule (397 of them in SmolLM2, 8.6 s of a first
+    preparation). A name the module maps itself wins over its children's."""
+    found: dict[str, str] = {}
+    for hf_name in module.state_dict():
+        hf_name = processor.preprocess_name(hf_name)
+        name, suffix = hf_name, ""
+        if hf_name.endswith((".weight", ".bias")):
+            name, suffix = hf_name.rsplit(".", 1)
+            suffix = "." + suffix
+        gguf_name = table.get_name(name)
+        if gguf_name is None:
+            processor.perform_fallback_tensor_mapping(found, suffix, qual, hf_name)
+            continue
+        found[gguf_name + suffix] = qual + hf_name
+    for child_name, child in module.named_children():
+        for key, value in _names_under(child, processor, table, f"{qual}{child_name}.").items():
+            found.setdefault(key, value)
+    return found
 
 
-def judge_gguf(path: Path, entry: Registered, wanted: Wanted):
-    """(config dict, our judged config, header, the GGUF reader, names, processor): the file's
-    config read by transformers' GGUF mapping and judged by our family's reader (and the memory
-    it needs), each tensor's name, shape and quantization type against our model's shapes."""
-    from gguf import GGUFReader
-    from gguf.constants import GGML_QUANT_SIZES
+@dataclass(frozen=True)
+class Judged:
+    """A GGUF judged fit to open: its config, the file's tensor table, each tensor's name in
+    transformers' checkpoints and the processor that undoes llama.cpp's changes to it."""
+
+    config: dict
+    table: GgufTable  # each tensor's name, shape, type and place in the file
+    names: dict[str, str]
+    processor: object
+
+
+def judge_gguf(path: Path, entry: Registered, wanted: Wanted) -> Judged:
+    """The file's config read by transformers' GGUF mapping and judged by our family's reader
+    (and the memory it needs), each tensor's name, shape and quantization type against our
+    model's shapes; no tensor is read."""
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     what = Msg("{title}'s GGUF ({file})", title=entry.title, file=path.name)
     try:
         parsed = load_gguf_checkpoint(str(path), return_tensors=False)
-        reader = GGUFReader(str(path))
+        table = read_table(str(path))  # the tensor table, the vocabulary stepped over
     except Exception as exc:  # a truncated or foreign file: gguf and transformers raise anything
         raise WeightsRefused(
             Msg("{what} could not be read ({kind}).", what=what, kind=type(exc).__name__)
@@ -215,18 +242,9 @@ def judge_gguf(path: Path, entry: Registered, wanted: Wanted):
     config.pop("_model_name_or_path", None)
     with refused_as(ConfigRefused):
         family, ours = judge_config(config, entry.title, wanted)
-    names, processor = _hf_names(reader, config)
-    header = {}
-    for tensor in reader.tensors:
-        if tensor.tensor_type not in GGML_QUANT_SIZES:
-            raise WeightsRefused(
-                Msg(
-                    "{what}: {key} is stored as {kind}, which cannot be read back.",
-                    what=what,
-                    key=tensor.name,
-                    kind=tensor.tensor_type.name,
-                )
-            )
+    names, processor = _hf_names(table.architecture, config)
+    shapes = {}
+    for tensor in table.tensors:
         hf_name = names.get(tensor.name)
         if hf_name is None:
             raise WeightsRefused(
@@ -236,64 +254,69 @@ def judge_gguf(path: Path, entry: Registered, wanted: Wanted):
                     key=tensor.name,
                 )
             )
-        shape = tuple(
-            int(n) for n in reversed(tensor.shape.tolist())
-        )  # ggml lists dims inner first
-        header[hf_name] = TensorEntry("F32", shape)  # read back to float32
+        shapes[hf_name] = TensorEntry("F32", tensor.shape)  # read back to float32
     with refused_as(WeightsRefused):
-        match_keys(header, ours, family, entry.title)
-    return config, parsed, reader, names, processor
+        match_keys(shapes, ours, family, entry.title)
+    return Judged(config, table, names, processor)
 
 
-def _tensors(reader, names: dict[str, str], processor) -> dict[str, torch.Tensor]:
+def _tensors(judged: Judged) -> dict[str, torch.Tensor]:
     """Every tensor read back to float32 by gguf's dequantization, then transformers' processor
     (llama.cpp's Q/K permutation undone; Gemma's 1 + w norms back to w)."""
-    from gguf import dequantize
+    import numpy as np
+    from gguf import GGMLQuantizationType, dequantize
 
     out = {}
-    for tensor in reader.tensors:
+    for tensor in judged.table.tensors:
+        kind = GGMLQuantizationType(tensor.kind)
         try:
-            weights = dequantize(tensor.data, tensor.tensor_type)
+            weights = dequantize(tensor_bytes(judged.table, tensor), kind)
         except NotImplementedError:
             raise WeightsRefused(
                 Msg(
                     "{key} is stored as {kind}, which cannot be read back.",
                     key=tensor.name,
-                    kind=tensor.tensor_type.name,
+                    kind=kind.name,
                 )
             ) from None
-        weights = processor.process(weights=weights, name=tensor.name).weights
-        out[names[tensor.name]] = torch.from_numpy(
-            weights.astype("float32", copy=False)
+        weights = judged.processor.process(weights=weights, name=tensor.name).weights
+        out[judged.names[tensor.name]] = torch.from_numpy(
+            np.array(weights, dtype=np.float32)  # a copy: the file's map is read-only
         ).contiguous()
     return out
 
 
-def _tokenizer(path: Path):
-    """The GGUF's tokenizer, converted by transformers (local file, no remote code)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(
-        str(path.parent), gguf_file=path.name, local_files_only=True
+def _tokenizer(path: Path, model_type: str):
+    """The GGUF's tokenizer, converted by transformers (local file, no remote code), of the class
+    AutoTokenizer picks for the model type. Named here, not left to AutoTokenizer: given a GGUF,
+    it reads the whole file's config again first (a third pass over the vocabulary, ~20 s for
+    Gemma 3's 262,144 tokens), which the caller already has."""
+    from transformers.models.auto.tokenization_auto import (
+        TOKENIZER_MAPPING_NAMES,
+        tokenizer_class_from_name,
     )
+
+    kind = tokenizer_class_from_name(TOKENIZER_MAPPING_NAMES.get(model_type) or "TokenizersBackend")
+    return kind.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
 
 
 def _prepare(path: Path, folder: Path, entry: Registered, wanted: Wanted, stamp: dict) -> None:
     """Judge the GGUF, then write its checkpoint folder beside the final place and move it in."""
     from safetensors.torch import save_file
 
-    config, parsed, reader, names, processor = judge_gguf(path, entry, wanted)
+    judged = judge_gguf(path, entry, wanted)
+    config = judged.config
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=folder.parent))
     try:
-        tensors = _tensors(reader, names, processor)
+        tensors = _tensors(judged)
         tied = config.get("tie_word_embeddings") and "lm_head.weight" in tensors
         if tied:
             tensors.pop("lm_head.weight")
         save_file(tensors, str(work / "model.safetensors"), metadata={"format": "pt"})
         del tensors
         (work / "config.json").write_text(json.dumps(config, indent=1))
-        _tokenizer(path).save_pretrained(str(work))
+        _tokenizer(path, config["model_type"]).save_pretrained(str(work))
         (work / PREPARED).write_text(json.dumps(stamp))
         if folder.exists():
             shutil.rmtree(folder)
