@@ -36,11 +36,15 @@ PAGE_STEPS = 8  # EAP-IG runs a page's circuit asks for: one step is blind to th
 @dataclass(frozen=True)
 class Sources:
     """One site's sources: its value's stream (whose positions) and, for heads, the attention
-    whose W_O turns each head's z into what it writes (None: the value is written as it is)."""
+    whose W_O turns each head's z into what it writes (None: the value is written as it is).
+    A sandwich model's heads (Gemma 3) also name the norm after the attention and the site of
+    what it reads (the heads' writes summed): each head writes its part of the norm's output."""
 
     site: str
     stream: str
     attn: nn.Module | None
+    post: nn.Module | None = None
+    post_site: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,10 @@ class _Builder:
                 stage = per_layer * layer + offset
                 attn = getattr(layers[layer], "self_attn" if module == "attn" else module)
                 heads = [f"{node}L{layer}H{h}" for h in range(cfg.n_heads)]
-                self.source(heads, Sources(f"{at}.{module}.hook_z", stream, attn), stage)
+                post = layers[layer].add_norm1.post if module == "attn" else None
+                normed = None if post is None else f"{at}.ln1_post.hook_in"
+                group = Sources(f"{at}.{module}.hook_z", stream, attn, post, normed)
+                self.source(heads, group, stage)
                 for kind, count, letters in (
                     ("q", cfg.n_heads, "H"), ("k", cfg.kv_heads, kv), ("v", cfg.kv_heads, kv)
                 ):  # fmt: skip
@@ -161,12 +168,6 @@ def _graph(net: nn.Module) -> Graph:
             "002 and 003 presets) renormalises its residual stream after every sublayer, so "
             "the stream is not a sum of what each head and MLP wrote."
         )
-    if getattr(cfg, "sandwich_norm", False):
-        raise ValueError(
-            "Edge attribution needs each head's own write to the residual stream: Gemma 3 "
-            "normalises each attention's output as a whole before adding it (a second norm), so "
-            "no head's share of it can be told apart. Which heads matter patches its heads."
-        )
     build = _Builder()
     if cfg.arch == "encoder-decoder":
         build.stack(net, "encoder", "encoder.", "memory")
@@ -192,9 +193,28 @@ def _head_outputs(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
     return torch.einsum("...htk,dhk->...htd", z, w_o.to(z))
 
 
-def _written(group: Sources, value: torch.Tensor) -> torch.Tensor:
-    """What a site's sources write, [sources, T, d_model], from its value [T, ...]."""
-    return value[None] if group.attn is None else _head_outputs(group.attn, value)
+def _written(group: Sources, value: torch.Tensor, normed: torch.Tensor | None = None):
+    """What a site's sources write, [sources, T, d_model], from its value [T, ...]. A sandwich's
+    heads: each head's z_h·W_O^h times what the second norm multiplies its input by in this run,
+    g / √(mean(a²) + ε) with a = ``normed`` [T, d_model], the heads' writes summed (the site
+    the norm reads): the heads' parts add up to the norm's output, the run's own scale each."""
+    if group.attn is None:
+        return value[None]
+    heads = _head_outputs(group.attn, value)
+    if group.post is None:
+        return heads
+    a = normed.float()
+    scale = torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + group.post.eps)  # (T, 1)
+    return (heads.float() * scale * group.post.gain.detach().float()).to(heads.dtype)
+
+
+def _change(group: Sources, clean: Mapping, corrupt: Mapping) -> torch.Tensor:
+    """out_source(clean) − out_source(corrupt) of a site's sources, [sources, T, d_model], from
+    each run's values of the sites (a sandwich's heads: each run its own norm scale)."""
+    if group.post is None:  # linear in the site's value
+        return _written(group, clean[group.site] - corrupt[group.site])
+    written = (_written(group, run[group.site], run[group.post_site]) for run in (clean, corrupt))
+    return next(written) - next(written)
 
 
 def edge_attribution(
@@ -211,6 +231,7 @@ def edge_attribution(
     """
     graph = _graph(net)
     read = [group.site for group in graph.source_sites]
+    read += [group.post_site for group in graph.source_sites if group.post_site]
     grad = [group.site for group in graph.target_sites]
     found = integrated(net, clean, corrupt, metric, steps, read, grad)
     scores = torch.zeros(len(graph.sources), len(graph.targets), dtype=torch.float64)
@@ -221,12 +242,9 @@ def edge_attribution(
         first += group.count
     for stream, targets in target_index.items():
         outs = torch.cat(  # (S on this stream, T · d_model)
-            [
-                _written(g, found.clean[g.site] - found.corrupt[g.site]).flatten(1)
-                for g in graph.source_sites
-                if g.stream == stream
-            ]
-        )
+            [_change(g, found.clean, found.corrupt).flatten(1) for g in graph.source_sites
+             if g.stream == stream]
+        )  # fmt: skip
         grads = torch.cat(  # (N on this stream, T · d_model)
             [
                 found.grads[g.site].reshape(g.count, -1)
@@ -299,9 +317,14 @@ class _Ablation:
         self.diffs = {}
         # [S on a stream, N]: 1 where an edge from that stream's source is not kept
         self.removed = {s: removed[graph.stream_sources(s)] for s in ("encoder", "decoder")}
+        self.pending: dict[str, torch.Tensor] = {}  # a sandwich's z until its norm's input
         replace: dict[str, list] = {}
         for group in graph.source_sites:
-            replace.setdefault(group.site, []).append(self.note(group))
+            if group.post is None:
+                replace.setdefault(group.site, []).append(self.note(group))
+            else:
+                replace.setdefault(group.site, []).append(self.hold(group))
+                replace.setdefault(group.post_site, []).append(self.note_normed(group))
         first = 0
         for group in graph.target_sites:  # a target reads before the same site is noted
             replace.setdefault(group.site, []).insert(0, self.target(group, first))
@@ -312,6 +335,25 @@ class _Ablation:
         def note(x: torch.Tensor) -> torch.Tensor:
             self.diffs.setdefault(group.stream, []).append(_written(group, x[0] - x[2]))
             return x
+
+        return note
+
+    def hold(self, group: Sources):
+        def hold(x: torch.Tensor) -> torch.Tensor:
+            self.pending[group.site] = x
+            return x
+
+        return hold
+
+    def note_normed(self, group: Sources):
+        """A sandwich's heads, noted where the norm after them reads their sum: each head's
+        part of the norm's output, each batch item at its own scale."""
+
+        def note(a: torch.Tensor) -> torch.Tensor:
+            z = self.pending.pop(group.site)
+            change = _written(group, z[0], a[0]) - _written(group, z[2], a[2])
+            self.diffs.setdefault(group.stream, []).append(change)
+            return a
 
         return note
 

@@ -100,7 +100,7 @@ class Family:
         self.n_heads = cfg.num_attention_heads
         self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
         self.d_model = cfg.hidden_size
-        self.d_head = self.d_model // self.n_heads
+        self.d_head = getattr(cfg, "head_dim", None) or self.d_model // self.n_heads
         self.final = hf.base_model.ln_f if self.gpt2 else hf.base_model.norm
 
     def attn(self, layer):
@@ -147,6 +147,15 @@ class Family:
             cols = slice(offset + cols.start, offset + cols.stop)
             return f"qkv{layer}", cols, self.attn(layer).c_attn
         return f"{kind}{layer}", cols, getattr(self.attn(layer), f"{kind}_proj")
+
+    def written(self, source, store):
+        """What a source ("embed", "L0H1", "L0MLP") wrote in a run, from its kept tensors."""
+        if source == "embed":
+            return store["resid0"]
+        layer = int(source[1:].split("H")[0].split("M")[0])
+        if source.endswith("MLP"):
+            return store[f"mlp{layer}"]
+        return self.head_out(layer, int(source.split("H")[1]), store[f"z{layer}"])
 
     def head_out(self, layer, head, z):
         """z [.., d_model] (heads side by side) -> head's z_h W_O^h [.., d_model]."""
@@ -197,17 +206,11 @@ def reference_edges(fam, clean, corrupt, metric_of, edges, steps):
         call, fam.blocks[0], fam.keeps(), clean, corrupt, steps, per_step
     )
 
-    def written(source, store):
-        if source == "embed":
-            return store["resid0"]
-        layer = int(source[1:].split("H")[0].split("M")[0])
-        if source.endswith("MLP"):
-            return store[f"mlp{layer}"]
-        return fam.head_out(layer, int(source.split("H")[1]), store[f"z{layer}"])
-
     return {
         (s, t): float(
-            ((written(s, on_clean) - written(s, on_corrupt)) * target_grads[t]).sum().detach()
+            ((fam.written(s, on_clean) - fam.written(s, on_corrupt)) * target_grads[t])
+            .sum()
+            .detach()
         )
         / gap
         for s, t in edges
@@ -491,7 +494,6 @@ def test_a_circuit_equals_the_run_it_names_done_by_hand(lm):
     )
     tr_corrupt = net.trace(**corrupt)
     z = (tr_corrupt.attentions["decoder"] @ tr_corrupt.values["decoder"])[0, 0, 1]  # (T, d_head)
-    from model.sites import Sites
 
     with torch.no_grad():
         tr_clean = net.trace(**clean)
@@ -500,16 +502,24 @@ def test_a_circuit_equals_the_run_it_names_done_by_hand(lm):
             net.config.d_model, net.config.n_heads, -1
         )
         carried = (z_clean - z) @ w_o[:, 1].T  # (T, d_model)
+    expect = share_without(net, clean, metric, found, carried)
+    assert abs(found.faithfulness - expect) < 1e-5 and len(found.edges) == len(every) - 1
 
-        def query(x):  # x [1, H, T, d_model]
-            x = x.clone()
-            x[0, 0] -= carried
-            return x
 
+def share_without(net, clean, metric, found, carried) -> float:
+    """The share of the answer the clean run restores when L1H0's query reads its stream minus
+    ``carried`` [T, d_model] (one removed edge into it, done by hand), over the circuit's ends."""
+    from model.sites import Sites
+
+    def query(x):  # x [1, H, T, d_model]: each query head's copy of the stream
+        x = x.clone()
+        x[0, 0] -= carried
+        return x
+
+    with torch.no_grad():
         out = net.run_with_sites(sites=Sites(replace={"blocks.1.hook_q_input": query}), **clean)
     m = float(metric(out)[0])
-    expect = (m - found.m_corrupt) / (found.m_clean - found.m_corrupt)
-    assert abs(found.faithfulness - expect) < 1e-5 and len(found.edges) == len(every) - 1
+    return (m - found.m_corrupt) / (found.m_clean - found.m_corrupt)
 
 
 # ---- BERT and refusals ---------------------------------------------------------------------

@@ -127,7 +127,12 @@ PAIRS = (
             "The indirect object in Chinese, measured on this Gemma 3 270M: after 递给了小 it "
             "writes 红 (0.98) on the clean text and 明 (0.83) on the corrupt one (小红 and 小明 "
             "are two tokens each, so the pair ends on 小). Three heads restore most of the "
-            "answer: L11H3 45 %, L10H3 28 % and L15H2 23 %."
+            "answer: L11H3 45 %, L10H3 28 % and L15H2 23 %. Its circuit (How the heads connect, "
+            "8 steps; each head's edge is its part of the norm Gemma applies after the "
+            "attention): the strongest edge out of a head is L11H3 → logits, and the 100 "
+            "strongest of its 5,644 edges restore 63 % of the answer, the 300 strongest 92 %, the "
+            "1,000 strongest 85 %: more edges can restore less, when the edges added work against "
+            "the answer."
         ),
     ),
     Pair(
