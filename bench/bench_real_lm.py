@@ -7,9 +7,10 @@ Measured, each several times, with the load average printed beside them:
 - a 20-token Run on the page: the app's engine analyses a new text (no cache hit) and draws the
   Attention tab (``ui.render.render``), in process, a new text each round. Budget ≤ 1 s.
 - a trace of a ~128-token paragraph: its bytes (``Trace.nbytes``). Budget < 300 MB.
-- SmolLM2 only: ``analysis.edge_attribution(steps=8)`` on the 20-token IOI pair (budget ≤ 3 s)
-  and one ``analysis.circuit`` of its 200 strongest edges (budget ≤ 3 s). Gemma 3's edges are
-  refused (its second norm after attention hides each head's own write).
+- ``analysis.edge_attribution(steps=8)`` on each model's shipped indirect-object pair (SmolLM2's
+  English one, 15 tokens, budget ≤ 3 s; Gemma 3's Chinese one, 15 tokens, whose heads each write
+  their part of the norm after the attention) and one ``analysis.circuit`` of its 200 strongest
+  edges (budget ≤ 3 s).
 
 Forward + trace against transformers' eager model is bench/bench_lm.py ``--shape
 smollm2-135m | gemma-3-270m``.
@@ -73,17 +74,21 @@ def page_runs(eng, name: str, rounds: int) -> list[float]:
     return found
 
 
-def circuits(net, tok, rounds: int) -> tuple[list[float], list[float], int]:
-    """Seconds of edge_attribution(steps=8) and of one circuit on SmolLM2's IOI pair."""
+def circuits(name: str, net, tok, rounds: int) -> tuple[list[float], list[float], int]:
+    """Seconds of edge_attribution(steps=8) and of one circuit on the model's shipped pair."""
     import analysis
+    from ui.patching_measures import PAIRS_BY_ID
+
+    pair_id = {"smollm2-135m": "ioi-smollm2", "gemma-3-270m": "ioi-zh-gemma"}[name]
+    shipped = PAIRS_BY_ID[pair_id]
 
     def pair(text):
         enc = tok(text, return_tensors="pt")
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
-    clean = pair("When Mary and John went to the store, John gave a drink to")
-    corrupt = pair("When Mary and John went to the store, Mary gave a drink to")
-    ids = [tok(w, add_special_tokens=False)["input_ids"][-1] for w in (" Mary", " John")]
+    clean, corrupt = pair(shipped.clean), pair(shipped.corrupt)
+    words = (shipped.answer, shipped.wrong)
+    ids = [tok(w, add_special_tokens=False)["input_ids"][-1] for w in words]
     metric = analysis.logit_diff(*ids)
     edges_s, circuit_s, n = [], [], 0
     for _ in range(rounds):
@@ -127,10 +132,9 @@ def main() -> None:
         run = eng.analyse(PARAGRAPH, name)
         tokens = run.trace.input_ids.shape[1]
         print(f"trace of {tokens} tokens: {run.trace.nbytes() / 2**20:.1f} MiB", flush=True)
-        if name == "smollm2-135m":
-            edges, circuit, n = circuits(loaded.net, loaded.tokenizer, 3)
-            print(f"edge_attribution(steps=8), {n:,} edges: {said(edges)}", flush=True)
-            print(f"circuit of the 200 strongest edges: {said(circuit)}", flush=True)
+        edges, circuit, n = circuits(name, loaded.net, loaded.tokenizer, 3)
+        print(f"edge_attribution(steps=8), {n:,} edges: {said(edges)}", flush=True)
+        print(f"circuit of the 200 strongest edges: {said(circuit)}", flush=True)
         print(f"load average at end: {load_average()}", flush=True)
 
 
