@@ -5,9 +5,11 @@ Patching one activation a from the clean run into the corrupt one changes the me
 once (Nanda 2023, "Attribution Patching"; Syed et al. 2023, "Attribution Patching Outperforms
 Automated Circuit Discovery", EAP). The gradient is taken on the clean run (steps=1), or
 averaged over runs whose embeddings go from the corrupt text's to the clean text's,
-e_corrupt + (k/steps)(e_clean − e_corrupt), k = 1 … steps (integrated gradients, Sundararajan
-et al. 2017; EAP-IG, Hanna et al. 2024, "Have Faith in Faithfulness"), which sees what one step
-at the clean point misses where the metric saturates.
+e_corrupt + (k/steps)(e_clean − e_corrupt) (integrated gradients, Sundararajan et al. 2017;
+EAP-IG, Hanna et al. 2024, "Have Faith in Faithfulness"), which sees what one step at the clean
+point misses where the metric saturates. ``ig_end`` names the end the sum includes: "clean",
+k = 1 … steps (a right Riemann sum, ours: steps=1 is EAP), or "corrupt", k = 0 … steps − 1 (a
+left Riemann sum, the EAP-IG authors' code: steps=1 is the gradient at the corrupt input).
 
 Every share is divided by (m_clean − m_corrupt), as analysis.patch_heads' are; the runs are
 one batched call through named sites (model/sites.py), never hooks on the shared model.
@@ -26,6 +28,12 @@ from analysis.patching import Metric, _inputs, _item, _Pair
 from model.sites import Sites, prefix
 
 GRAD_TOKENS = 4096  # batch items × T per backward pass: the steps are cut into runs of this size
+IG_ENDS = ("clean", "corrupt")  # the end of the straight line the integrated runs include
+NO_GRADIENT = (
+    "The metric gave a number without a gradient (a Python float, or a tensor cut off by "
+    ".item(), float() or .detach()): attribution follows the metric's gradient, so return a "
+    "torch tensor computed from the run's logits, as analysis.logit_diff does."
+)
 
 
 @dataclass
@@ -88,6 +96,20 @@ def _blend(alphas: torch.Tensor):
     return blend
 
 
+def _runs(steps: int, ig_end: str) -> tuple[list[int], list[float]]:
+    """The blended runs' k (α = k/steps), the clean run (k = steps) first since it is read, and
+    each run's weight in the sum: ig_end "clean" sums k = steps … 1, "corrupt" k = steps − 1 …
+    0 (the clean run then measured for its values and one-step gradient alone, weight 0)."""
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps is a whole number of runs, at least 1, not {steps!r}.")
+    if ig_end not in IG_ENDS:
+        raise ValueError(f"ig_end is 'clean' or 'corrupt', not {ig_end!r}.")
+    steps = int(steps)
+    if ig_end == "clean":
+        return list(range(steps, 0, -1)), [1.0] * steps
+    return list(range(steps, -1, -1)), [0.0] + [1.0] * steps
+
+
 def integrated(
     net: nn.Module,
     clean: Mapping,
@@ -96,17 +118,17 @@ def integrated(
     steps: int,
     read: Collection[str],
     grad: Collection[str],
+    ig_end: str = "clean",
 ) -> Gradients:
     """The sites ``read`` on both texts and the metric's gradient at the sites ``grad``, averaged
-    over ``steps`` runs from the corrupt embeddings to the clean ones (steps=1: the clean run)."""
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps is a whole number of runs, at least 1, not {steps!r}.")
+    over ``steps`` runs from the corrupt embeddings to the clean ones (steps=1: the clean run;
+    ``ig_end``: which end of the line the runs include, see the module doc)."""
+    ks, weights = _runs(steps, ig_end)
     clean_in, corrupt_in = _inputs(net, clean, corrupt)
     if set(clean_in) != set(corrupt_in):
         raise ValueError("The clean and corrupt encodings must hold the same inputs.")
     embeds = [f"{prefix(net.config, s)}.0.hook_resid_pre" for s in streams(net)]
     per_run = max(1, GRAD_TOKENS // clean_in["input_ids"].shape[1] - 1)
-    ks = list(range(int(steps), 0, -1))  # the clean run (k = steps) first: it is read
     found, sums, at_clean = None, {}, {}
     for first in range(0, len(ks), per_run):
         alphas = torch.tensor(ks[first : first + per_run], dtype=torch.float64) / steps
@@ -118,13 +140,16 @@ def integrated(
         sites = Sites(read=read if found is None else (), replace=blend, grad=grad)
         trace = net.run_with_sites(sites=sites, **batch)
         values = _metric_tensor(metric, trace, n + 1)
+        if not values.requires_grad:
+            raise ValueError(NO_GRADIENT)
         if found is None:  # refuses a pair whose metric is the same on both texts
             pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 0), _item(trace, n)))
             clean_at = {k: v[0].detach() for k, v in sites.values.items()}
             corrupt_at = {k: v[n].detach() for k, v in sites.values.items()}
             found = (clean_at, corrupt_at, pair.m_clean, pair.m_corrupt)
+        w = torch.tensor(weights[first : first + per_run])
         for name, g in sites.gradients(values[:n]).items():
-            sums[name] = sums.get(name, 0) + g[:n].sum(0)
+            sums[name] = sums.get(name, 0) + (g[:n] * w.to(g).view(-1, *[1] * (g.dim() - 1))).sum(0)
             at_clean.setdefault(name, g[0].detach())  # the first run is the clean one
     grads = {name: g / steps for name, g in sums.items()}
     return Gradients(found[0], found[1], grads, found[2], found[3], at_clean)
@@ -143,16 +168,18 @@ def attribute_heads(
     metric: Metric,
     steps: int = 1,
     stack: str | None = None,
+    ig_end: str = "clean",
 ) -> torch.Tensor:
     """Attribution patching of each head's context z (a first-order patch_heads).
 
     Args as analysis.patch_heads; steps: runs the gradient is averaged over (1: the clean run,
-    EAP; more: EAP-IG). Returns [L, H]: Σ over positions and d_head of (z_clean − z_corrupt) ·
+    EAP; more: EAP-IG); ig_end: "clean" (k = 1 … steps) or "corrupt" (k = 0 … steps − 1, the
+    EAP-IG authors' loop). Returns [L, H]: Σ over positions and d_head of (z_clean − z_corrupt) ·
     mean ∂m/∂z, over (m_clean − m_corrupt); z = softmax(QKᵀ/√d_k)·V of the head before W_O.
     """
     name = stack_of(net, stack)
     names = [_z_site(net, name, layer) for layer in range(net.config.n_layers)]
-    found = integrated(net, clean, corrupt, metric, steps, names, names)
+    found = integrated(net, clean, corrupt, metric, steps, names, names, ig_end)
     return torch.stack([found.effect(n).sum((-2, -1)) for n in names]).float()  # (L, H)
 
 
@@ -163,13 +190,14 @@ def attribute_residual(
     metric: Metric,
     steps: int = 1,
     stack: str | None = None,
+    ig_end: str = "clean",
 ) -> torch.Tensor:
     """Attribution patching of the stream entering each layer at each position (a first-order
     patch_residual). Args as attribute_heads; returns [L, T]."""
     stream = stack_of(net, "decoder" if stack == "cross" else stack)
     head = prefix(net.config, stream)
     names = [f"{head}.{layer}.hook_resid_pre" for layer in range(net.config.n_layers)]
-    found = integrated(net, clean, corrupt, metric, steps, names, names)
+    found = integrated(net, clean, corrupt, metric, steps, names, names, ig_end)
     return torch.stack([found.effect(n).sum(-1) for n in names]).float()  # (L, T)
 
 
@@ -192,15 +220,16 @@ def attribute_all(
     metric: Metric,
     steps: int,
     stack: str | None = None,
+    ig_end: str = "clean",
 ) -> Attributed:
-    """attribute_heads with ``steps`` and with one step, and attribute_residual with one step,
-    from the same runs: the clean run is one of the integrated ones, so its gradient alone is
-    the one-step estimate and costs nothing more (one call, not three)."""
+    """attribute_heads with ``steps`` (and ``ig_end``) and with one step, and attribute_residual
+    with one step, from the same runs: the clean run is one of the integrated ones, so its
+    gradient alone is the one-step estimate and costs nothing more (one call, not three)."""
     heads = [_z_site(net, stack_of(net, stack), layer) for layer in range(net.config.n_layers)]
     stream = stack_of(net, "decoder" if stack == "cross" else stack)
     head = prefix(net.config, stream)
     resid = [f"{head}.{layer}.hook_resid_pre" for layer in range(net.config.n_layers)]
-    found = integrated(net, clean, corrupt, metric, steps, heads + resid, heads + resid)
+    found = integrated(net, clean, corrupt, metric, steps, heads + resid, heads + resid, ig_end)
 
     def grid(names, one_step, dims):
         return torch.stack([found.effect(n, one_step).sum(dims) for n in names]).float()

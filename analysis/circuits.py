@@ -198,11 +198,17 @@ def _written(group: Sources, value: torch.Tensor) -> torch.Tensor:
 
 
 def edge_attribution(
-    net: nn.Module, clean: Mapping, corrupt: Mapping, metric: Metric, steps: int = 1
+    net: nn.Module,
+    clean: Mapping,
+    corrupt: Mapping,
+    metric: Metric,
+    steps: int = 1,
+    ig_end: str = "clean",
 ) -> pd.DataFrame:
     """Edge attribution patching (EAP; EAP-IG with steps > 1) of a pre-norm model.
 
-    Args as analysis.attribute_heads. Returns one row per edge, columns ``source`` ("embed",
+    Args as analysis.attribute_heads (ig_end="corrupt": the EAP-IG authors' k = 0 … steps − 1,
+    their ig_steps=steps). Returns one row per edge, columns ``source`` ("embed",
     "L{l}H{h}", "L{l}MLP"), ``target`` ("L{l}H{h}.q" / ".k" / ".v" — "L{l}KV{g}.k" / ".v" with
     grouped-query attention —, "L{l}MLP", "logits") and ``score``: Σ over positions and d_model
     of (out_source(clean) − out_source(corrupt)) · mean ∂m/∂in_target, over (m_clean −
@@ -212,7 +218,7 @@ def edge_attribution(
     graph = _graph(net)
     read = [group.site for group in graph.source_sites]
     grad = [group.site for group in graph.target_sites]
-    found = integrated(net, clean, corrupt, metric, steps, read, grad)
+    found = integrated(net, clean, corrupt, metric, steps, read, grad, ig_end)
     scores = torch.zeros(len(graph.sources), len(graph.targets), dtype=torch.float64)
     first = 0
     target_index = {}
@@ -249,36 +255,89 @@ def edge_attribution(
 
 @dataclass
 class Circuit:
-    """A circuit's edges (rows of edge_attribution; score NaN where the edges were given) and
-    its faithfulness: (m − m_corrupt) / (m_clean − m_corrupt) of the clean text run with every
-    other edge carrying its source's corrupt output (1: all the answer, 0: none)."""
+    """A circuit's edges (rows of edge_attribution; score NaN where the edges were given; with
+    prune=True, those that stay after pruning the dangling ones), and its faithfulness:
+    (m − m_corrupt) / (m_clean − m_corrupt) of the clean text run with every other edge
+    carrying its source's corrupt output (1: all the answer, 0: none). ``asked``: how many
+    edges were asked for, before pruning."""
 
     edges: pd.DataFrame
     faithfulness: float
     m_circuit: float
     m_clean: float
     m_corrupt: float
+    asked: int = 0
 
 
-def _kept(net, clean, corrupt, metric, keep, steps) -> pd.DataFrame:
-    """The kept edges as rows source, target, score."""
+def _ranked(scores: pd.DataFrame) -> pd.DataFrame:
+    """Rows of edge_attribution by |score|, largest first (ties in the table's order)."""
+    if not {"source", "target", "score"} <= set(scores.columns):
+        raise ValueError("scores are rows of edge_attribution: columns source, target, score.")
+    order = scores["score"].abs().sort_values(ascending=False, kind="stable").index
+    return scores.loc[order].reset_index(drop=True)
+
+
+def _kept(net, clean, corrupt, metric, keep, steps, ig_end="clean", scores=None) -> pd.DataFrame:
+    """The kept edges as rows source, target, score (the ``keep`` of largest |score| of
+    ``scores``, scored here where none are given)."""
     if isinstance(keep, pd.DataFrame):
         rows = keep.copy()
         if "score" not in rows:
             rows["score"] = float("nan")
         return rows[["source", "target", "score"]].reset_index(drop=True)
     if isinstance(keep, numbers.Integral):
-        scores = edge_attribution(net, clean, corrupt, metric, steps)
-        order = scores["score"].abs().sort_values(ascending=False, kind="stable").index
-        return scores.loc[order[: max(0, keep)]].reset_index(drop=True)
-    pairs = [tuple(edge) for edge in keep]
+        if scores is None:
+            scores = edge_attribution(net, clean, corrupt, metric, steps, ig_end)
+        return _ranked(scores).iloc[: max(0, int(keep))].reset_index(drop=True)
+    return _pairs(keep)
+
+
+def _pairs(edges) -> pd.DataFrame:
+    """(source, target) pairs as rows source, target, score (NaN)."""
+    pairs = [tuple(edge) for edge in edges]
     return pd.DataFrame(
         {"source": [a for a, _ in pairs], "target": [b for _, b in pairs], "score": float("nan")}
     )
 
 
-def _removed(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
-    """[S, N] float: 1 where an edge is not kept."""
+def _feeds(net: nn.Module, graph: Graph) -> torch.Tensor:
+    """[N, S] bool: target n is an input of source node s (a head's query, key or value — a
+    key/value group's of each head of the group —, an MLP's input, the memory); "logits" of
+    none."""
+    index = {name: i for i, name in enumerate(graph.sources)}
+    n_rep = net.config.n_heads // net.config.kv_heads
+    feeds = torch.zeros(len(graph.targets), len(graph.sources), dtype=torch.bool)
+    for n, target in enumerate(graph.targets):
+        node = target.rsplit(".", 1)[0] if target[-2:] in (".q", ".k", ".v") else target
+        head, kv, group = node.rpartition("KV")
+        nodes = [node]
+        if kv and group.isdigit():  # a key/value group: each of its query heads reads it
+            nodes = [f"{head}H{h}" for h in range(int(group) * n_rep, (int(group) + 1) * n_rep)]
+        for name in nodes:
+            if name in index:
+                feeds[n, index[name]] = True
+    return feeds
+
+
+def _pruned(net: nn.Module, graph: Graph, kept: torch.Tensor) -> torch.Tensor:
+    """kept [S, N] bool less its dangling edges, as the EAP-IG authors' Graph.prune: until
+    nothing changes, a node stays while it has a kept edge out and one in (the embeddings need
+    none in), and an edge while its source and its target's node stay ("logits" always does)."""
+    feeds = _feeds(net, graph).float()
+    start = torch.tensor([s == "embed" or s.endswith(".embed") for s in graph.sources])
+    end = torch.tensor([t == "logits" for t in graph.targets])
+    while True:
+        has_in = (kept.any(0).float() @ feeds) > 0  # (S,)
+        alive = kept.any(1) & (has_in | start)
+        target_alive = ((feeds @ alive.float()) > 0) | end  # (N,)
+        new = kept & alive[:, None] & target_alive[None]
+        if torch.equal(new, kept):
+            return kept
+        kept = new
+
+
+def _mask(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
+    """[S, N] bool: True where an edge is kept; a ValueError for a pair that is no edge."""
     where = torch.zeros_like(graph.upstream)
     s_index = {name: i for i, name in enumerate(graph.sources)}
     t_index = {name: i for i, name in enumerate(graph.targets)}
@@ -287,7 +346,35 @@ def _removed(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
         if s is None or n is None or not bool(graph.upstream[s, n]):
             raise ValueError(f"{source} → {target} is not an edge of this model.")
         where[s, n] = True
-    return (graph.upstream & ~where).float()
+    return where
+
+
+def prune_edges(net: nn.Module, edges: pd.DataFrame | Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """The edges of a circuit that are not dangling, as the EAP-IG authors' prune(): an edge
+    stays where its source is reached from the embeddings and its target reaches the logits
+    through kept edges. edges: rows with columns source, target (others kept) or (source,
+    target) pairs; returns the rows that stay, in their order. A dangling edge changes no
+    circuit's faithfulness (its source's output is its corrupt one, or its target's output is
+    read by no kept edge), so pruning only makes the count honest."""
+    graph = _graph(net)
+    rows = edges if isinstance(edges, pd.DataFrame) else _pairs(edges)
+    return _staying(graph, rows, _pruned(net, graph, _mask(graph, rows)))
+
+
+def _staying(graph: Graph, rows: pd.DataFrame, stays: torch.Tensor) -> pd.DataFrame:
+    """The rows whose edge is True in stays [S, N], in their order."""
+    s_index = {name: i for i, name in enumerate(graph.sources)}
+    t_index = {name: i for i, name in enumerate(graph.targets)}
+    keep = [
+        bool(stays[s_index[s], t_index[t]])
+        for s, t in zip(rows["source"], rows["target"], strict=True)
+    ]
+    return rows[keep].reset_index(drop=True)
+
+
+def _removed(graph: Graph, kept: torch.Tensor) -> torch.Tensor:
+    """[S, N] float: 1 where an edge (of upstream) is not kept."""
+    return (graph.upstream & ~kept).float()
 
 
 class _Ablation:
@@ -349,25 +436,37 @@ def circuit(
     metric: Metric,
     keep: int | Sequence[tuple[str, str]] | pd.DataFrame,
     steps: int = PAGE_STEPS,
+    ig_end: str = "clean",
+    scores: pd.DataFrame | None = None,
+    prune: bool = False,
 ) -> Circuit:
     """The faithfulness of a circuit of a pre-norm model (Hanna et al. 2024).
 
-    keep: how many edges of largest |score| of edge_attribution(..., steps) to keep, a list of
-    (source, target) pairs, or rows of edge_attribution. The clean text is run with every edge
-    not kept carrying its source's output from the corrupt run: a target reads its input in
-    this run minus Σ over its removed edges of (out_source(this run) − out_source(corrupt)).
-    Every edge kept gives 1, none 0.
+    keep: how many edges of largest |score| to keep — of ``scores`` (rows of edge_attribution
+    already measured) where given, else of edge_attribution(..., steps, ig_end) —, a list of
+    (source, target) pairs, or rows of edge_attribution. prune=True: drop the dangling edges
+    first, as the EAP-IG authors' evaluate_graph does (prune_edges; the faithfulness is the
+    same, Circuit.edges and its count are those that stay, Circuit.asked those asked for).
+    The clean text is run with every edge not kept carrying its source's output from the
+    corrupt run: a target reads its input in this run minus Σ over its removed edges of
+    (out_source(this run) − out_source(corrupt)). Every edge kept gives 1, none 0. The metric
+    may give a Python float here (no gradient is taken).
     """
     graph = _graph(net)
-    kept = _kept(net, clean, corrupt, metric, keep, steps)
-    ablation = _Ablation(graph, _removed(graph, kept))
+    kept = _kept(net, clean, corrupt, metric, keep, steps, ig_end, scores)
+    asked = len(kept)
+    mask = _mask(graph, kept)
+    if prune:
+        mask = _pruned(net, graph, mask)
+        kept = _staying(graph, kept, mask)
+    ablation = _Ablation(graph, _removed(graph, mask))
     clean_in, corrupt_in = _inputs(net, clean, corrupt)
     batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
     trace = net.run_with_sites(sites=ablation.sites, **batch)
     pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 1), _item(trace, 2)))
     m_circuit = float(_metric_tensor(metric, trace, 3)[0])
     share = (m_circuit - pair.m_corrupt) / (pair.m_clean - pair.m_corrupt)
-    return Circuit(kept, share, m_circuit, pair.m_clean, pair.m_corrupt)
+    return Circuit(kept, share, m_circuit, pair.m_clean, pair.m_corrupt, asked)
 
 
 def _qr_r(w: torch.Tensor) -> torch.Tensor:

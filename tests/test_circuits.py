@@ -167,6 +167,40 @@ def parse_target(target):
     return int(layer), kind, int(index)
 
 
+def target_gradients(fam, targets, store, grads):
+    """{target: ∂m/∂ its input} of one run: each target's gradient carried through its own
+    path (a head's projection slice through the layer's norm, an MLP's input through its norm,
+    the logits' stream as it is)."""
+    found = {}
+    for target in targets:
+        layer, kind, index = parse_target(target)
+        if kind == "logits":
+            found[target] = grads["final"]
+        elif kind == "mlp":
+            found[target] = through(
+                fam.norms(layer)[1], store[f"mid{layer}"], grads[f"mlp_in{layer}"]
+            )
+        else:
+            name, cols, proj = fam.projection(layer, kind, index)
+            ln = fam.norms(layer)[0]
+            found[target] = through(
+                lambda x, ln=ln, proj=proj, cols=cols: proj(ln(x))[..., cols],
+                store[f"x{layer}"],
+                grads[name][..., cols],
+            )
+    return found
+
+
+def written(fam, source, store):
+    """What a source wrote in one run's kept tensors."""
+    if source == "embed":
+        return store["resid0"]
+    layer = int(source[1:].split("H")[0].split("M")[0])
+    if source.endswith("MLP"):
+        return store[f"mlp{layer}"]
+    return fam.head_out(layer, int(source.split("H")[1]), store[f"z{layer}"])
+
+
 def reference_edges(fam, clean, corrupt, metric_of, edges, steps):
     """EAP(-IG) scores of the edges, each target's gradient carried through its own path."""
 
@@ -174,40 +208,16 @@ def reference_edges(fam, clean, corrupt, metric_of, edges, steps):
         return metric_of(fam.hf(**inputs).logits)
 
     def per_step(store, grads):
-        found = {}
-        for _, target in edges:
-            layer, kind, index = parse_target(target)
-            if kind == "logits":
-                found[target] = grads["final"]
-            elif kind == "mlp":
-                found[target] = through(
-                    fam.norms(layer)[1], store[f"mid{layer}"], grads[f"mlp_in{layer}"]
-                )
-            else:
-                name, cols, proj = fam.projection(layer, kind, index)
-                ln = fam.norms(layer)[0]
-                found[target] = through(
-                    lambda x, ln=ln, proj=proj, cols=cols: proj(ln(x))[..., cols],
-                    store[f"x{layer}"],
-                    grads[name][..., cols],
-                )
-        return found
+        return target_gradients(fam, [t for _, t in edges], store, grads)
 
     on_clean, on_corrupt, _, target_grads, gap = reference(
         call, fam.blocks[0], fam.keeps(), clean, corrupt, steps, per_step
     )
-
-    def written(source, store):
-        if source == "embed":
-            return store["resid0"]
-        layer = int(source[1:].split("H")[0].split("M")[0])
-        if source.endswith("MLP"):
-            return store[f"mlp{layer}"]
-        return fam.head_out(layer, int(source.split("H")[1]), store[f"z{layer}"])
-
     return {
         (s, t): float(
-            ((written(s, on_clean) - written(s, on_corrupt)) * target_grads[t]).sum().detach()
+            ((written(fam, s, on_clean) - written(fam, s, on_corrupt)) * target_grads[t])
+            .sum()
+            .detach()
         )
         / gap
         for s, t in edges
@@ -595,6 +605,9 @@ def test_a_circuit_of_the_26_strongest_edges_restores_the_copy(induction):
     found = circuit(net, clean, corrupt, metric, 26)
     assert found.faithfulness >= 0.8 and len(found.edges) == 26  # measured 0.85
     assert circuit(net, clean, corrupt, metric, 20).faithfulness >= 0.7  # measured 0.75
-    assert list(found.edges["score"]) == list(
-        scores.loc[scores["score"].abs().sort_values(ascending=False).index[:26], "score"]
-    )
+    top = scores.loc[scores["score"].abs().sort_values(ascending=False).index[:26]]
+    assert list(found.edges["score"]) == list(top["score"])
+    pruned = circuit(net, clean, corrupt, metric, 26, scores=scores, prune=True)
+    assert pruned.asked == 26 and len(pruned.edges) == 20  # 6 of the 26 dangle (measured)
+    assert list(pruned.edges["score"]) == list(analysis.prune_edges(net, top)["score"])
+    assert abs(pruned.faithfulness - found.faithfulness) < 1e-6
