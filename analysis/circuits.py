@@ -258,8 +258,9 @@ class Circuit:
     """A circuit's edges (rows of edge_attribution; score NaN where the edges were given; with
     prune=True, those that stay after pruning the dangling ones), and its faithfulness:
     (m − m_corrupt) / (m_clean − m_corrupt) of the clean text run with every other edge
-    carrying its source's corrupt output (1: all the answer, 0: none). ``asked``: how many
-    edges were asked for, before pruning."""
+    carrying its source's corrupt output (1: all the answer, 0: none; with zero or mean
+    ablation normalised by the run with no edge kept, m_empty). ``asked``: how many edges were
+    asked for, before pruning."""
 
     edges: pd.DataFrame
     faithfulness: float
@@ -267,6 +268,8 @@ class Circuit:
     m_clean: float
     m_corrupt: float
     asked: int = 0
+    m_empty: float = float("nan")  # the run with no edge kept: m_corrupt under patching
+    ablation: str = "patching"
 
 
 def _ranked(scores: pd.DataFrame) -> pd.DataFrame:
@@ -377,13 +380,28 @@ def _removed(graph: Graph, kept: torch.Tensor) -> torch.Tensor:
     return (graph.upstream & ~kept).float()
 
 
+ABLATIONS = ("patching", "zero", "mean", "mean-positional")  # what a removed edge carries
+
+
+def _carried(x: torch.Tensor, ablation: str) -> torch.Tensor:
+    """What a removed edge carries of a source's value x [3, ...] (circuit, clean, corrupt
+    items; positions second to last): the corrupt run's, zero, the mean over both texts'
+    positions, or over both texts at each position."""
+    if ablation == "patching":
+        return x[2]
+    if ablation == "zero":
+        return torch.zeros_like(x[2])
+    both = (x[1] + x[2]) / 2
+    return both if ablation == "mean-positional" else both.mean(-2, keepdim=True)
+
+
 class _Ablation:
     """The sites of a circuit's run, batch items (circuit, clean, corrupt): each source's output
-    is noted as it is written (the circuit item's minus the corrupt item's), and each target of
-    the circuit item reads its input minus what its removed edges carried."""
+    is noted as it is written (the circuit item's minus what a removed edge carries, _carried),
+    and each target of the circuit item reads its input minus what its removed edges carried."""
 
-    def __init__(self, graph: Graph, removed: torch.Tensor) -> None:
-        self.diffs = {}
+    def __init__(self, graph: Graph, removed: torch.Tensor, ablation: str = "patching") -> None:
+        self.diffs, self.ablation = {}, ablation
         # [S on a stream, N]: 1 where an edge from that stream's source is not kept
         self.removed = {s: removed[graph.stream_sources(s)] for s in ("encoder", "decoder")}
         replace: dict[str, list] = {}
@@ -397,7 +415,8 @@ class _Ablation:
 
     def note(self, group: Sources):
         def note(x: torch.Tensor) -> torch.Tensor:
-            self.diffs.setdefault(group.stream, []).append(_written(group, x[0] - x[2]))
+            diff = x[0] - _carried(x, self.ablation)
+            self.diffs.setdefault(group.stream, []).append(_written(group, diff))
             return x
 
         return note
@@ -429,6 +448,15 @@ def _chain(fns):
     return chained
 
 
+def _circuit_run(net, graph, kept, clean_in, corrupt_in, metric, ablation):
+    """m of the clean text with every edge not in kept [S, N] carrying what ``ablation`` says,
+    and the run's trace (items: circuit, clean, corrupt)."""
+    sites = _Ablation(graph, _removed(graph, kept), ablation).sites
+    batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
+    trace = net.run_with_sites(sites=sites, **batch)
+    return float(_metric_tensor(metric, trace, 3)[0]), trace
+
+
 def circuit(
     net: nn.Module,
     clean: Mapping,
@@ -439,6 +467,7 @@ def circuit(
     ig_end: str = "clean",
     scores: pd.DataFrame | None = None,
     prune: bool = False,
+    ablation: str = "patching",
 ) -> Circuit:
     """The faithfulness of a circuit of a pre-norm model (Hanna et al. 2024).
 
@@ -448,25 +477,32 @@ def circuit(
     first, as the EAP-IG authors' evaluate_graph does (prune_edges; the faithfulness is the
     same, Circuit.edges and its count are those that stay, Circuit.asked those asked for).
     The clean text is run with every edge not kept carrying its source's output from the
-    corrupt run: a target reads its input in this run minus Σ over its removed edges of
-    (out_source(this run) − out_source(corrupt)). Every edge kept gives 1, none 0. The metric
-    may give a Python float here (no gradient is taken).
+    corrupt run (ablation "patching"; "zero": nothing; "mean": the source's output averaged over
+    both texts' positions; "mean-positional": over both texts at each position): a target reads
+    its input in this run minus Σ over its removed edges of (out_source(this run) − carried).
+    Faithfulness (m − m_empty) / (m_clean − m_empty), m_empty the run with no edge kept (the
+    corrupt run's m under patching): every edge kept gives 1, none 0. The metric may give a
+    Python float here (no gradient is taken).
     """
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation is one of {', '.join(ABLATIONS)}, not {ablation!r}.")
     graph = _graph(net)
     kept = _kept(net, clean, corrupt, metric, keep, steps, ig_end, scores)
-    asked = len(kept)
-    mask = _mask(graph, kept)
+    asked, mask = len(kept), _mask(graph, kept)
     if prune:
         mask = _pruned(net, graph, mask)
         kept = _staying(graph, kept, mask)
-    ablation = _Ablation(graph, _removed(graph, mask))
     clean_in, corrupt_in = _inputs(net, clean, corrupt)
-    batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
-    trace = net.run_with_sites(sites=ablation.sites, **batch)
+    run = (net, graph, mask, clean_in, corrupt_in, metric, ablation)
+    m_circuit, trace = _circuit_run(*run)
     pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 1), _item(trace, 2)))
-    m_circuit = float(_metric_tensor(metric, trace, 3)[0])
-    share = (m_circuit - pair.m_corrupt) / (pair.m_clean - pair.m_corrupt)
-    return Circuit(kept, share, m_circuit, pair.m_clean, pair.m_corrupt, asked)
+    m_empty = pair.m_corrupt
+    if ablation != "patching":
+        m_empty = _circuit_run(*run[:2], torch.zeros_like(mask), *run[3:])[0]
+    if not abs(pair.m_clean - m_empty) > 1e-6 * max(1.0, abs(pair.m_clean)):
+        raise ValueError(f"With {ablation} ablation no edge kept gives the clean text's metric.")
+    share = (m_circuit - m_empty) / (pair.m_clean - m_empty)
+    return Circuit(kept, share, m_circuit, pair.m_clean, pair.m_corrupt, asked, m_empty, ablation)
 
 
 def _qr_r(w: torch.Tensor) -> torch.Tensor:

@@ -49,12 +49,14 @@ def faithfulness_curve(
     steps: int = PAGE_STEPS,
     ig_end: str = "clean",
     prune: bool = True,
+    ablation: str = "patching",
 ) -> pd.DataFrame:
     """Faithfulness of the circuits of the strongest edges at each size (analysis.circuit).
 
     sizes: edge counts (ints) or fractions of all the edges (floats; 1.0 is every edge, the
     count int(fraction × edges) as MIB's); scores: rows of edge_attribution already measured
-    (else measured once here with steps and ig_end). Returns one row per size: ``size`` as
+    (else measured once here with steps and ig_end); ablation: what removed edges carry, as
+    analysis.circuit's. Returns one row per size: ``size`` as
     given, ``fraction`` (asked / all edges), ``asked`` (edges asked for), ``edges`` (kept after
     pruning) and ``faithfulness``.
     """
@@ -64,7 +66,9 @@ def faithfulness_curve(
     rows = []
     for size in sizes:
         asked = _count(size, total)
-        found = circuit(net, clean, corrupt, metric, asked, scores=scores, prune=prune)
+        found = circuit(
+            net, clean, corrupt, metric, asked, scores=scores, prune=prune, ablation=ablation
+        )
         rows.append((size, asked / total, asked, len(found.edges), found.faithfulness))
     return pd.DataFrame(rows, columns=["size", "fraction", "asked", "edges", "faithfulness"])
 
@@ -103,12 +107,13 @@ def mib_scores(
     steps: int = PAGE_STEPS,
     ig_end: str = "clean",
     log_scale: bool = False,
+    ablation: str = "patching",
 ) -> MIBScores:
     """MIB's CPR and CMD of the circuits of the strongest edges (scores as faithfulness_curve's)
     at MIB's edge fractions, pruned, on a linear axis as MIB reports them (log_scale: on the
-    log of the fraction, MIB's option)."""
+    log of the fraction, MIB's option; ablation as analysis.circuit's)."""
     curve = faithfulness_curve(
-        net, clean, corrupt, metric, MIB_FRACTIONS, scores=scores, steps=steps, ig_end=ig_end
+        net, clean, corrupt, metric, MIB_FRACTIONS, scores, steps, ig_end, True, ablation
     )
     cpr, cmd = _areas(list(MIB_FRACTIONS), list(curve["faithfulness"]), log_scale)
     return MIBScores(cpr, cmd, curve)

@@ -490,6 +490,31 @@ def test_a_circuit_of_every_edge_restores_all_and_of_none_nothing(lm):
         circuit(net, clean, corrupt, metric, [("L1H0", "L0H0.q")])
 
 
+def without_l0h1_to_l1h0_q(net, clean, corrupt, metric, carry):
+    """m of the clean text with head L1H0's query reading its input minus (L0H1's write minus
+    carry(z_clean, z_corrupt)'s, z being L0H1's context [T, d_head] on each text), done by hand
+    at the site hook_q_input: the circuit of every edge but L0H1 → L1H0.q."""
+    from model.sites import Sites
+
+    with torch.no_grad():
+        z_clean, z_corrupt = (
+            (tr.attentions["decoder"] @ tr.values["decoder"])[0, 0, 1]  # (T, d_head)
+            for tr in (net.trace(**clean), net.trace(**corrupt))
+        )
+        w_o = net.decoder.layers[0].self_attn.w_o.weight.view(
+            net.config.d_model, net.config.n_heads, -1
+        )
+        removed = (z_clean - carry(z_clean, z_corrupt)) @ w_o[:, 1].T  # (T, d_model)
+
+        def query(x):  # x [1, H, T, d_model]
+            x = x.clone()
+            x[0, 0] -= removed
+            return x
+
+        out = net.run_with_sites(sites=Sites(replace={"blocks.1.hook_q_input": query}), **clean)
+    return float(metric(out)[0])
+
+
 def test_a_circuit_equals_the_run_it_names_done_by_hand(lm):
     """One removed edge L0H1 → L1H0.q: only that head's query reads L0H1's corrupt output."""
     _, net, _, _, _, clean, corrupt, answer, wrong = lm
@@ -499,25 +524,7 @@ def test_a_circuit_equals_the_run_it_names_done_by_hand(lm):
     found = circuit(
         net, clean, corrupt, metric, list(zip(kept["source"], kept["target"], strict=True))
     )
-    tr_corrupt = net.trace(**corrupt)
-    z = (tr_corrupt.attentions["decoder"] @ tr_corrupt.values["decoder"])[0, 0, 1]  # (T, d_head)
-    from model.sites import Sites
-
-    with torch.no_grad():
-        tr_clean = net.trace(**clean)
-        z_clean = (tr_clean.attentions["decoder"] @ tr_clean.values["decoder"])[0, 0, 1]
-        w_o = net.decoder.layers[0].self_attn.w_o.weight.view(
-            net.config.d_model, net.config.n_heads, -1
-        )
-        carried = (z_clean - z) @ w_o[:, 1].T  # (T, d_model)
-
-        def query(x):  # x [1, H, T, d_model]
-            x = x.clone()
-            x[0, 0] -= carried
-            return x
-
-        out = net.run_with_sites(sites=Sites(replace={"blocks.1.hook_q_input": query}), **clean)
-    m = float(metric(out)[0])
+    m = without_l0h1_to_l1h0_q(net, clean, corrupt, metric, lambda z_clean, z_corrupt: z_corrupt)
     expect = (m - found.m_corrupt) / (found.m_clean - found.m_corrupt)
     assert abs(found.faithfulness - expect) < 1e-5 and len(found.edges) == len(every) - 1
 

@@ -18,7 +18,14 @@ from analysis import faithfulness
 from analysis.attribution_patching import attribute_heads
 from analysis.circuits import circuit, edge_attribution, prune_edges
 from tests import test_circuits
-from tests.test_circuits import Family, hooked_run, logit_diff_of, target_gradients, written
+from tests.test_circuits import (
+    Family,
+    hooked_run,
+    logit_diff_of,
+    target_gradients,
+    without_l0h1_to_l1h0_q,
+    written,
+)
 
 lm = test_circuits.lm  # GPT-2 3 × 4 and LLaMA with grouped-query heads, one pair each
 induction = test_circuits.induction  # the shipped induction model's copy pair (262 edges)
@@ -235,3 +242,51 @@ def test_mib_scores_are_the_trapezoids_over_mibs_fractions(induction):
     # a curve at 1 everywhere: all the area (0.999 wide) and none from 1; at 0, the reverse
     assert faithfulness._areas(xs, [1.0] * 10) == pytest.approx((0.999, 0.0))
     assert faithfulness._areas(xs, [0.0] * 10) == pytest.approx((0.0, 0.999))
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean", "mean-positional"])
+def test_a_removed_edge_carries_zero_or_the_mean_as_done_by_hand(lm, ablation):
+    """One removed edge L0H1 → L1H0.q: that head's query reads its input minus L0H1's write
+    in this run plus what the edge carries (nothing; L0H1's z averaged over both texts'
+    positions; over both texts at each position), the run done by hand at the site
+    hook_q_input; faithfulness normalised by the circuit of no edge under the same ablation."""
+    _, net, _, _, _, clean, corrupt, answer, wrong = lm
+    metric = analysis.logit_diff(answer, wrong)
+    every = edge_attribution(net, clean, corrupt, metric)
+    pairs = [e for e in zip(every["source"], every["target"], strict=True)]
+    pairs.remove(("L0H1", "L1H0.q"))
+    found = circuit(net, clean, corrupt, metric, pairs, ablation=ablation)
+    carry = {
+        "zero": lambda z_clean, z_corrupt: torch.zeros_like(z_clean),
+        "mean": lambda z_clean, z_corrupt: ((z_clean + z_corrupt) / 2).mean(0, keepdim=True),
+        "mean-positional": lambda z_clean, z_corrupt: (z_clean + z_corrupt) / 2,
+    }[ablation]
+    m = without_l0h1_to_l1h0_q(net, clean, corrupt, metric, carry)
+    m_empty = circuit(net, clean, corrupt, metric, [], ablation=ablation).m_circuit
+    assert found.m_empty == pytest.approx(m_empty, abs=1e-6)
+    expect = (m - m_empty) / (found.m_clean - m_empty)
+    assert abs(found.faithfulness - expect) < 1e-5
+    assert abs(m - found.m_clean) > 1e-5  # the removed edge moved the metric
+    assert circuit(net, clean, corrupt, metric, every, ablation=ablation).faithfulness == (
+        pytest.approx(1, abs=1e-5)
+    )
+    assert abs(m_empty - found.m_corrupt) > 1e-3  # not the corrupt run: another ablation
+
+
+def test_the_zero_ablated_empty_circuit_reads_only_the_attention_biases(lm):
+    """With no edge kept and every write removed, the logits read the final norm of what no
+    node writes: the sum of the attention output biases (GPT-2; LLaMA has none: zero)."""
+    _, net, _, _, _, clean, corrupt, answer, wrong = lm
+    metric = analysis.logit_diff(answer, wrong)
+    empty = circuit(net, clean, corrupt, metric, [], ablation="zero")
+    d_model, n_tokens = net.config.d_model, clean["input_ids"].shape[1]
+    with torch.no_grad():
+        biases = [layer.self_attn.w_o.bias for layer in net.decoder.layers]
+        stream = sum((b for b in biases if b is not None), torch.zeros(d_model))
+        logits = net.lm_head(net.decoder.final_norm(stream.expand(1, n_tokens, d_model)))
+    assert empty.m_circuit == pytest.approx(
+        float(logits[0, -1, answer] - logits[0, -1, wrong]), abs=1e-5
+    )
+    assert empty.faithfulness == pytest.approx(0, abs=1e-9)
+    with pytest.raises(ValueError, match="ablation is one of"):
+        circuit(net, clean, corrupt, metric, [], ablation="resample")
