@@ -197,6 +197,14 @@ def _written(group: Sources, value: torch.Tensor) -> torch.Tensor:
     return value[None] if group.attn is None else _head_outputs(group.attn, value)
 
 
+def _written_pairs(group: Sources, value: torch.Tensor) -> torch.Tensor:
+    """What a site's sources write over N pairs, [sources, N · T · d_model], from its value
+    [N, T, ...]."""
+    if group.attn is None:
+        return value.reshape(1, -1)
+    return _head_outputs(group.attn, value).movedim(1, 0).flatten(1)  # heads first
+
+
 def edge_attribution(
     net: nn.Module,
     clean: Mapping,
@@ -226,16 +234,16 @@ def edge_attribution(
         target_index.setdefault(group.stream, []).extend(range(first, first + group.count))
         first += group.count
     for stream, targets in target_index.items():
-        outs = torch.cat(  # (S on this stream, T · d_model)
+        outs = torch.cat(  # (S on this stream, pairs · T · d_model)
             [
-                _written(g, found.clean[g.site] - found.corrupt[g.site]).flatten(1)
+                _written_pairs(g, found.clean[g.site] - found.corrupt[g.site])
                 for g in graph.source_sites
                 if g.stream == stream
             ]
         )
-        grads = torch.cat(  # (N on this stream, T · d_model)
+        grads = torch.cat(  # (N on this stream, pairs · T · d_model)
             [
-                found.grads[g.site].reshape(g.count, -1)
+                found.grads[g.site].unflatten(1, (g.count, -1)).movedim(1, 0).flatten(1)
                 for g in graph.target_sites
                 if g.stream == stream
             ]

@@ -26,6 +26,7 @@ from tests.test_circuits import (
     without_l0h1_to_l1h0_q,
     written,
 )
+from tests.test_patching import answer_pair
 
 lm = test_circuits.lm  # GPT-2 3 × 4 and LLaMA with grouped-query heads, one pair each
 induction = test_circuits.induction  # the shipped induction model's copy pair (262 edges)
@@ -290,3 +291,50 @@ def test_the_zero_ablated_empty_circuit_reads_only_the_attention_biases(lm):
     assert empty.faithfulness == pytest.approx(0, abs=1e-9)
     with pytest.raises(ValueError, match="ablation is one of"):
         circuit(net, clean, corrupt, metric, [], ablation="resample")
+
+
+def three_pairs(lm):
+    """Three pairs of one length from the fixture's: its own, then the first and the second
+    token changed in both texts; each pair's answer as test_patching picks it, its wrong token
+    the one picked there moved by 0, 1, 2 ids (so that each pair reads its own)."""
+    _, net, _, _, _, clean, corrupt, _, _ = lm
+    pairs = []
+    for change in (0, 1, 2):
+        a, b = clean["input_ids"].clone(), corrupt["input_ids"].clone()
+        if change:
+            a[0, change] = b[0, change] = 50 + change
+        pair = [{"input_ids": x, "attention_mask": torch.ones_like(x)} for x in (a, b)]
+        answer, wrong = answer_pair(net, *pair)
+        pairs.append((*pair, answer, wrong + change if wrong + change != answer else wrong + 3))
+    return pairs
+
+
+@pytest.mark.parametrize("ig_end", ["clean", "corrupt"])
+def test_a_dataset_of_pairs_is_the_sum_of_raw_scores_over_the_sum_of_gaps(lm, ig_end):
+    """clean and corrupt as [3, T] batches and logit_diff of 3 answers: every edge's and head's
+    score is Σ_i score_i·gap_i / Σ_i gap_i of the pairs scored one at a time (each equal to
+    the hand references of tests/test_circuits.py), in one batched call."""
+    net = lm[1]
+    pairs = three_pairs(lm)
+    batch = [{"input_ids": torch.cat([p[i]["input_ids"] for p in pairs])} for i in (0, 1)]
+    for enc in batch:
+        enc["attention_mask"] = torch.ones_like(enc["input_ids"])
+    metric = analysis.logit_diff([p[2] for p in pairs], [p[3] for p in pairs])
+    together = edge_attribution(net, *batch, metric, steps=3, ig_end=ig_end)
+    heads = attribute_heads(net, *batch, metric, steps=3, ig_end=ig_end)
+    raw, raw_heads, gaps = 0, 0, 0
+    for clean, corrupt, answer, wrong in pairs:
+        one = analysis.logit_diff(answer, wrong)
+        found = circuit(net, clean, corrupt, one, [])  # its m_clean and m_corrupt
+        gap = found.m_clean - found.m_corrupt
+        raw = raw + edge_attribution(net, clean, corrupt, one, 3, ig_end)["score"] * gap
+        raw_heads = raw_heads + attribute_heads(net, clean, corrupt, one, 3, ig_end=ig_end) * gap
+        gaps += gap
+    assert len({p[3] for p in pairs}) == 3  # each pair its own wrong token
+    assert (together["score"] - raw / gaps).abs().max() < 1e-5
+    torch.testing.assert_close(heads, (raw_heads / gaps).float(), atol=1e-5, rtol=0)
+    assert together["score"].abs().max() > 1e-2
+    with pytest.raises(ValueError, match="2 corrupt"):
+        edge_attribution(net, batch[0], {"input_ids": batch[1]["input_ids"][:2]}, metric)
+    with pytest.raises(ValueError, match="single texts"):
+        analysis.patch_heads(net, *batch, metric)
