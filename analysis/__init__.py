@@ -16,6 +16,7 @@ from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.faithfulness import faithfulness_curve, mib_scores
 from analysis.flow import attention_flow, attention_flow_row
+from analysis.graph_json import graph_json, read_graph_json
 from analysis.head_stats import attention_sink, head_stats
 from analysis.layer_steps import layer_steps
 from analysis.logit_lens import logit_lens, logit_lens_top
@@ -48,6 +49,7 @@ __all__ = [
     "direct_logit_attribution",
     "edge_attribution",
     "faithfulness_curve",
+    "graph_json",
     "head_distances",
     "head_patterns",
     "head_stats",
@@ -68,6 +70,7 @@ __all__ = [
     "patch_residual",
     "pattern_mask",
     "prune_edges",
+    "read_graph_json",
     "rollout",
     "score_breakdown",
     "stats_csv",

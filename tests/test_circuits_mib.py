@@ -10,6 +10,7 @@ against an edge set built by hand, and MIB's CPR / CMD against the trapezoid rul
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
@@ -338,3 +339,77 @@ def test_a_dataset_of_pairs_is_the_sum_of_raw_scores_over_the_sum_of_gaps(lm, ig
         edge_attribution(net, batch[0], {"input_ids": batch[1]["input_ids"][:2]}, metric)
     with pytest.raises(ValueError, match="single texts"):
         analysis.patch_heads(net, *batch, metric)
+
+
+def their_edge_names(n_layers, n_heads):
+    """The edges of the authors' Graph.from_model (attention before the MLP), named as theirs:
+    every node of the stream so far feeds each head's q, k and v, then the layer's MLP, and all
+    feed the logits."""
+    names, stream = [], ["input"]
+    for layer in range(n_layers):
+        heads = [f"a{layer}.h{h}" for h in range(n_heads)]
+        names += [f"{p}->{a}<{x}>" for p in stream for a in heads for x in "qkv"]
+        stream += heads
+        names += [f"{p}->m{layer}" for p in stream]
+        stream.append(f"m{layer}")
+    return names + [f"{p}->logits" for p in stream]
+
+
+def test_the_authors_graph_json_names_every_edge_as_theirs_and_reads_back(lm):
+    import json
+
+    case, net, _, _, _, clean, corrupt, answer, wrong = lm
+    if case == "llama":
+        pytest.skip("grouped-query: written per query head by the authors (the next test)")
+    metric = analysis.logit_diff(answer, wrong)
+    scores = edge_attribution(net, clean, corrupt, metric)
+    kept = pd.DataFrame(
+        [("embed", "L0H1.q"), ("L0H1", "L1H0.k"), ("L1H0", "logits")], columns=["source", "target"]
+    )
+    data = json.loads(analysis.graph_json(net, scores, kept))
+    cfg = net.config
+    assert data["cfg"] == {"n_layers": 3, "n_heads": 4, "parallel_attn_mlp": False, "d_model": 64}
+    theirs = their_edge_names(3, 4)  # their from_json reads edges by name, in any order
+    assert cfg.d_model == 64 and sorted(data["edges"]) == sorted(theirs) and len(theirs) == 262
+    by_pair = scores.set_index(["source", "target"])["score"]
+    expect = {"input->a0.h1<q>": ("embed", "L0H1.q"), "a0.h1->a1.h0<k>": ("L0H1", "L1H0.k")}
+    expect |= {"a1.h0->logits": ("L1H0", "logits"), "a1.h2->m1": ("L1H2", "L1MLP")}
+    expect |= {"m0->a2.h3<v>": ("L0MLP", "L2H3.v"), "input->logits": ("embed", "logits")}
+    for name, edge in expect.items():
+        assert data["edges"][name]["score"] == pytest.approx(by_pair[edge], abs=1e-12)
+    assert {n for n, e in data["edges"].items() if e["in_graph"]} == set(list(expect)[:3])
+    assert {n for n, v in data["nodes"].items() if v["in_graph"]} == {
+        "input", "a0.h1", "a1.h0", "logits"
+    }  # fmt: skip
+    back = analysis.read_graph_json(net, json.dumps(data))
+    assert list(zip(back["source"], back["target"], strict=True)) == list(
+        zip(scores["source"], scores["target"], strict=True)
+    )
+    assert (back["score"] - scores["score"]).abs().max() < 1e-12
+    assert list(back.loc[back["in_graph"], "target"]) == ["L0H1.q", "L1H0.k", "logits"]
+
+
+def test_a_grouped_query_models_key_edges_sum_the_authors_query_heads(lm):
+    """Their LLaMA graph has a k and a v edge per query head: ours per key/value head is the
+    sum over the group's query heads (heads 0-3 and 4-7 of 8 with 2 key/value heads)."""
+    import json
+
+    case, net, *_ = lm
+    if case != "llama":
+        pytest.skip("the GPT-2 file is written and read back above")
+    cfg = net.config
+    names = their_edge_names(cfg.n_layers, cfg.n_heads)
+    edges = {name: {"score": i / 1000, "in_graph": name == "a0.h5->a1.h6<k>"} for i, name in
+             enumerate(names)}  # fmt: skip
+    data = {"cfg": {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads}, "nodes": {}, "edges": edges}
+    back = analysis.read_graph_json(net, json.dumps(data)).set_index(["source", "target"])
+    group_1 = [edges[f"a0.h5->a1.h{h}<k>"]["score"] for h in (4, 5, 6, 7)]
+    assert back.loc[("L0H5", "L1KV1.k"), "score"] == pytest.approx(sum(group_1))
+    assert bool(back.loc[("L0H5", "L1KV1.k"), "in_graph"]) and back["in_graph"].sum() == 1
+    assert back.loc[("embed", "L1H2.q"), "score"] == edges["input->a1.h2<q>"]["score"]
+    assert back.loc[("L1MLP", "logits"), "score"] == edges["m1->logits"]["score"]
+    with pytest.raises(ValueError, match="per query head"):
+        analysis.graph_json(net, back.reset_index(), None)
+    data["cfg"]["n_heads"] = 4
+    with pytest.raises(ValueError, match="this model 2 of 8"):
+        analysis.read_graph_json(net, json.dumps(data))
