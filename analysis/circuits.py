@@ -192,11 +192,6 @@ def _head_outputs(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
     return torch.einsum("...htk,dhk->...htd", z, w_o.to(z))
 
 
-def _written(group: Sources, value: torch.Tensor) -> torch.Tensor:
-    """What a site's sources write, [sources, T, d_model], from its value [T, ...]."""
-    return value[None] if group.attn is None else _head_outputs(group.attn, value)
-
-
 def _written_pairs(group: Sources, value: torch.Tensor) -> torch.Tensor:
     """What a site's sources write over N pairs, [sources, N · T · d_model], from its value
     [N, T, ...]."""
@@ -391,25 +386,28 @@ def _removed(graph: Graph, kept: torch.Tensor) -> torch.Tensor:
 ABLATIONS = ("patching", "zero", "mean", "mean-positional")  # what a removed edge carries
 
 
-def _carried(x: torch.Tensor, ablation: str) -> torch.Tensor:
-    """What a removed edge carries of a source's value x [3, ...] (circuit, clean, corrupt
-    items; positions second to last): the corrupt run's, zero, the mean over both texts'
-    positions, or over both texts at each position."""
+def _carried(x: torch.Tensor, ablation: str, pairs: int) -> torch.Tensor:
+    """What a removed edge carries of a source's value x [3·N, ...] (blocks of N: circuit,
+    clean, corrupt; positions second to last): the corrupt runs', zero, the mean over every
+    text's positions (clean and corrupt, all pairs), or over every text at each position."""
     if ablation == "patching":
-        return x[2]
+        return x[2 * pairs :]
     if ablation == "zero":
-        return torch.zeros_like(x[2])
-    both = (x[1] + x[2]) / 2
-    return both if ablation == "mean-positional" else both.mean(-2, keepdim=True)
+        return torch.zeros_like(x[2 * pairs :])
+    texts = x[pairs:].mean(0, keepdim=True)  # (1, ..., T, ·): clean and corrupt alike
+    return texts if ablation == "mean-positional" else texts.mean(-2, keepdim=True)
 
 
 class _Ablation:
-    """The sites of a circuit's run, batch items (circuit, clean, corrupt): each source's output
-    is noted as it is written (the circuit item's minus what a removed edge carries, _carried),
-    and each target of the circuit item reads its input minus what its removed edges carried."""
+    """The sites of a circuit's run of N pairs, batch items in blocks of N (circuit, clean,
+    corrupt): each source's output is noted as it is written (the circuit items' minus what a
+    removed edge carries, _carried), and each target of the circuit items reads its input minus
+    what its removed edges carried."""
 
-    def __init__(self, graph: Graph, removed: torch.Tensor, ablation: str = "patching") -> None:
-        self.diffs, self.ablation = {}, ablation
+    def __init__(
+        self, graph: Graph, removed: torch.Tensor, ablation: str = "patching", pairs: int = 1
+    ) -> None:
+        self.diffs, self.ablation, self.pairs = {}, ablation, pairs
         # [S on a stream, N]: 1 where an edge from that stream's source is not kept
         self.removed = {s: removed[graph.stream_sources(s)] for s in ("encoder", "decoder")}
         replace: dict[str, list] = {}
@@ -423,22 +421,25 @@ class _Ablation:
 
     def note(self, group: Sources):
         def note(x: torch.Tensor) -> torch.Tensor:
-            diff = x[0] - _carried(x, self.ablation)
-            self.diffs.setdefault(group.stream, []).append(_written(group, diff))
+            diff = x[: self.pairs] - _carried(x, self.ablation, self.pairs)  # (N, ...)
+            written = diff[None] if group.attn is None else _head_outputs(group.attn, diff)
+            if group.attn is not None:
+                written = written.movedim(1, 0)  # (H, N, T, d_model)
+            self.diffs.setdefault(group.stream, []).append(written)
             return x
 
         return note
 
     def target(self, group: Targets, first: int):
         def read(x: torch.Tensor) -> torch.Tensor:
-            diffs = torch.cat(self.diffs[group.stream])  # (S so far, T, d_model)
+            diffs = torch.cat(self.diffs[group.stream])  # (S so far, N, T, d_model)
             removed = self.removed[group.stream][: diffs.shape[0]]
             weights = removed[:, first : first + group.count]  # (S so far, count)
             if not bool(weights.any()):
                 return x
-            carried = torch.einsum("sc,std->ctd", weights.to(diffs), diffs)  # (count, T, d)
-            own = x[0] - carried.reshape(x[0].shape)  # heads' copies (count, T, d), else (T, d)
-            return torch.cat([own[None], x[1:]])
+            carried = torch.einsum("sc,sntd->nctd", weights.to(diffs), diffs)  # (N, count, T, d)
+            own = x[: self.pairs] - carried.reshape(x[: self.pairs].shape)
+            return torch.cat([own, x[self.pairs :]])
 
         return read
 
@@ -457,12 +458,17 @@ def _chain(fns):
 
 
 def _circuit_run(net, graph, kept, clean_in, corrupt_in, metric, ablation):
-    """m of the clean text with every edge not in kept [S, N] carrying what ``ablation`` says,
-    and the run's trace (items: circuit, clean, corrupt)."""
-    sites = _Ablation(graph, _removed(graph, kept), ablation).sites
+    """The metric of the clean texts with every edge not in kept [S, N] carrying what
+    ``ablation`` says, of the clean and of the corrupt texts, each averaged over the pairs."""
+    pairs = clean_in["input_ids"].shape[0]
+    sites = _Ablation(graph, _removed(graph, kept), ablation, pairs).sites
     batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
     trace = net.run_with_sites(sites=sites, **batch)
-    return float(_metric_tensor(metric, trace, 3)[0]), trace
+    m = _metric_tensor(metric, trace, 3 * pairs).detach().double().view(3, pairs).mean(1)
+    if pairs == 1:  # one pair: refused as patch_heads refuses it, its metric measured the same
+        pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 1), _item(trace, 2)))
+        m = torch.tensor([float(m[0]), pair.m_clean, pair.m_corrupt], dtype=torch.float64)
+    return m.tolist()
 
 
 def circuit(
@@ -490,7 +496,8 @@ def circuit(
     its input in this run minus Σ over its removed edges of (out_source(this run) − carried).
     Faithfulness (m − m_empty) / (m_clean − m_empty), m_empty the run with no edge kept (the
     corrupt run's m under patching): every edge kept gives 1, none 0. The metric may give a
-    Python float here (no gradient is taken).
+    Python float here (no gradient is taken). A dataset of N pairs ([N, T] inputs, a metric of
+    N answers as edge_attribution's): every m is the mean over the pairs (MIB's), one run.
     """
     if ablation not in ABLATIONS:
         raise ValueError(f"ablation is one of {', '.join(ABLATIONS)}, not {ablation!r}.")
@@ -500,17 +507,16 @@ def circuit(
     if prune:
         mask = _pruned(net, graph, mask)
         kept = _staying(graph, kept, mask)
-    clean_in, corrupt_in = _inputs(net, clean, corrupt)
+    clean_in, corrupt_in = _inputs(net, clean, corrupt, pairs=True)
     run = (net, graph, mask, clean_in, corrupt_in, metric, ablation)
-    m_circuit, trace = _circuit_run(*run)
-    pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 1), _item(trace, 2)))
-    m_empty = pair.m_corrupt
+    m_circuit, m_clean, m_corrupt = _circuit_run(*run)
+    m_empty = m_corrupt
     if ablation != "patching":
         m_empty = _circuit_run(*run[:2], torch.zeros_like(mask), *run[3:])[0]
-    if not abs(pair.m_clean - m_empty) > 1e-6 * max(1.0, abs(pair.m_clean)):
+    if not abs(m_clean - m_empty) > 1e-6 * max(1.0, abs(m_clean)):
         raise ValueError(f"With {ablation} ablation no edge kept gives the clean text's metric.")
-    share = (m_circuit - m_empty) / (pair.m_clean - m_empty)
-    return Circuit(kept, share, m_circuit, pair.m_clean, pair.m_corrupt, asked, m_empty, ablation)
+    share = (m_circuit - m_empty) / (m_clean - m_empty)
+    return Circuit(kept, share, m_circuit, m_clean, m_corrupt, asked, m_empty, ablation)
 
 
 def _qr_r(w: torch.Tensor) -> torch.Tensor:

@@ -310,17 +310,23 @@ def three_pairs(lm):
     return pairs
 
 
+def three_pair_batch(lm):
+    """three_pairs, their clean and corrupt texts as [3, T] batches, and logit_diff of their
+    three answers and wrong tokens."""
+    pairs = three_pairs(lm)
+    batch = [{"input_ids": torch.cat([p[i]["input_ids"] for p in pairs])} for i in (0, 1)]
+    for enc in batch:
+        enc["attention_mask"] = torch.ones_like(enc["input_ids"])
+    return pairs, batch, analysis.logit_diff([p[2] for p in pairs], [p[3] for p in pairs])
+
+
 @pytest.mark.parametrize("ig_end", ["clean", "corrupt"])
 def test_a_dataset_of_pairs_is_the_sum_of_raw_scores_over_the_sum_of_gaps(lm, ig_end):
     """clean and corrupt as [3, T] batches and logit_diff of 3 answers: every edge's and head's
     score is Σ_i score_i·gap_i / Σ_i gap_i of the pairs scored one at a time (each equal to
     the hand references of tests/test_circuits.py), in one batched call."""
     net = lm[1]
-    pairs = three_pairs(lm)
-    batch = [{"input_ids": torch.cat([p[i]["input_ids"] for p in pairs])} for i in (0, 1)]
-    for enc in batch:
-        enc["attention_mask"] = torch.ones_like(enc["input_ids"])
-    metric = analysis.logit_diff([p[2] for p in pairs], [p[3] for p in pairs])
+    pairs, batch, metric = three_pair_batch(lm)
     together = edge_attribution(net, *batch, metric, steps=3, ig_end=ig_end)
     heads = attribute_heads(net, *batch, metric, steps=3, ig_end=ig_end)
     raw, raw_heads, gaps = 0, 0, 0
@@ -413,3 +419,28 @@ def test_a_grouped_query_models_key_edges_sum_the_authors_query_heads(lm):
     data["cfg"]["n_heads"] = 4
     with pytest.raises(ValueError, match="this model 2 of 8"):
         analysis.read_graph_json(net, json.dumps(data))
+
+
+@pytest.mark.parametrize("ablation", ["patching", "zero"])
+def test_a_circuit_of_a_dataset_is_the_mean_of_its_pairs_runs(lm, ablation):
+    """One batched run of three pairs: m_circuit, m_clean, m_corrupt and m_empty are the means
+    of the same circuit run pair by pair, faithfulness their ratio (MIB's: the mean metric
+    normalised once), and faithfulness_curve takes the dataset as it is."""
+    net = lm[1]
+    pairs, batch, metric = three_pair_batch(lm)
+    scores = edge_attribution(net, *batch, metric, steps=2)
+    together = circuit(net, *batch, metric, 25, scores=scores, ablation=ablation)
+    alone = [
+        circuit(net, c, x, analysis.logit_diff(a, w), together.edges, ablation=ablation)
+        for c, x, a, w in pairs
+    ]
+    for field in ("m_circuit", "m_clean", "m_corrupt", "m_empty"):
+        mean = sum(getattr(one, field) for one in alone) / 3
+        assert getattr(together, field) == pytest.approx(mean, abs=1e-5), field
+    m = [sum(getattr(one, f) for one in alone) / 3 for f in ("m_circuit", "m_clean", "m_empty")]
+    assert together.faithfulness == pytest.approx((m[0] - m[2]) / (m[1] - m[2]), abs=1e-5)
+    assert len({round(one.m_clean, 3) for one in alone}) == 3  # three pairs, three answers
+    curve = analysis.faithfulness_curve(
+        net, *batch, metric, [25], scores=scores, prune=False, ablation=ablation
+    )
+    assert curve["faithfulness"].iloc[0] == pytest.approx(together.faithfulness, abs=1e-9)
