@@ -11,10 +11,12 @@ from analysis.attribution import direct_logit_attribution
 from analysis.attribution_patching import attribute_all, attribute_heads, attribute_residual
 from analysis.block import attention_block, mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
-from analysis.circuits import circuit, composition_scores, edge_attribution
+from analysis.circuits import circuit, composition_scores, edge_attribution, prune_edges
 from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
+from analysis.faithfulness import faithfulness_curve, mib_scores
 from analysis.flow import attention_flow, attention_flow_row
+from analysis.graph_json import graph_json, read_graph_json
 from analysis.head_stats import attention_sink, head_stats
 from analysis.layer_steps import layer_steps
 from analysis.logit_lens import logit_lens, logit_lens_top
@@ -46,6 +48,8 @@ __all__ = [
     "cosine_to",
     "direct_logit_attribution",
     "edge_attribution",
+    "faithfulness_curve",
+    "graph_json",
     "head_distances",
     "head_patterns",
     "head_stats",
@@ -56,6 +60,7 @@ __all__ = [
     "logit_lens_top",
     "mds_2d",
     "measures_npz",
+    "mib_scores",
     "mixing_ratio",
     "norm_attention",
     "norm_attention_block",
@@ -64,6 +69,8 @@ __all__ = [
     "patch_pair",
     "patch_residual",
     "pattern_mask",
+    "prune_edges",
+    "read_graph_json",
     "rollout",
     "score_breakdown",
     "stats_csv",

@@ -193,36 +193,47 @@ def _head_outputs(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
     return torch.einsum("...htk,dhk->...htd", z, w_o.to(z))
 
 
-def _written(group: Sources, value: torch.Tensor, normed: torch.Tensor | None = None):
-    """What a site's sources write, [sources, T, d_model], from its value [T, ...]. A sandwich's
-    heads: each head's z_h·W_O^h times what the second norm multiplies its input by in this run,
-    g / √(mean(a²) + ε) with a = ``normed`` [T, d_model], the heads' writes summed (the site
-    the norm reads): the heads' parts add up to the norm's output, the run's own scale each."""
-    if group.attn is None:
-        return value[None]
-    heads = _head_outputs(group.attn, value)
+def _head_writes(group: Sources, z: torch.Tensor, normed: torch.Tensor | None = None):
+    """What each head of a site writes, [..., H, T, d_model], from its z [..., H, T, d_head]. A
+    sandwich's heads: each head's z_h·W_O^h times what the second norm multiplies its input by
+    in this run, g / √(mean(a²) + ε) with a = ``normed`` [..., T, d_model], the heads' writes
+    summed (the site the norm reads): the heads' parts add up to the norm's output, the run's
+    own scale each."""
+    heads = _head_outputs(group.attn, z)
     if group.post is None:
         return heads
     a = normed.float()
-    scale = torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + group.post.eps)  # (T, 1)
-    return (heads.float() * scale * group.post.gain.detach().float()).to(heads.dtype)
+    scale = torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + group.post.eps)  # (..., T, 1)
+    gain = group.post.gain.detach().float()
+    return (heads.float() * scale.unsqueeze(-3) * gain).to(heads.dtype)
 
 
-def _change(group: Sources, clean: Mapping, corrupt: Mapping) -> torch.Tensor:
-    """out_source(clean) − out_source(corrupt) of a site's sources, [sources, T, d_model], from
-    each run's values of the sites (a sandwich's heads: each run its own norm scale)."""
-    if group.post is None:  # linear in the site's value
-        return _written(group, clean[group.site] - corrupt[group.site])
-    written = (_written(group, run[group.site], run[group.post_site]) for run in (clean, corrupt))
-    return next(written) - next(written)
+def _written_pairs(group: Sources, clean: Mapping, corrupt: Mapping) -> torch.Tensor:
+    """out_source(clean) − out_source(corrupt) of a site's sources over N pairs, [sources,
+    N · T · d_model], from each run's values of the sites [N, T, ...] (a sandwich's heads: each
+    run at its own norm scale)."""
+    if group.attn is None:
+        return (clean[group.site] - corrupt[group.site]).reshape(1, -1)
+    if group.post is None:  # linear in z
+        change = _head_outputs(group.attn, clean[group.site] - corrupt[group.site])
+    else:
+        change = _head_writes(group, clean[group.site], clean[group.post_site])
+        change = change - _head_writes(group, corrupt[group.site], corrupt[group.post_site])
+    return change.movedim(1, 0).flatten(1)  # heads first
 
 
 def edge_attribution(
-    net: nn.Module, clean: Mapping, corrupt: Mapping, metric: Metric, steps: int = 1
+    net: nn.Module,
+    clean: Mapping,
+    corrupt: Mapping,
+    metric: Metric,
+    steps: int = 1,
+    ig_end: str = "clean",
 ) -> pd.DataFrame:
     """Edge attribution patching (EAP; EAP-IG with steps > 1) of a pre-norm model.
 
-    Args as analysis.attribute_heads. Returns one row per edge, columns ``source`` ("embed",
+    Args as analysis.attribute_heads (ig_end="corrupt": the EAP-IG authors' k = 0 … steps − 1,
+    their ig_steps=steps). Returns one row per edge, columns ``source`` ("embed",
     "L{l}H{h}", "L{l}MLP"), ``target`` ("L{l}H{h}.q" / ".k" / ".v" — "L{l}KV{g}.k" / ".v" with
     grouped-query attention —, "L{l}MLP", "logits") and ``score``: Σ over positions and d_model
     of (out_source(clean) − out_source(corrupt)) · mean ∂m/∂in_target, over (m_clean −
@@ -233,7 +244,7 @@ def edge_attribution(
     read = [group.site for group in graph.source_sites]
     read += [group.post_site for group in graph.source_sites if group.post_site]
     grad = [group.site for group in graph.target_sites]
-    found = integrated(net, clean, corrupt, metric, steps, read, grad)
+    found = integrated(net, clean, corrupt, metric, steps, read, grad, ig_end)
     scores = torch.zeros(len(graph.sources), len(graph.targets), dtype=torch.float64)
     first = 0
     target_index = {}
@@ -241,13 +252,16 @@ def edge_attribution(
         target_index.setdefault(group.stream, []).extend(range(first, first + group.count))
         first += group.count
     for stream, targets in target_index.items():
-        outs = torch.cat(  # (S on this stream, T · d_model)
-            [_change(g, found.clean, found.corrupt).flatten(1) for g in graph.source_sites
-             if g.stream == stream]
-        )  # fmt: skip
-        grads = torch.cat(  # (N on this stream, T · d_model)
+        outs = torch.cat(  # (S on this stream, pairs · T · d_model)
             [
-                found.grads[g.site].reshape(g.count, -1)
+                _written_pairs(g, found.clean, found.corrupt)
+                for g in graph.source_sites
+                if g.stream == stream
+            ]
+        )
+        grads = torch.cat(  # (N on this stream, pairs · T · d_model)
+            [
+                found.grads[g.site].unflatten(1, (g.count, -1)).movedim(1, 0).flatten(1)
                 for g in graph.target_sites
                 if g.stream == stream
             ]
@@ -267,36 +281,92 @@ def edge_attribution(
 
 @dataclass
 class Circuit:
-    """A circuit's edges (rows of edge_attribution; score NaN where the edges were given) and
-    its faithfulness: (m − m_corrupt) / (m_clean − m_corrupt) of the clean text run with every
-    other edge carrying its source's corrupt output (1: all the answer, 0: none)."""
+    """A circuit's edges (rows of edge_attribution; score NaN where the edges were given; with
+    prune=True, those that stay after pruning the dangling ones), and its faithfulness:
+    (m − m_corrupt) / (m_clean − m_corrupt) of the clean text run with every other edge
+    carrying its source's corrupt output (1: all the answer, 0: none; with zero or mean
+    ablation normalised by the run with no edge kept, m_empty). ``asked``: how many edges were
+    asked for, before pruning."""
 
     edges: pd.DataFrame
     faithfulness: float
     m_circuit: float
     m_clean: float
     m_corrupt: float
+    asked: int = 0
+    m_empty: float = float("nan")  # the run with no edge kept: m_corrupt under patching
+    ablation: str = "patching"
 
 
-def _kept(net, clean, corrupt, metric, keep, steps) -> pd.DataFrame:
-    """The kept edges as rows source, target, score."""
+def _ranked(scores: pd.DataFrame) -> pd.DataFrame:
+    """Rows of edge_attribution by |score|, largest first (ties in the table's order)."""
+    if not {"source", "target", "score"} <= set(scores.columns):
+        raise ValueError("scores are rows of edge_attribution: columns source, target, score.")
+    order = scores["score"].abs().sort_values(ascending=False, kind="stable").index
+    return scores.loc[order].reset_index(drop=True)
+
+
+def _kept(net, clean, corrupt, metric, keep, steps, ig_end="clean", scores=None) -> pd.DataFrame:
+    """The kept edges as rows source, target, score (the ``keep`` of largest |score| of
+    ``scores``, scored here where none are given)."""
     if isinstance(keep, pd.DataFrame):
         rows = keep.copy()
         if "score" not in rows:
             rows["score"] = float("nan")
         return rows[["source", "target", "score"]].reset_index(drop=True)
     if isinstance(keep, numbers.Integral):
-        scores = edge_attribution(net, clean, corrupt, metric, steps)
-        order = scores["score"].abs().sort_values(ascending=False, kind="stable").index
-        return scores.loc[order[: max(0, keep)]].reset_index(drop=True)
-    pairs = [tuple(edge) for edge in keep]
+        if scores is None:
+            scores = edge_attribution(net, clean, corrupt, metric, steps, ig_end)
+        return _ranked(scores).iloc[: max(0, int(keep))].reset_index(drop=True)
+    return _pairs(keep)
+
+
+def _pairs(edges) -> pd.DataFrame:
+    """(source, target) pairs as rows source, target, score (NaN)."""
+    pairs = [tuple(edge) for edge in edges]
     return pd.DataFrame(
         {"source": [a for a, _ in pairs], "target": [b for _, b in pairs], "score": float("nan")}
     )
 
 
-def _removed(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
-    """[S, N] float: 1 where an edge is not kept."""
+def _feeds(net: nn.Module, graph: Graph) -> torch.Tensor:
+    """[N, S] bool: target n is an input of source node s (a head's query, key or value — a
+    key/value group's of each head of the group —, an MLP's input, the memory); "logits" of
+    none."""
+    index = {name: i for i, name in enumerate(graph.sources)}
+    n_rep = net.config.n_heads // net.config.kv_heads
+    feeds = torch.zeros(len(graph.targets), len(graph.sources), dtype=torch.bool)
+    for n, target in enumerate(graph.targets):
+        node = target.rsplit(".", 1)[0] if target[-2:] in (".q", ".k", ".v") else target
+        head, kv, group = node.rpartition("KV")
+        nodes = [node]
+        if kv and group.isdigit():  # a key/value group: each of its query heads reads it
+            nodes = [f"{head}H{h}" for h in range(int(group) * n_rep, (int(group) + 1) * n_rep)]
+        for name in nodes:
+            if name in index:
+                feeds[n, index[name]] = True
+    return feeds
+
+
+def _pruned(net: nn.Module, graph: Graph, kept: torch.Tensor) -> torch.Tensor:
+    """kept [S, N] bool less its dangling edges, as the EAP-IG authors' Graph.prune: until
+    nothing changes, a node stays while it has a kept edge out and one in (the embeddings need
+    none in), and an edge while its source and its target's node stay ("logits" always does)."""
+    feeds = _feeds(net, graph).float()
+    start = torch.tensor([s == "embed" or s.endswith(".embed") for s in graph.sources])
+    end = torch.tensor([t == "logits" for t in graph.targets])
+    while True:
+        has_in = (kept.any(0).float() @ feeds) > 0  # (S,)
+        alive = kept.any(1) & (has_in | start)
+        target_alive = ((feeds @ alive.float()) > 0) | end  # (N,)
+        new = kept & alive[:, None] & target_alive[None]
+        if torch.equal(new, kept):
+            return kept
+        kept = new
+
+
+def _mask(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
+    """[S, N] bool: True where an edge is kept; a ValueError for a pair that is no edge."""
     where = torch.zeros_like(graph.upstream)
     s_index = {name: i for i, name in enumerate(graph.sources)}
     t_index = {name: i for i, name in enumerate(graph.targets)}
@@ -305,16 +375,62 @@ def _removed(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
         if s is None or n is None or not bool(graph.upstream[s, n]):
             raise ValueError(f"{source} → {target} is not an edge of this model.")
         where[s, n] = True
-    return (graph.upstream & ~where).float()
+    return where
+
+
+def prune_edges(net: nn.Module, edges: pd.DataFrame | Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """The edges of a circuit that are not dangling, as the EAP-IG authors' prune(): an edge
+    stays where its source is reached from the embeddings and its target reaches the logits
+    through kept edges. edges: rows with columns source, target (others kept) or (source,
+    target) pairs; returns the rows that stay, in their order. A dangling edge changes no
+    circuit's faithfulness (its source's output is its corrupt one, or its target's output is
+    read by no kept edge), so pruning only makes the count honest."""
+    graph = _graph(net)
+    rows = edges if isinstance(edges, pd.DataFrame) else _pairs(edges)
+    return _staying(graph, rows, _pruned(net, graph, _mask(graph, rows)))
+
+
+def _staying(graph: Graph, rows: pd.DataFrame, stays: torch.Tensor) -> pd.DataFrame:
+    """The rows whose edge is True in stays [S, N], in their order."""
+    s_index = {name: i for i, name in enumerate(graph.sources)}
+    t_index = {name: i for i, name in enumerate(graph.targets)}
+    keep = [
+        bool(stays[s_index[s], t_index[t]])
+        for s, t in zip(rows["source"], rows["target"], strict=True)
+    ]
+    return rows[keep].reset_index(drop=True)
+
+
+def _removed(graph: Graph, kept: torch.Tensor) -> torch.Tensor:
+    """[S, N] float: 1 where an edge (of upstream) is not kept."""
+    return (graph.upstream & ~kept).float()
+
+
+ABLATIONS = ("patching", "zero", "mean", "mean-positional")  # what a removed edge carries
+
+
+def _carried(x: torch.Tensor, ablation: str, pairs: int) -> torch.Tensor:
+    """What a removed edge carries of a source's value x [3·N, ...] (blocks of N: circuit,
+    clean, corrupt; positions second to last): the corrupt runs', zero, the mean over every
+    text's positions (clean and corrupt, all pairs), or over every text at each position."""
+    if ablation == "patching":
+        return x[2 * pairs :]
+    if ablation == "zero":
+        return torch.zeros_like(x[2 * pairs :])
+    texts = x[pairs:].mean(0, keepdim=True)  # (1, ..., T, ·): clean and corrupt alike
+    return texts if ablation == "mean-positional" else texts.mean(-2, keepdim=True)
 
 
 class _Ablation:
-    """The sites of a circuit's run, batch items (circuit, clean, corrupt): each source's output
-    is noted as it is written (the circuit item's minus the corrupt item's), and each target of
-    the circuit item reads its input minus what its removed edges carried."""
+    """The sites of a circuit's run of N pairs, batch items in blocks of N (circuit, clean,
+    corrupt): each source's output is noted as it is written (the circuit items' minus what a
+    removed edge carries, _carried), and each target of the circuit items reads its input minus
+    what its removed edges carried."""
 
-    def __init__(self, graph: Graph, removed: torch.Tensor) -> None:
-        self.diffs = {}
+    def __init__(
+        self, graph: Graph, removed: torch.Tensor, ablation: str = "patching", pairs: int = 1
+    ) -> None:
+        self.diffs, self.ablation, self.pairs = {}, ablation, pairs
         # [S on a stream, N]: 1 where an edge from that stream's source is not kept
         self.removed = {s: removed[graph.stream_sources(s)] for s in ("encoder", "decoder")}
         self.pending: dict[str, torch.Tensor] = {}  # a sandwich's z until its norm's input
@@ -333,7 +449,11 @@ class _Ablation:
 
     def note(self, group: Sources):
         def note(x: torch.Tensor) -> torch.Tensor:
-            self.diffs.setdefault(group.stream, []).append(_written(group, x[0] - x[2]))
+            diff = x[: self.pairs] - _carried(x, self.ablation, self.pairs)  # (N, ...)
+            written = diff[None] if group.attn is None else _head_outputs(group.attn, diff)
+            if group.attn is not None:
+                written = written.movedim(1, 0)  # (H, N, T, d_model)
+            self.diffs.setdefault(group.stream, []).append(written)
             return x
 
         return note
@@ -350,23 +470,23 @@ class _Ablation:
         part of the norm's output, each batch item at its own scale."""
 
         def note(a: torch.Tensor) -> torch.Tensor:
-            z = self.pending.pop(group.site)
-            change = _written(group, z[0], a[0]) - _written(group, z[2], a[2])
-            self.diffs.setdefault(group.stream, []).append(change)
+            written = _head_writes(group, self.pending.pop(group.site), a)  # (3N, H, T, d)
+            diff = written[: self.pairs] - _carried(written, self.ablation, self.pairs)
+            self.diffs.setdefault(group.stream, []).append(diff.movedim(1, 0))
             return a
 
         return note
 
     def target(self, group: Targets, first: int):
         def read(x: torch.Tensor) -> torch.Tensor:
-            diffs = torch.cat(self.diffs[group.stream])  # (S so far, T, d_model)
+            diffs = torch.cat(self.diffs[group.stream])  # (S so far, N, T, d_model)
             removed = self.removed[group.stream][: diffs.shape[0]]
             weights = removed[:, first : first + group.count]  # (S so far, count)
             if not bool(weights.any()):
                 return x
-            carried = torch.einsum("sc,std->ctd", weights.to(diffs), diffs)  # (count, T, d)
-            own = x[0] - carried.reshape(x[0].shape)  # heads' copies (count, T, d), else (T, d)
-            return torch.cat([own[None], x[1:]])
+            carried = torch.einsum("sc,sntd->nctd", weights.to(diffs), diffs)  # (N, count, T, d)
+            own = x[: self.pairs] - carried.reshape(x[: self.pairs].shape)
+            return torch.cat([own, x[self.pairs :]])
 
         return read
 
@@ -384,6 +504,20 @@ def _chain(fns):
     return chained
 
 
+def _circuit_run(net, graph, kept, clean_in, corrupt_in, metric, ablation):
+    """The metric of the clean texts with every edge not in kept [S, N] carrying what
+    ``ablation`` says, of the clean and of the corrupt texts, each averaged over the pairs."""
+    pairs = clean_in["input_ids"].shape[0]
+    sites = _Ablation(graph, _removed(graph, kept), ablation, pairs).sites
+    batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
+    trace = net.run_with_sites(sites=sites, **batch)
+    m = _metric_tensor(metric, trace, 3 * pairs).detach().double().view(3, pairs).mean(1)
+    if pairs == 1:  # one pair: refused as patch_heads refuses it, its metric measured the same
+        pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 1), _item(trace, 2)))
+        m = torch.tensor([float(m[0]), pair.m_clean, pair.m_corrupt], dtype=torch.float64)
+    return m.tolist()
+
+
 def circuit(
     net: nn.Module,
     clean: Mapping,
@@ -391,25 +525,45 @@ def circuit(
     metric: Metric,
     keep: int | Sequence[tuple[str, str]] | pd.DataFrame,
     steps: int = PAGE_STEPS,
+    ig_end: str = "clean",
+    scores: pd.DataFrame | None = None,
+    prune: bool = False,
+    ablation: str = "patching",
 ) -> Circuit:
     """The faithfulness of a circuit of a pre-norm model (Hanna et al. 2024).
 
-    keep: how many edges of largest |score| of edge_attribution(..., steps) to keep, a list of
-    (source, target) pairs, or rows of edge_attribution. The clean text is run with every edge
-    not kept carrying its source's output from the corrupt run: a target reads its input in
-    this run minus Σ over its removed edges of (out_source(this run) − out_source(corrupt)).
-    Every edge kept gives 1, none 0.
+    keep: how many edges of largest |score| to keep — of ``scores`` (rows of edge_attribution
+    already measured) where given, else of edge_attribution(..., steps, ig_end) —, a list of
+    (source, target) pairs, or rows of edge_attribution. prune=True: drop the dangling edges
+    first, as the EAP-IG authors' evaluate_graph does (prune_edges; the faithfulness is the
+    same, Circuit.edges and its count are those that stay, Circuit.asked those asked for).
+    The clean text is run with every edge not kept carrying its source's output from the
+    corrupt run (ablation "patching"; "zero": nothing; "mean": the source's output averaged over
+    both texts' positions; "mean-positional": over both texts at each position): a target reads
+    its input in this run minus Σ over its removed edges of (out_source(this run) − carried).
+    Faithfulness (m − m_empty) / (m_clean − m_empty), m_empty the run with no edge kept (the
+    corrupt run's m under patching): every edge kept gives 1, none 0. The metric may give a
+    Python float here (no gradient is taken). A dataset of N pairs ([N, T] inputs, a metric of
+    N answers as edge_attribution's): every m is the mean over the pairs (MIB's), one run.
     """
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation is one of {', '.join(ABLATIONS)}, not {ablation!r}.")
     graph = _graph(net)
-    kept = _kept(net, clean, corrupt, metric, keep, steps)
-    ablation = _Ablation(graph, _removed(graph, kept))
-    clean_in, corrupt_in = _inputs(net, clean, corrupt)
-    batch = {k: torch.cat([v, v, corrupt_in[k]]) for k, v in clean_in.items()}
-    trace = net.run_with_sites(sites=ablation.sites, **batch)
-    pair = _Pair(net, clean_in, corrupt_in, metric, (_item(trace, 1), _item(trace, 2)))
-    m_circuit = float(_metric_tensor(metric, trace, 3)[0])
-    share = (m_circuit - pair.m_corrupt) / (pair.m_clean - pair.m_corrupt)
-    return Circuit(kept, share, m_circuit, pair.m_clean, pair.m_corrupt)
+    kept = _kept(net, clean, corrupt, metric, keep, steps, ig_end, scores)
+    asked, mask = len(kept), _mask(graph, kept)
+    if prune:
+        mask = _pruned(net, graph, mask)
+        kept = _staying(graph, kept, mask)
+    clean_in, corrupt_in = _inputs(net, clean, corrupt, pairs=True)
+    run = (net, graph, mask, clean_in, corrupt_in, metric, ablation)
+    m_circuit, m_clean, m_corrupt = _circuit_run(*run)
+    m_empty = m_corrupt
+    if ablation != "patching":
+        m_empty = _circuit_run(*run[:2], torch.zeros_like(mask), *run[3:])[0]
+    if not abs(m_clean - m_empty) > 1e-6 * max(1.0, abs(m_clean)):
+        raise ValueError(f"With {ablation} ablation no edge kept gives the clean text's metric.")
+    share = (m_circuit - m_empty) / (m_clean - m_empty)
+    return Circuit(kept, share, m_circuit, m_clean, m_corrupt, asked, m_empty, ablation)
 
 
 def _qr_r(w: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,8 @@ before the patched one not run again (their output is the corrupt run's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -34,9 +35,13 @@ INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "tgt_ids", "tgt_a
 CHUNK_TOKENS = 8192  # tokens per patched call: batch items × T (memory stays near one long text)
 
 
-def logit_diff(answer: int, wrong: int, position: int = -1) -> Metric:
+def logit_diff(
+    answer: int | Sequence[int], wrong: int | Sequence[int], position: int = -1
+) -> Metric:
     """The metric trace -> logits[:, position, answer] − logits[:, position, wrong], one per batch
-    item ([B]; a model with a token classifier: its label logits)."""
+    item ([B]; a model with a token classifier: its label logits). For a dataset of N pairs,
+    answer and wrong are N ids each: batch item b reads pair b mod N's (the attributions run a
+    dataset in blocks of N, pair i at items i, N + i, 2N + i, …)."""
 
     def metric(trace) -> torch.Tensor:
         logits = trace.logits if trace.logits is not None else trace.label_logits
@@ -45,7 +50,12 @@ def logit_diff(answer: int, wrong: int, position: int = -1) -> Metric:
                 Msg("This model has no output head: measure its outputs (analysis.cosine_to).")
             )
         at = logits[:, position]  # (B, vocab)
-        return at[:, answer] - at[:, wrong]
+        if isinstance(answer, numbers.Integral) and isinstance(wrong, numbers.Integral):
+            return at[:, answer] - at[:, wrong]
+        ids = [torch.as_tensor(x, device=at.device).reshape(-1) for x in (answer, wrong)]
+        item = torch.arange(at.shape[0], device=at.device)
+        a, w = (x[item % x.numel()] for x in ids)
+        return at[item, a] - at[item, w]
 
     return metric
 
@@ -67,8 +77,11 @@ def _last_stack(config) -> str:
     return config.last_stream
 
 
-def _inputs(net: nn.Module, clean: Mapping, corrupt: Mapping) -> tuple[dict, dict]:
-    """The two encodings as keyword inputs, refused unless they are one text each of one length."""
+def _inputs(
+    net: nn.Module, clean: Mapping, corrupt: Mapping, pairs: bool = False
+) -> tuple[dict, dict]:
+    """The two encodings as keyword inputs, refused unless they are one text each of one length
+    (``pairs``: or N texts each, [N, T], the i-th clean text paired with the i-th corrupt)."""
     pair = []
     for enc in (clean, corrupt):
         unknown = sorted(set(enc) - set(INPUT_KEYS))
@@ -79,8 +92,15 @@ def _inputs(net: nn.Module, clean: Mapping, corrupt: Mapping) -> tuple[dict, dic
         a, b = (p.get(key) for p in pair)
         if a is None and b is None:
             continue
-        if a is None or b is None or a.dim() != 2 or a.shape[0] != 1 or b.shape[0] != 1:
+        if a is None or b is None or a.dim() != 2 or b.dim() != 2:
             raise ValueError("Patching compares two single texts: input_ids of shape [1, T] each.")
+        if not pairs and (a.shape[0] != 1 or b.shape[0] != 1):
+            raise ValueError("Patching compares two single texts: input_ids of shape [1, T] each.")
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(
+                f"A dataset pairs each clean text with a corrupt one: {a.shape[0]} clean texts, "
+                f"{b.shape[0]} corrupt."
+            )
         if a.shape != b.shape:
             raise ValueError(
                 Msg(

@@ -176,6 +176,36 @@ def parse_target(target):
     return int(layer), kind, int(index)
 
 
+def target_gradients(fam, targets, store, grads):
+    """{target: ∂m/∂ its input} of one run: each target's gradient carried through its own
+    path (a head's projection slice through the layer's norm, an MLP's input through its norm,
+    the logits' stream as it is)."""
+    found = {}
+    for target in targets:
+        layer, kind, index = parse_target(target)
+        if kind == "logits":
+            found[target] = grads["final"]
+        elif kind == "mlp":
+            found[target] = through(
+                fam.norms(layer)[1], store[f"mid{layer}"], grads[f"mlp_in{layer}"]
+            )
+        else:
+            name, cols, proj = fam.projection(layer, kind, index)
+            ln = fam.norms(layer)[0]
+            found[target] = through(
+                lambda x, ln=ln, proj=proj, cols=cols: proj(ln(x))[..., cols],
+                store[f"x{layer}"],
+                grads[name][..., cols],
+            )
+    return found
+
+
+def written(fam, source, store):
+    """What a source wrote in one run's kept tensors (the family's own way: Gemma's heads write
+    their part of the norm after the attention)."""
+    return fam.written(source, store)
+
+
 def reference_edges(fam, clean, corrupt, metric_of, edges, steps):
     """EAP(-IG) scores of the edges, each target's gradient carried through its own path."""
 
@@ -183,29 +213,11 @@ def reference_edges(fam, clean, corrupt, metric_of, edges, steps):
         return metric_of(fam.hf(**inputs).logits)
 
     def per_step(store, grads):
-        found = {}
-        for _, target in edges:
-            layer, kind, index = parse_target(target)
-            if kind == "logits":
-                found[target] = grads["final"]
-            elif kind == "mlp":
-                found[target] = through(
-                    fam.norms(layer)[1], store[f"mid{layer}"], grads[f"mlp_in{layer}"]
-                )
-            else:
-                name, cols, proj = fam.projection(layer, kind, index)
-                ln = fam.norms(layer)[0]
-                found[target] = through(
-                    lambda x, ln=ln, proj=proj, cols=cols: proj(ln(x))[..., cols],
-                    store[f"x{layer}"],
-                    grads[name][..., cols],
-                )
-        return found
+        return target_gradients(fam, [t for _, t in edges], store, grads)
 
     on_clean, on_corrupt, _, target_grads, gap = reference(
         call, fam.blocks[0], fam.keeps(), clean, corrupt, steps, per_step
     )
-
     return {
         (s, t): float(
             ((fam.written(s, on_clean) - fam.written(s, on_corrupt)) * target_grads[t])
@@ -483,6 +495,38 @@ def test_a_circuit_of_every_edge_restores_all_and_of_none_nothing(lm):
         circuit(net, clean, corrupt, metric, [("L1H0", "L0H0.q")])
 
 
+def without_l0h1_to_l1h0_q(net, clean, corrupt, metric, carry):
+    """m of the clean text with head L1H0's query reading its input minus (L0H1's write minus
+    carry(z_clean, z_corrupt)'s, z being L0H1's context [T, d_head] on each text), done by hand
+    at the site hook_q_input: the circuit of every edge but L0H1 → L1H0.q."""
+
+    with torch.no_grad():
+        z_clean, z_corrupt = (
+            (tr.attentions["decoder"] @ tr.values["decoder"])[0, 0, 1]  # (T, d_head)
+            for tr in (net.trace(**clean), net.trace(**corrupt))
+        )
+        w_o = net.decoder.layers[0].self_attn.w_o.weight.view(
+            net.config.d_model, net.config.n_heads, -1
+        )
+        removed = (z_clean - carry(z_clean, z_corrupt)) @ w_o[:, 1].T  # (T, d_model)
+    return with_query_minus(net, clean, metric, removed)
+
+
+def with_query_minus(net, clean, metric, removed) -> float:
+    """m of the clean text with head L1H0's query reading its input minus ``removed`` [T,
+    d_model] (what a removed edge into it carried), at the site hook_q_input."""
+    from model.sites import Sites
+
+    def query(x):  # x [1, H, T, d_model]: each query head's copy of the stream
+        x = x.clone()
+        x[0, 0] -= removed
+        return x
+
+    with torch.no_grad():
+        out = net.run_with_sites(sites=Sites(replace={"blocks.1.hook_q_input": query}), **clean)
+    return float(metric(out)[0])
+
+
 def test_a_circuit_equals_the_run_it_names_done_by_hand(lm):
     """One removed edge L0H1 → L1H0.q: only that head's query reads L0H1's corrupt output."""
     _, net, _, _, _, clean, corrupt, answer, wrong = lm
@@ -492,34 +536,9 @@ def test_a_circuit_equals_the_run_it_names_done_by_hand(lm):
     found = circuit(
         net, clean, corrupt, metric, list(zip(kept["source"], kept["target"], strict=True))
     )
-    tr_corrupt = net.trace(**corrupt)
-    z = (tr_corrupt.attentions["decoder"] @ tr_corrupt.values["decoder"])[0, 0, 1]  # (T, d_head)
-
-    with torch.no_grad():
-        tr_clean = net.trace(**clean)
-        z_clean = (tr_clean.attentions["decoder"] @ tr_clean.values["decoder"])[0, 0, 1]
-        w_o = net.decoder.layers[0].self_attn.w_o.weight.view(
-            net.config.d_model, net.config.n_heads, -1
-        )
-        carried = (z_clean - z) @ w_o[:, 1].T  # (T, d_model)
-    expect = share_without(net, clean, metric, found, carried)
+    m = without_l0h1_to_l1h0_q(net, clean, corrupt, metric, lambda z_clean, z_corrupt: z_corrupt)
+    expect = (m - found.m_corrupt) / (found.m_clean - found.m_corrupt)
     assert abs(found.faithfulness - expect) < 1e-5 and len(found.edges) == len(every) - 1
-
-
-def share_without(net, clean, metric, found, carried) -> float:
-    """The share of the answer the clean run restores when L1H0's query reads its stream minus
-    ``carried`` [T, d_model] (one removed edge into it, done by hand), over the circuit's ends."""
-    from model.sites import Sites
-
-    def query(x):  # x [1, H, T, d_model]: each query head's copy of the stream
-        x = x.clone()
-        x[0, 0] -= carried
-        return x
-
-    with torch.no_grad():
-        out = net.run_with_sites(sites=Sites(replace={"blocks.1.hook_q_input": query}), **clean)
-    m = float(metric(out)[0])
-    return (m - found.m_corrupt) / (found.m_clean - found.m_corrupt)
 
 
 # ---- BERT and refusals ---------------------------------------------------------------------
@@ -605,6 +624,9 @@ def test_a_circuit_of_the_26_strongest_edges_restores_the_copy(induction):
     found = circuit(net, clean, corrupt, metric, 26)
     assert found.faithfulness >= 0.8 and len(found.edges) == 26  # measured 0.85
     assert circuit(net, clean, corrupt, metric, 20).faithfulness >= 0.7  # measured 0.75
-    assert list(found.edges["score"]) == list(
-        scores.loc[scores["score"].abs().sort_values(ascending=False).index[:26], "score"]
-    )
+    top = scores.loc[scores["score"].abs().sort_values(ascending=False).index[:26]]
+    assert list(found.edges["score"]) == list(top["score"])
+    pruned = circuit(net, clean, corrupt, metric, 26, scores=scores, prune=True)
+    assert pruned.asked == 26 and len(pruned.edges) == 20  # 6 of the 26 dangle (measured)
+    assert list(pruned.edges["score"]) == list(analysis.prune_edges(net, top)["score"])
+    assert abs(pruned.faithfulness - found.faithfulness) < 1e-6

@@ -18,7 +18,7 @@ import torch
 import analysis
 from analysis.circuits import circuit, edge_attribution
 from model import load_lm
-from tests.test_circuits import Family, logit_diff_of, reference_edges, share_without
+from tests.test_circuits import Family, logit_diff_of, reference_edges, with_query_minus
 from tests.test_lm import TEXTS, save_checkpoint
 from tests.test_patching import answer_pair
 
@@ -69,7 +69,7 @@ def gemma(tmp_path_factory):
 
 
 def test_the_heads_parts_add_up_to_the_norms_output(gemma):
-    from analysis.circuits import _graph, _written
+    from analysis.circuits import _graph, _head_writes
     from model.sites import Sites
 
     net, _, clean, *_ = gemma
@@ -82,7 +82,7 @@ def test_the_heads_parts_add_up_to_the_norms_output(gemma):
     sites = Sites(read=names + normed)
     net.run_with_sites(sites=sites, **clean)
     for group, out in zip(heads, normed, strict=True):
-        parts = _written(group, sites.values[group.site][0], sites.values[group.post_site][0])
+        parts = _head_writes(group, sites.values[group.site][0], sites.values[group.post_site][0])
         torch.testing.assert_close(parts.sum(0), sites.values[out][0], atol=1e-5, rtol=0)
 
 
@@ -126,6 +126,10 @@ def test_a_circuit_of_every_edge_restores_all_and_of_none_nothing(gemma):
     assert abs(circuit(net, clean, corrupt, metric, df.iloc[:0]).faithfulness) < 1e-4
     half = circuit(net, clean, corrupt, metric, len(df) // 2).faithfulness
     assert half == half  # a number, neither end forced
+    for ablation in ("zero", "mean", "mean-positional"):  # each head's part averaged, or none
+        every = circuit(net, clean, corrupt, metric, df, ablation=ablation).faithfulness
+        none = circuit(net, clean, corrupt, metric, df.iloc[:0], ablation=ablation).faithfulness
+        assert abs(every - 1) < 1e-4 and abs(none) < 1e-4, (ablation, every, none)
 
 
 def test_a_circuit_equals_the_run_it_names_done_by_hand(gemma):
@@ -155,6 +159,7 @@ def test_a_circuit_equals_the_run_it_names_done_by_hand(gemma):
 
     with torch.no_grad():
         carried = head_1_writes(clean) - head_1_writes(corrupt)  # (T, d_model)
-    expect = share_without(net, clean, metric, found, carried)
+    m = with_query_minus(net, clean, metric, carried)
+    expect = (m - found.m_corrupt) / (found.m_clean - found.m_corrupt)
     assert abs(found.faithfulness - expect) < 1e-5 and len(found.edges) == len(every) - 1
     assert abs(expect - 1) > 1e-4  # the edge carries something
