@@ -524,3 +524,23 @@ def test_a_real_lms_graph_reads_at_1080p_720p_and_on_a_phone(app_url, browser, s
     page.wait_for_timeout(300)
     shot(page, f"circuits_smollm2_{size}_{lang}", full_page=False)
     context.close()
+
+
+def test_a_real_lms_graph_presented_at_720p(app_url, browser):
+    """The lecturer's projector (1280 × 720, presentation mode) on the ioi-smollm2 link: the
+    wide graph (its 21 strongest edges, the room's larger text) inside the window, each edge an
+    arrow, no line over a node, a name, a letter or a word not its own, the title counting."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    link = {**SMOL, "lang": "en", "present": "1", "fig": "circuit-graph"}
+    page.goto(f"{app_url}?{urlencode(link)}")
+    wait_for(page, READY, timeout=300_000)
+    wait_for(page, RELAID, [1280, 720], timeout=300_000)
+    page.wait_for_timeout(800)
+    graph = page.evaluate(GRAPH_SEEN)
+    drawn = re.search(r"its\s*(\d+)\s*strongest", graph["title"])
+    assert "70651" in graph["title"] and drawn, graph["title"]
+    assert graph["arrows"] == len(graph["widths"]) == int(drawn[1]) >= 15, graph
+    assert not graph["over"] and graph["letters"] and graph["headPx"] >= 39.9, graph
+    shot(page, "circuits_smollm2_present_1280x720_en", full_page=False)
+    context.close()
