@@ -22,9 +22,9 @@ from ui.i18n import t
 from ui.patching_inputs import unknown_note
 from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot, tile_picker
 from ui.tabs.patching import shipped, what_measured
+from viz.circuit_graph import circuit_figure
 from viz.circuits import (
     attribution_grid_figure,
-    circuit_figure,
     compare_figure,
     composition_figure,
     curve_figure,
@@ -124,20 +124,28 @@ def build() -> Built:
     )
 
 
-def lesson(loaded, found, sel, edges) -> str:
-    """The induction lesson, where the page measured it: the copy pair on its model, and the
-    strongest key edge out of layer 0 is the previous-token head's."""
+def lesson_edge(loaded, found, sel, edges) -> tuple[str, str, float] | None:
+    """The induction lesson's edge, where the page measured it: the copy pair on its model, and
+    the strongest key edge out of layer 0 is the previous-token head's (source, target, score)."""
     pair = shipped(loaded, found.text, sel.pair)
     if pair is None or pair.id != "copy":
-        return ""
+        return None
     keys = edges[edges["source"].str.startswith("L0H") & edges["target"].str.endswith(".k")]
     if keys.empty:
-        return ""
+        return None
     top = keys.loc[keys["score"].abs().idxmax()]
     if top["source"] != "L0H1" or top["score"] <= 0:
+        return None
+    return str(top["source"]), str(top["target"]), float(top["score"])
+
+
+def lesson(loaded, found, sel, edges) -> str:
+    """The induction lesson in words, where the page measured it ("" elsewhere)."""
+    found_edge = lesson_edge(loaded, found, sel, edges)
+    if found_edge is None:
         return ""
-    edge = f"{top['source']} → {top['target']}"
-    return "  \n" + tr(LESSON, edge=edge, score=float(top["score"]))
+    source, target, score = found_edge
+    return "  \n" + tr(LESSON, edge=f"{source} → {target}", score=score)
 
 
 def makers(view: View) -> dict:
@@ -173,6 +181,10 @@ def makers(view: View) -> dict:
         # the button draws the CSV and measures the edges (its queue); the slider does not
         return cm.circuit_view(loaded, pair, sel.keep, pressed="circuit_csv" in view.drawing)
 
+    def drawn_lesson():
+        result = measured()
+        return None if isinstance(result, str) else lesson_edge(loaded, found, sel, result[0])
+
     return {
         "circuit_said": said,
         "circuit_attr_said": with_spec(
@@ -198,7 +210,7 @@ def makers(view: View) -> dict:
         "circuit_compare_said": lambda: compare_sentence(compared()),
         "circuit_compare_plot": lambda: compare_view(compared(), cfg),
         "circuit_edges_said": lambda: edges_sentence(measured(), loaded, found, sel),
-        "circuit_graph_plot": lambda: graph_view(measured(), cfg),
+        "circuit_graph_plot": lambda: graph_view(measured(), cfg, drawn_lesson()),
         "circuit_curve_plot": lambda: curve_view(measured()),
         "circuit_comp_plot": with_spec(
             lambda p: composition_figure(cm.composition(loaded, p.stack), cfg, p.stack)
@@ -253,14 +265,28 @@ def agreement_sentence(agreed, loaded) -> str:
     return said + " " + tr(PUBLISHED)
 
 
-def graph_view(result, cfg):
-    """The circuit kept, drawn as a graph of its strongest edges, when it was measured."""
+def graph_view(result, cfg, drawn_lesson=None):
+    """The circuit kept, drawn as a graph of its strongest edges (and the lesson's edge, where
+    the circuit keeps it: ``drawn_lesson``, (source, target, score)), when it was measured."""
     if isinstance(result, str):
         return None
     edges, shown, _, keep = result
     kept = shown.edges.iloc[: cm.SHOWN_EDGES]
+    named = None
+    if drawn_lesson is not None:
+        source, target, _ = drawn_lesson
+        rows = shown.edges[(shown.edges["source"] == source) & (shown.edges["target"] == target)]
+        if len(rows):  # the circuit keeps it: drawn, if further down than the graph's 60
+            kept = kept if rows.index[0] in kept.index else kept.loc[[*kept.index, rows.index[0]]]
+            named = (source, target)
     return circuit_figure(
-        kept, cfg, shown.faithfulness, len(edges), share=GRAPH_SHARE, n_kept=len(shown.edges)
+        kept,
+        cfg,
+        shown.faithfulness,
+        len(edges),
+        share=GRAPH_SHARE,
+        n_kept=len(shown.edges),
+        lesson=named,
     )
 
 
