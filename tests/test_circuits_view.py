@@ -495,3 +495,44 @@ def test_the_slider_ends_at_the_edges_the_model_has(demo):
     assert out["keep"]["maximum"] == 262 and "value" not in out["keep"]
     _, out = opened(demo, "The cat sat.", BUNDLED, "The dog sat.", page="edges-bert", keep=5)
     assert out["keep"]["maximum"] == 1 and out["keep"]["value"] == 0
+
+
+NOT_YET = "not measured yet"
+
+
+def test_a_pair_patched_since_the_tab_was_drawn_gives_its_agreement(demo, monkeypatch):
+    """Issue 52: on a model whose exact patching the tab does not measure as it opens (here the
+    induction model, as if it were SmolLM2's size), the sentence over the first grid says the
+    agreement is not measured yet; once the pair is patched — on Which heads matter, by Compare
+    or by another page — the tab says this pair's r: coming back to the tab draws it again
+    (the circuit found kept), a page opening the same view gets no view drawn before the
+    measure (ui.render.DRAWN), and Compare says it over the grid at once."""
+    from ui import circuit_measures as cm
+
+    monkeypatch.setattr(cm, "EXACT_AT_ONCE_PARAMS", 0)
+    DRAWN.clear()
+    pair = ("plmnr plmn", "gtysd plmn")  # a pair no other test measures (MEASURED is shared)
+    ask, out = opened(demo, pair[0], "induction", pair[1], page="later-a", answer="r")
+    assert NOT_YET in out["circuit_attr_said"], out["circuit_attr_said"]
+    found = pressed(demo, ask, "circuit")["circuit_graph_plot"]
+    assert found is not None
+    away = replace(ask, tab="patching")
+    demo.views.tab(away, "patching")
+    assert pressed(demo, away, "patch")["patch_heads_plot"] is not None
+    back = demo.views.tab(ask, "circuits")
+    assert NOT_YET not in back["circuit_attr_said"] and "Pearson" in back["circuit_attr_said"]
+    assert back["circuit_graph_plot"] is not None  # the circuit found, drawn again
+    assert figure(back["circuit_graph_plot"])["data"] == figure(found)["data"]
+    # another page opening the same view: this pair's agreement, not the view drawn before
+    _, other = opened(demo, pair[0], "induction", pair[1], page="later-b", answer="r")
+    assert "Pearson" in other["circuit_attr_said"], other["circuit_attr_said"]
+    # the tab shown again with nothing measured since: nothing drawn again
+    assert not {k for k in demo.views.tab(ask, "circuits") if k.startswith("circuit")}
+
+    pair = ("wqkdj wqkd", "fhzcb wqkd")
+    ask, out = opened(demo, pair[0], "induction", pair[1], page="later-c", answer="j")
+    assert NOT_YET in out["circuit_attr_said"]
+    compared = pressed(demo, ask, "compare")
+    assert "Pearson" in compared["circuit_attr_said"], compared["circuit_attr_said"]
+    assert not {k for k in demo.views.tab(ask, "circuits") if k.startswith("circuit")}
+    DRAWN.clear()
