@@ -103,7 +103,9 @@ def open_circuit(page, url: str, lang: str, **more) -> None:
 
 
 def fits(page, figures: int = 6) -> None:
-    seen = page.evaluate(MEASURE_JS, "circuits")
+    """Every figure of the tab inside the screen, and no text over another — a legend's box
+    read as a text too (the comparison's lay over its panel title at 720p)."""
+    seen = page.evaluate(MEASURE_JS, {"tab": "circuits", "legends": True})
     assert seen["figures"] >= figures, seen
     assert not seen["outside"], seen["outside"]
     assert not seen["overlaps"], seen["overlaps"]
@@ -183,6 +185,58 @@ def test_the_graph_presented_at_720p(app_url, browser, lang):
     # the circuit found stays, drawn for it (it was cleared with the on-demand outputs)
     page.set_viewport_size({"width": 1366, "height": 768})
     wait_for(page, RELAID, [1360, 760], timeout=60_000)
+    context.close()
+
+
+# A figure presented, drawn for this window (its server layout: rounded to 20 px).
+PRESENTED = """([id, window]) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const laid = gd?.layout?.meta?.present?.window;
+  return gd?.data?.length > 0 && String(laid) === String(window) && !!gd.layout.taBig
+    && ta.present.block?.id === id;
+}"""
+# A presented figure's texts: the smallest font drawn (px), and each legend's box.
+TEXTS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const sizes = [...gd.querySelectorAll('text')].filter((t) => t.textContent.trim()
+      && t.getBoundingClientRect().width > 0 && getComputedStyle(t).visibility !== 'hidden')
+    .map((t) => ({t: t.textContent.trim().slice(0, 24),
+      px: parseFloat(getComputedStyle(t).fontSize)}));
+  const legends = [...gd.querySelectorAll('.legend rect.bg')].map((r) => {
+    const b = r.getBoundingClientRect();
+    return [b.left, b.top, b.right, b.bottom];
+  });
+  return {smallest: sizes.reduce((a, b) => (b.px < a.px ? b : a), {t: '', px: Infinity}),
+    legends, named: [...gd.querySelectorAll('.legendtext')].map((t) => t.textContent)};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_comparison_presented_at_720p(app_url, browser, lang):
+    """Issue 52: Compare's figure presented on the lecturer's 1280 × 720 (pressed, then
+    presented: the page asks for its layout for the window): the legend that names each kind of
+    point's r lies over no panel title or other text (it lay over "Attribution against
+    patching"), inside the window above the bar, its text the room's."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{app_url}?{urlencode({**COPY, 'lang': lang})}")
+    wait_for(page, READY)
+    wait_for(page, DRAWN, GRIDS)
+    page.click("#circuit-compare-run")
+    wait_for(page, DRAWN, ["circuit-compare-plot"])
+    page.evaluate("() => ta.startPresent('circuit-compare')")
+    wait_for(page, PRESENTED, ["circuit-compare-plot", [1280, 720]], timeout=60_000)
+    page.wait_for_timeout(800)
+    shot(page, f"circuits_compare_present_1280x720_{lang}", full_page=False)
+    seen = page.evaluate(MEASURE_JS, {"tab": "circuits", "legends": True})
+    mine = [o for o in seen["overlaps"] if o[0] == "circuit-compare-plot"]
+    assert not mine and not seen["outside"], (mine, seen["outside"])
+    texts = page.evaluate(TEXTS, "circuit-compare-plot")
+    assert any("r = 0." in name for name in texts["named"]), texts
+    assert len(texts["legends"]) == 1, texts
+    left, top, right, bottom = texts["legends"][0]
+    assert left >= 0 and right <= 1280 and top >= 0 and bottom <= 720 - 48, texts
+    assert texts["smallest"]["px"] >= 720 / 45, texts["smallest"]
     context.close()
 
 
@@ -515,7 +569,7 @@ def test_a_real_lms_graph_reads_at_1080p_720p_and_on_a_phone(app_url, browser, s
     # a finger's 32 px on a phone, and on a 720p page (its column narrower than the wide
     # graph's 27 units: the graph flows down there, as on a phone)
     assert graph["letters"] and graph["headPx"] >= (39.9 if size == "1080p" else 31.9), graph
-    seen = page.evaluate(MEASURE_JS, "circuits")
+    seen = page.evaluate(MEASURE_JS, {"tab": "circuits", "legends": True})
     crowded = [o for o in seen["overlaps"] if o[0] == "circuit-graph-plot"]
     assert not crowded and not seen["outside"], (crowded, seen["outside"])
     page.evaluate(

@@ -119,55 +119,17 @@ def compare_figure(estimated, exact, config, r: float, one_step, steps: int):
     (the one-step grid, its r), each a kind of point."""
     a = np.asarray(estimated, dtype=np.float32)
     e = np.asarray(exact, dtype=np.float32)
-    n_layers, n_heads = e.shape
+    one = np.asarray(one_step[0], dtype=np.float32)
     titles = [tr("Activation patching (exact)"), tr("Attribution against patching")]
     axes, cells = grid(1, 2, h_space=0.16, titles=titles)
     (x1, y1), (x2, y2) = cells
     exact_trace = _share_grid(e, config, tr("share restored"), xaxis=x1, yaxis=y1)
     exact_trace["colorbar"] = {"x": 0.44, "thickness": 12}
-    labels = _head_names(config, n_layers, n_heads)
-    low = float(min(e.min(), a.min(), 0.0))
-    high = float(max(e.max(), a.max(), 0.0))
-    scatter = {
-        "type": "scatter",
-        "mode": "markers",
-        "x": e.ravel().tolist(),
-        "y": a.ravel().tolist(),
-        "text": labels,
-        "marker": {"size": 8, "color": "#d62728"},
-        "hovertemplate": "%{text}<br>"
-        + safe(tr("patching"))
-        + " %{x:.3f}<br>"
-        + safe(tr("attribution"))
-        + " %{y:.3f}<extra></extra>",
-        "xaxis": x2,
-        "yaxis": y2,
-        "showlegend": False,
-    }
-    one = np.asarray(one_step[0], dtype=np.float32)
-    low, high = min(low, float(one.min())), max(high, float(one.max()))
-    scatter["name"] = tr("{steps} steps (r = {r:.2f})", steps=steps, r=r)
-    scatter["showlegend"] = True
-    points = [
-        scatter,
-        {
-            **scatter,
-            "y": one.ravel().tolist(),
-            "marker": {"size": 7, "color": "#777", "symbol": "circle-open"},
-            "name": tr("one step (r = {r:.2f})", r=one_step[1]),
-        },
-    ]
-    diagonal = {
-        "type": "scatter",
-        "mode": "lines",
-        "x": [low, high],
-        "y": [low, high],
-        "line": {"color": "#999", "dash": "dot", "width": 1},
-        "hoverinfo": "skip",
-        "xaxis": x2,
-        "yaxis": y2,
-        "showlegend": False,
-    }
+    names = (
+        tr("{steps} steps (r = {r:.2f})", steps=steps, r=r),
+        tr("one step (r = {r:.2f})", r=one_step[1]),
+    )
+    points = _against_exact(e, (a, one), names, _head_names(config, *e.shape), (x2, y2))
     title = title_of(
         tr("Attribution patching against activation patching"),
         tr(
@@ -179,6 +141,57 @@ def compare_figure(estimated, exact, config, r: float, one_step, steps: int):
             r_one=one_step[1],
         ),  # fmt: skip
     )
+    layout = _compare_layout(title, e.shape[0], axes, cells)
+    return figure([exact_trace, *points], layout)
+
+
+def _against_exact(exact, estimates, names, labels: list[str], cell) -> list[dict]:
+    """Each estimate's points against exact patching (the page's steps filled, one step open),
+    named in the legend, and the diagonal y = x over all of them."""
+    xaxis, yaxis = cell
+    hover = (
+        "%{text}<br>" + safe(tr("patching")) + " %{x:.3f}<br>" + safe(tr("attribution"))
+        + " %{y:.3f}<extra></extra>"
+    )  # fmt: skip
+    markers = ({"size": 8, "color": "#d62728"},
+               {"size": 7, "color": "#777", "symbol": "circle-open"})  # fmt: skip
+    points = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "x": exact.ravel().tolist(),
+            "y": estimate.ravel().tolist(),
+            "text": labels,
+            "marker": marker,
+            "hovertemplate": hover,
+            "xaxis": xaxis,
+            "yaxis": yaxis,
+            "name": name,
+            "showlegend": True,
+        }
+        for estimate, marker, name in zip(estimates, markers, names, strict=True)
+    ]
+    low = float(min(0.0, exact.min(), *(e.min() for e in estimates)))
+    high = float(max(0.0, exact.max(), *(e.max() for e in estimates)))
+    diagonal = {
+        "type": "scatter",
+        "mode": "lines",
+        "x": [low, high],
+        "y": [low, high],
+        "line": {"color": "#999", "dash": "dot", "width": 1},
+        "hoverinfo": "skip",
+        "xaxis": xaxis,
+        "yaxis": yaxis,
+        "showlegend": False,
+    }
+    return [*points, diagonal]
+
+
+def _compare_layout(title: str, n_layers: int, axes: dict, cells) -> dict:
+    """The comparison's layout: the grid's axes (layers down), the scatter's, and the legend at
+    the figure's foot, under the scatter (over it, it lay on its panel title once the text grew:
+    presented at 720p)."""
+    (x1, y1), (x2, y2) = cells
     layout = hung_layout(title, min(760, 260 + 34 * n_layers))
     layout["margin"] = {"l": 10, "r": 10, "t": 96, "b": 40}
     layout.update(axes)
@@ -186,10 +199,9 @@ def compare_figure(estimated, exact, config, r: float, one_step, steps: int):
     layout[f"xaxis{x1[1:]}"].update(title={"text": tr("head")})
     layout[f"xaxis{x2[1:]}"].update(title={"text": tr("activation patching (share restored)")})
     layout[f"yaxis{y2[1:]}"].update(title={"text": tr("attribution (estimated share)")})
-    # the two kinds of points named over the scatter
-    layout["legend"] = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0,
-                        "yanchor": "bottom"}  # fmt: skip
-    return figure([exact_trace, *points, diagonal], layout)
+    layout["legend"] = {"orientation": "h", "x": 1, "xanchor": "right", "y": 0,
+                        "yanchor": "bottom", "yref": "container"}  # fmt: skip
+    return layout
 
 
 def curve_figure(points: list[tuple[int, float]], keep: int, share: float = 1.0):
