@@ -319,3 +319,54 @@ def test_edges_and_letters_keep_their_kind_names_for_the_hover(induction):
         source, target = edge["meta"]["edge"]
         named = circuit_layout.hover_name
         assert edge["hovertemplate"].startswith(f"{named(source)} → {named(target)}: ")
+
+
+def test_presented_at_720p_the_nodes_and_their_names_grow_with_the_rooms_text(induction):
+    """Issue 52: presented at 1280 × 720 the nodes' names were the page's 13 px (the room's
+    other texts 18): the room grows the nodes and their names by its text over theirs, as far
+    as its px a unit exceed the least the lines were routed at; each arrowhead's tip moves out
+    to its grown reader's rim and the end nodes' words out beside them; the page keeps its own
+    sizes, and a figure that declares no growth gets none."""
+    config, edges = induction
+    fig = circuit_graph.circuit_figure(
+        edges.iloc[:26], config, 0.85, len(edges), share=0.6, lesson=LESSON
+    )
+    laid = lay_out(json.loads(fig.to_json()), Screen.parse("740x1280x720xp"))
+    room = laid["layout"]["meta"]["present"]
+    big, grown, data = room["layout"], room["traces"], laid["data"]
+    nodes = len(data) - 1
+    assert data[nodes]["textfont"]["size"] == WIDE.text  # the page's
+    text = grown[str(nodes)]["textfont"]["size"]
+    assert text >= 720 / 45, text
+    factor = text / WIDE.text
+    across = (big["width"] - 32) / (big["xaxis"]["range"][1] - big["xaxis"]["range"][0])
+    assert factor <= across / WIDE.sx  # never more than the room's scale across
+    assert grown[str(nodes)]["marker"]["size"] == pytest.approx(
+        [s * factor for s in data[nodes]["marker"]["size"]], abs=0.06
+    )
+    arrows = [i for i, t in enumerate(data) if "edge" in (t.get("meta") or {})
+              and t.get("visible", True) is not False]  # fmt: skip
+    assert len(arrows) == 26 and all(str(i) in grown for i in arrows)
+    for i in arrows:
+        page, room_marker = data[i]["marker"], grown[str(i)]["marker"]
+        assert room_marker["standoff"] == pytest.approx(
+            (page["standoff"] - 1) * factor + 1, abs=0.06
+        )
+    page_words = [a for a in fig.to_plotly_json()["layout"]["annotations"] if a.get("xshift")]
+    room_words = [a for a in big["annotations"] if a.get("xshift")]
+    assert [a["xshift"] for a in room_words] == pytest.approx(
+        [a["xshift"] * factor for a in page_words], abs=0.06
+    )
+    assert all(a["font"]["size"] >= 720 / 45 for a in big["annotations"])
+    # the deck's offline slide draws its room's nodes too (ui.deck.as_slide)
+    from ui.deck import as_slide
+
+    slide = as_slide(laid)["data"][nodes]
+    assert slide["textfont"]["size"] > WIDE.text
+    assert slide["textfont"] == laid["layout"]["meta"]["slide"]["traces"][str(nodes)]["textfont"]
+    # Compare's figure declares none: drawn with the page's traces
+    plain = {"data": [{"type": "scatter", "x": [0], "y": [0], "marker": {"size": [8]}}],
+             "layout": {"xaxis": {"range": [0, 1]}, "yaxis": {"range": [0, 1]}}}  # fmt: skip
+    assert (
+        "traces" not in lay_out(plain, Screen.parse("740x1280x720xp"))["layout"]["meta"]["present"]
+    )

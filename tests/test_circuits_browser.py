@@ -181,6 +181,15 @@ def test_the_graph_presented_at_720p(app_url, browser, lang):
     )
     page.wait_for_timeout(500)
     shot(page, f"circuits_present_1280x720_{lang}", full_page=False)
+    # what the room reads: every text at least 1/45 of the window's height (the nodes' names
+    # were 13 px), each edge still an arrow on its reader's rim, no line over what is not its
+    # own, and the legend over no node (it hid the MLPs' lower half)
+    texts = page.evaluate(TEXTS, "circuit-graph-plot")
+    assert texts["smallest"]["px"] >= 720 / 45, texts["smallest"]
+    graph = page.evaluate(GRAPH_SEEN)
+    assert graph["arrows"] == len(graph["widths"]) == 26, graph
+    assert not graph["over"] and graph["headPx"] >= 39.9, graph
+    assert not page.evaluate(UNDER_LEGEND), page.evaluate(UNDER_LEGEND)
     # F11, or a projector plugged in: the page asks for its tab laid out for the new window, and
     # the circuit found stays, drawn for it (it was cleared with the on-demand outputs)
     page.set_viewport_size({"width": 1366, "height": 768})
@@ -195,10 +204,21 @@ PRESENTED = """([id, window]) => {
   return gd?.data?.length > 0 && String(laid) === String(window) && !!gd.layout.taBig
     && ta.present.block?.id === id;
 }"""
+# The graph's nodes the legend's box lies over (their drawn markers).
+UNDER_LEGEND = """() => {
+  const gd = document.querySelector('#circuit-graph-plot .js-plotly-plot');
+  const legend = gd.querySelector('.legend rect.bg')?.getBoundingClientRect();
+  const traces = [...gd.querySelectorAll('.scatterlayer .trace')];
+  const nodes = traces.at(-1), names = gd._fullData.at(-1).customdata;
+  return [...nodes.querySelectorAll('.point')].map((p) => [p, p.getBoundingClientRect()])
+    .filter(([, r]) => legend && r.width > 0 && r.bottom > legend.top + 1
+      && r.top < legend.bottom - 1 && r.right > legend.left + 1 && r.left < legend.right - 1)
+    .map(([p]) => names[p.__data__?.i]);
+}"""
 # A presented figure's texts: the smallest font drawn (px), and each legend's box.
 TEXTS = """(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  const sizes = [...gd.querySelectorAll('text')].filter((t) => t.textContent.trim()
+  const sizes = [...gd.querySelectorAll('text, tspan')].filter((t) => t.textContent.trim()
       && t.getBoundingClientRect().width > 0 && getComputedStyle(t).visibility !== 'hidden')
     .map((t) => ({t: t.textContent.trim().slice(0, 24),
       px: parseFloat(getComputedStyle(t).fontSize)}));

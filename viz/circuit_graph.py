@@ -43,7 +43,7 @@ from viz.circuit_layout import (
 )
 from viz.circuits import hung_layout, title_of
 from viz.common import figure, safe
-from viz.measure import text_px
+from viz.measure import legend_rows
 
 KIND_COLOURS = {
     "q": "#1f77b4",
@@ -223,15 +223,6 @@ def _legend(kinds: list[str], negative: bool, lesson, crossed: bool) -> list[dic
     return entries
 
 
-def _legend_rows(traces: list[dict], width: float, size: float = 12) -> int:
-    """Rows Plotly's horizontal legend takes at ``width`` px: one where every entry fits, else
-    columns as wide as its widest entry (Plotly aligns a legend of several rows so)."""
-    widths = [40 + text_px(str(trace["name"]), size) + 10 for trace in traces]
-    if sum(widths) <= width:
-        return 1
-    return math.ceil(len(widths) / max(1, int(width // max(widths))))
-
-
 def _node_trace(config, plan_: Plan, touched: set[str], names: list[str]) -> dict:
     """Every node this layout draws (the others' places empty), its name inside: the ones an
     edge touches dark, the others pale; an MLP a square, a cross-attention head a diamond. A
@@ -363,11 +354,12 @@ def circuit_figure(
         "yaxis.range": phone["yaxis"]["range"],
         "annotations": phone["annotations"],
         "title.text": phone["title"]["text"],
+        "meta.grow": phone["meta"]["grow"],
     }
     below = math.ceil(wide.plan.across * WIDE.sx + 20)  # the wide layout's least width (px)
     changes = _changes(traces, phone_traces)
-    layout["meta"] = {"share": share, "narrow": {"below": below, "layout": change,
-                                                 "traces": changes}}  # fmt: skip
+    layout["meta"] = {**layout["meta"], "share": share,
+                      "narrow": {"below": below, "layout": change, "traces": changes}}  # fmt: skip
     return figure(traces, layout)
 
 
@@ -418,14 +410,25 @@ def _room_layout(plan_: Plan, traces: list[dict], title: str, config) -> dict:
     """One layout's plot: its ranges, a unit at its room's px down, the legend's rows under it,
     the end nodes' words, the inputs' letters, an encoder-decoder's stacks' names."""
     legend = [t for t in traces if t.get("showlegend") and t.get("visible", True)]
-    bottom = BOTTOM + LEGEND_ROW * _legend_rows(legend, plan_.room.width)
+    bottom = BOTTOM + LEGEND_ROW * legend_rows([t["name"] for t in legend], plan_.room.width)
     layout = hung_layout(title, round(TOP + plan_.down * plan_.room.sy * SLACK + bottom))
     layout["margin"] = {"l": 10, "r": 10, "t": TOP, "b": bottom}
     layout["xaxis"] = {"visible": False, "range": list(plan_.x_range), "fixedrange": True}
     layout["yaxis"] = {"visible": False, "range": list(plan_.y_range), "fixedrange": True}
-    # (a legend of several rows: Plotly aligns its entries in columns, _legend_rows)
-    layout["legend"] = {"orientation": "h", "y": -0.01, "yanchor": "top", "x": 0,
-                        "traceorder": "normal", "font": {"size": 12}}  # fmt: skip
+    # (a legend of several rows: Plotly aligns its entries in columns, viz.measure.legend_rows)
+    # at the figure's foot: hung under the plot (paper y), Plotly 3 drew it over the nodes of its
+    # last row once presented, the margin under the plot grown for it or not
+    layout["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom",
+                        "x": 0, "traceorder": "normal", "font": {"size": 12}}  # fmt: skip
     layout["annotations"] = [*plan_.labels, *_letters(plan_), *_stack_names(config, plan_)]
     layout["hovermode"] = "closest"
+    layout["meta"] = {"grow": grow_spec(plan_.room)}
     return layout
+
+
+def grow_spec(room: Room) -> dict:
+    """How a room larger than the page's (presented, a slide: viz.present.grown) may grow the
+    nodes and their names: by as much as the room's text over the names' px, and no more than
+    its px a unit over the least this layout was routed at (a line kept clear of a node there
+    stays clear of the node grown by less than the scale did)."""
+    return {"text": room.text, "sx": room.sx, "sy": room.sy}
