@@ -51,3 +51,32 @@ def test_the_architecture_names_every_package_and_top_level_module():
     named += [str(f.relative_to(ROOT)) for f in files if f.name != "__init__.py"]
     unnamed = sorted(n for n in named if n not in spans)
     assert not unnamed, unnamed
+
+
+def test_no_tab_imports_another_and_the_modules_they_share_import_no_tab():
+    """The registry's rule (issue 52: How the heads connect imported Which heads matter's tab,
+    and ui/circuit_measures.py read that tab): a tab module imports ui.tabs.base and no other
+    tab; the modules two tabs share import no tab and are named in the document."""
+    import ast
+
+    def imported(path) -> set[str]:
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        return found
+
+    folder = ROOT / "ui" / "tabs"
+    tabs = {f"ui.tabs.{f.stem}" for f in folder.glob("*.py")} - {"ui.tabs.__init__", "ui.tabs.base"}
+    for path in folder.glob("*.py"):
+        if path.name != "__init__.py":
+            assert not imported(path) & tabs, path.name
+    shared = ["ui/pair_words.py", "ui/patching_inputs.py", "ui/patching_measures.py",
+              "ui/circuit_measures.py"]  # fmt: skip
+    for name in shared:
+        assert not {m for m in imported(ROOT / name) if m.startswith("ui.tabs.")}, name
+    spans = set(re.findall(r"`([^`\n]+)`", DOC.read_text(encoding="utf-8")))
+    assert all(name in spans for name in shared), shared

@@ -22,7 +22,9 @@ FIGURE_TABS = ("embeddings", "attention", "layer", "heads", "masks", "output", "
 # Every figure of the visible tab: whether it (and each plot area) lies inside the screen's width,
 # and every pair of its texts (titles, panel titles, axis titles, tick labels, colour-bar labels,
 # point labels) whose boxes overlap by more than a sliver.
-MEASURE_JS = """(tab) => {
+MEASURE_JS = """(asked) => {
+  // a tab's id, or {tab, legends: true}: each legend's box is read as one more text too
+  const {tab, legends} = typeof asked === 'string' ? {tab: asked, legends: false} : asked;
   const W = document.documentElement.clientWidth;
   const out = {outside: [], overlaps: [], figures: 0};
   const panel = document.getElementById('tab-' + tab);
@@ -42,6 +44,9 @@ MEASURE_JS = """(tab) => {
       .filter((t) => t.textContent.trim() && getComputedStyle(t).visibility !== 'hidden'
         && getComputedStyle(t).opacity !== '0')
       .map((t) => ({t: t.textContent.trim().slice(0, 30), r: t.getBoundingClientRect()}))
+      .concat(legends ? [...gd.querySelectorAll('.legend')].map((g) => ({
+        t: 'legend: ' + (g.querySelector('.legendtext')?.textContent || '').slice(0, 22),
+        r: (g.querySelector('rect.bg') || g).getBoundingClientRect()})) : [])
       .filter((x) => x.r.width > 0 && x.r.height > 0);
     for (const x of texts) {
       if (x.r.left < -1 || x.r.right > W + 1) {

@@ -19,8 +19,7 @@ from analysis.patching import pair_measure
 from engine import InputError
 from lang import Msg, message_of, tr
 from serve.lru import LockedLRU
-from ui.patching_measures import MEASURED
-from ui.tabs.patching import asked, clean_inputs, measure
+from ui.patching_measures import MEASURED, asked, clean_inputs, measure
 
 MB = 1 << 20
 # The circuits measured for the curve: a dozen sizes at most, denser where the small circuits
@@ -36,7 +35,7 @@ CIRCUIT_PARAMS = 200_000_000
 class PairSpec:
     """The pair as analysis.patch_pair reads it, its defaults resolved: the inputs, the metric
     (``measure``) and its name (``metric``: "logit_diff" or "cosine", as PairResult names it, so
-    the patching tab's ``what_measured`` says it), answer, wrong, position, stack, cache key."""
+    ui.pair_words.what_measured says it), answer, wrong, position, stack, cache key."""
 
     clean: dict
     corrupt: dict
@@ -139,12 +138,31 @@ def exact_grid(loaded, found, sel) -> torch.Tensor:
 EXACT_AT_ONCE_PARAMS = 5_000_000
 
 
+def at_once(loaded) -> bool:
+    """Whether the tab measures exact patching as it opens (a model this small)."""
+    return sum(p.numel() for p in loaded.net.parameters()) <= EXACT_AT_ONCE_PARAMS
+
+
+def exact_at_hand(found, sel) -> bool:
+    """Whether the agreement over the first grid can be said now for the page's pair: exact
+    patching measured already (Which heads matter, Compare, another page) or measured at once.
+    Part of what the tab shows beyond its fields (ui.tabs.base.Tab.measured): a pair patched
+    since the tab was drawn draws it again, and a view kept for other pages
+    (ui.render.DRAWN) is not one drawn before the measure. False where the tab measures
+    nothing (a refused pair)."""
+    try:
+        spec = spec_of(found.model, found, sel)
+    except InputError:
+        return False
+    return at_once(found.model) or spec.key in MEASURED
+
+
 def known_exact(loaded, found, sel, spec: PairSpec) -> torch.Tensor | None:
     """Which heads matter's grid of this pair where it is at hand: measured already (by that tab
     or Compare: the same key), or cheap enough to measure now (a small model); None otherwise,
     or where exact patching refuses the pair."""
     done = MEASURED.get(spec.key)
-    if done is None and sum(p.numel() for p in loaded.net.parameters()) <= EXACT_AT_ONCE_PARAMS:
+    if done is None and at_once(loaded):
         try:
             done = measure(loaded, clean_inputs(found), sel, found.text)
         except InputError:

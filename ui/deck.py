@@ -116,10 +116,10 @@ def as_slide(figure: dict) -> dict:
     slide = (figure["layout"].get("meta") or {}).get("slide")
     if not slide:
         return figure
-    bars = slide["colorbars"]
+    bars, grown = slide["colorbars"], slide.get("traces") or {}  # (viz.present._grown)
+    data = [{**t, **grown.get(str(i), {})} for i, t in enumerate(figure["data"])]
     data = [
-        {**t, "colorbar": bars[i]} if i < len(bars) and bars[i] else t
-        for i, t in enumerate(figure["data"])
+        {**t, "colorbar": bars[i]} if i < len(bars) and bars[i] else t for i, t in enumerate(data)
     ]
     layout = dict(slide["layout"])
     if figure["layout"].get("template"):  # the page's: the server sends it once

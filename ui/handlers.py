@@ -161,6 +161,16 @@ def on_demand_mark(analysis, tab: str, sel: Selection, second: str) -> str:
     return repr((analysis.key, BY_ID[tab].read_of(sel.clamp(analysis.bounds)), second))
 
 
+def signature_of(state: ViewState, analysis, sel: Selection, only=None) -> str:
+    """What a page shows of the state's tab drawn with ``sel`` (``only``: those outputs): the
+    run, the fields the tab reads, the measures it reads beside them (Tab.measured), the second
+    text, the outputs, the language."""
+    tab = BY_ID[state.tab]
+    measured = tab.measured_of(analysis, sel.clamp(analysis.bounds))
+    shown = tab.read_of(sel)  # the fields a tab reads (a change of others leaves it)
+    return repr((analysis.key, shown, measured, state.second, sorted(only or []), LOCALE.get()))
+
+
 def shown_now(seen: dict, state: ViewState, analysis, signature: str, only, values) -> dict:
     """A page's ``seen`` after the state's tab was drawn (``only``: those outputs) as ``values``."""
     tab, demand = BY_ID[state.tab], (ON_DEMAND, state.tab)
@@ -168,7 +178,7 @@ def shown_now(seen: dict, state: ViewState, analysis, signature: str, only, valu
         return {**{k: v for k, v in seen.items() if k != demand}, state.tab: signature}
     if (
         tab.own_queue
-        and set(only) <= set(tab.lazy)
+        and set(only) <= tab.on_demand
         and str(seen.get(state.tab)).startswith(f"({analysis.key!r}, ")
     ):
         # A patched pair (on-demand outputs of a tab whose action waits in a queue of its own)
@@ -176,7 +186,7 @@ def shown_now(seen: dict, state: ViewState, analysis, signature: str, only, valu
         # and coming back to the tab keeps them. Which of them show is kept too: the tab drawn
         # again in another language or for another window draws them again (Views.language).
         filled = tab.filled(state.sel, values)
-        whole = repr((analysis.key, tab.read_of(filled), state.second, [], LOCALE.get()))
+        whole = signature_of(state, analysis, filled)  # as measured now
         mark = on_demand_mark(analysis, state.tab, filled, state.second)
         before, drawn = seen.get(demand, ("", frozenset()))
         drawn = frozenset(only) | (drawn if before == mark else frozenset())
@@ -216,8 +226,7 @@ class Views:
                 state.text, state.model, state.target, state.second, positions=state.positions
             )
         # The language is part of what was drawn: a tab drawn in English is drawn again in Chinese.
-        shown = tab.read_of(state.sel)  # the fields a tab reads (a change of others leaves it)
-        signature = repr((analysis.key, shown, state.second, sorted(only or []), LOCALE.get()))
+        signature = signature_of(state, analysis, state.sel, only)
         if (not force and seen.get(state.tab) == signature) or (only is not None and not only):
             return analysis, {}, seen
         trace = analysis.trace
@@ -368,12 +377,20 @@ class Views:
         }
 
     def tab(self, ask: Ask, tab_box) -> dict:
-        """Another tab is visible: draw it (nothing when it already shows this run)."""
+        """Another tab is visible: draw it (nothing when it already shows this run and what it
+        reads was not measured since: a pair patched on Which heads matter draws How the heads
+        connect again, with what its actions drew for that pair)."""
         tab = str(tab_box).partition("|")[0]
         if tab not in TAB_IDS:
             said = tr("There is no tab {tab}.", tab=repr(tab[:40]))
             return {"status": status_markdown(None, [said], None)}
-        return self.redraw(ask, self.latest(replace(ask, tab=tab)))[1]
+        ask = replace(ask, tab=tab)
+        latest = self.latest(ask)
+        demand = self.sessions.of(ask.page).seen.get((ON_DEMAND, tab), ("", frozenset()))
+        analysis, result = self.redraw(ask, latest)
+        if BY_ID[tab].eager & result.keys():  # drawn anew
+            result.update(self.demanded_again(ask, latest, analysis, *demand))
+        return result
 
     def selection(self, ask: Ask, name: str) -> dict:
         """A selection control changed (or an action button): redraw what reads it."""
@@ -415,17 +432,22 @@ class Views:
         name = latest.model.partition("@")[0]
         steps = snapshot_choices(name)["choices"]  # relabelled, the value kept
         session = self.sessions.of(ask.page)
-        mark, demanded = session.seen.get((ON_DEMAND, ask.tab), ("", frozenset()))
+        demand = session.seen.get((ON_DEMAND, ask.tab), ("", frozenset()))
         session.seen = {}
         fixed = {"snapshot": gr.update(choices=steps)}
         analysis, result = self.redraw(ask, latest, fixed=fixed)
-        # What the tab's action drew for the pair still in its boxes (a circuit found, heads
-        # patched) is drawn again too, from the measures kept: present.js asks for the tab laid
-        # out for a new window this way, and a lecturer's F11 must not lose the circuit.
-        same = analysis and mark == on_demand_mark(analysis, ask.tab, latest.sel, latest.second)
-        if demanded and same:
-            result.update(self.redraw(ask, latest, only=set(demanded))[1])
+        result.update(self.demanded_again(ask, latest, analysis, *demand))
         return result
+
+    def demanded_again(self, ask: Ask, latest: ViewState, analysis, mark, demanded) -> dict:
+        """What the tab's action drew for the pair still in its boxes (a circuit found, heads
+        patched), drawn again from the measures kept after the whole tab was: present.js asks for
+        the tab laid out for a new window that way (a lecturer's F11 must not lose the circuit),
+        and a tab whose measures changed meanwhile is drawn again on its return."""
+        same = analysis and mark == on_demand_mark(analysis, ask.tab, latest.sel, latest.second)
+        if not (demanded and same):
+            return {}
+        return self.redraw(ask, latest, only=set(demanded))[1]
 
     def deeplink(self, ask: Ask, query) -> dict:
         """Open the view a link describes; change nothing when the address holds none."""

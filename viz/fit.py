@@ -4,7 +4,7 @@ every figure's margins sized to its tick labels (``fixed_margins``, before it is
 What a phone or a wide page changes in such a figure, decided here for the width the asking
 page gives its figures:
 - panels side by side go into one column on a phone (``stack``), or the figure's own narrow
-  layout (``layout.meta.narrow``) is taken;
+  layout (``layout.meta.narrow``) is taken below the width it names (``take_narrow``);
 - a figure of square cells gives back the height a phone's width leaves empty
   (``layout.meta.fit_height``);
 - a title or a panel title wider than the figure is broken over lines, and the top margin grows;
@@ -286,15 +286,30 @@ def thin_axes(data: list[dict], layout: dict, width: float) -> None:
             axis.update(dtick=every, tick0=0)
 
 
-def lay_out_general(data: list[dict], layout: dict, width: float, phone: bool) -> None:
-    """Any figure but a square map laid out, in place, for a figure ``width`` px wide: its
-    title first (the panels are laid out under the lines it takes)."""
+def take_narrow(data: list[dict], layout: dict, width: float, presented: bool) -> bool:
+    """The figure's own narrow layout (``layout.meta.narrow``) taken, in place, where the figure
+    is drawn narrower than its ``below`` px (a phone's, or a column narrower than its wide
+    layout needs) and not presented (a presented figure keeps the page's traces, laid out for
+    the room: viz.present); whether it was. The spec leaves the figure either way (the page
+    never reads it)."""
+    meta = layout.get("meta") or {}
+    spec = meta.pop("narrow", None)
+    if not spec or presented or width >= spec.get("below", STACK_BELOW):
+        return False
+    narrow(data, layout, spec)
+    return True
+
+
+def lay_out_general(
+    data: list[dict], layout: dict, width: float, phone: bool, narrowed: bool = False
+) -> None:
+    """Any figure but a square map laid out, in place, for a figure ``width`` px wide (its own
+    narrow layout already taken: ``narrowed``): its title first (the panels are laid out under
+    the lines it takes)."""
     meta = layout.get("meta") or {}
     wrap_title(layout, width, phone)
     maps = False
-    if phone and meta.get("narrow") and width < meta["narrow"].get("below", STACK_BELOW):
-        narrow(data, layout, meta["narrow"])
-    elif width < STACK_BELOW:
+    if not narrowed and width < STACK_BELOW:
         maps = phone and stack_maps(data, layout, width)
         if not maps:
             stack(data, layout, width)

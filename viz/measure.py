@@ -106,6 +106,16 @@ class Ticks:
         }
 
 
+def legend_rows(names: list[str], width: float, size: float = 12) -> int:
+    """Rows Plotly's horizontal legend of these entries takes at ``width`` px: one where every
+    entry fits, else columns as wide as its widest entry (Plotly aligns a legend of several
+    rows so)."""
+    widths = [40 + text_px(str(name), size) + 10 for name in names]
+    if sum(widths) <= width:
+        return 1
+    return math.ceil(len(widths) / max(1, int(width // max(widths))))
+
+
 def step_for(cell: float, size: float) -> int:
     """Every how many cells a label may stand so that neighbours do not touch."""
     return max(1, math.ceil(LINE * size / max(cell, 1e-6)))

@@ -18,11 +18,14 @@ import math
 import re
 
 from viz.fit import thin_axes
-from viz.measure import text_px, wrap
+from viz.measure import legend_rows, text_px, wrap
 from viz.panels import axis_keys
 
 SLIDE = (1600, 900, 22)  # px: a slide's width, height and text
 EDGE = 16  # px: the margins the axes' labels push out from (Plotly's automargin)
+# px: the least text a room shows, 1/45 of a 720p window's height (a title's second lines, the
+# <sup> of viz.circuits.title_of and ui.render.slide_figure, are SUP of its size in Plotly)
+LEAST_TEXT, SUP = 16, 0.7
 BR = re.compile(r"<br\s*/?>", re.I)
 NESTED = (dict, list, tuple)
 
@@ -43,11 +46,12 @@ def lines_of(text: str) -> int:
 
 
 def _title(layout: dict, width: float, height: float, font: float) -> int:
-    """The title at 1.2 × the text, wrapped to the room, hung from the top; its lines."""
+    """The title at 1.2 × the text (and its second lines, which Plotly draws at 70 % of it, at
+    ``LEAST_TEXT`` at least), wrapped to the room, hung from the top; its lines."""
     title = layout.get("title") or {}
     if isinstance(title, str):
         title = {"text": title}
-    size = round(font * 1.2)
+    size = max(round(font * 1.2), math.ceil(LEAST_TEXT / SUP))
     text = wrap(str(title.get("text") or ""), width - 2 * EDGE - 12, size)
     # Plotly sets a multi-line title's first baseline (not its top) at y: one line lower. The
     # page's padding above the title (its toolbar band) is not the room's.
@@ -290,4 +294,49 @@ def in_room(data: list[dict], layout: dict, width: float, height: float, font: f
     _square_tiles(data, big, width, height, font)
     thin_axes(data, big, width)  # crowded categories at the room's size: every k-th shown
     _thin_placed(big, width, height, font)
-    return {"layout": big, "colorbars": _bars(data, font)}
+    room = {"layout": big, "colorbars": _bars(data, font)}
+    grown = _grown(data, layout, big, width, height, font)
+    return {**room, "traces": grown} if grown else room
+
+
+def _grown(data: list[dict], layout: dict, big: dict, width: float, height: float, font: float):
+    """Named markers grown with the room's text (``layout.meta.grow``: a circuit graph's nodes,
+    whose names are the traces' own text, which the room's font does not reach): their sizes and
+    names by the room's text over the names' px, bounded by how much larger a unit is drawn in
+    the room than the least the figure was laid out for (``sx``, ``sy``: px a unit across and
+    down), so that what kept clear of a node there keeps clear of it grown; the arrowheads that
+    stand on their rims move out with them. {trace index: its changed properties} (the page
+    applies them over its traces: ui/js/slides.js ``ta.restyled``), or {} where nothing grows."""
+    spec = (layout.get("meta") or {}).get("grow")
+    x, y = big.get("xaxis") or {}, big.get("yaxis") or {}
+    if not spec or not x.get("range") or not y.get("range"):
+        return {}
+    named = [str(t.get("name")) for t in data if t.get("showlegend") and t.get("visible", True)]
+    across = width - big["margin"]["l"] - big["margin"]["r"]
+    legend = legend_rows(named, across, font) * font * 1.5 + 10 if named else 0
+    down = height - big["margin"]["t"] - big["margin"]["b"] - legend
+    # (the room's layout, ``big``: its words beside the nodes move out with them, in place)
+    scale = min(
+        across / abs(x["range"][1] - x["range"][0]) / spec["sx"],
+        down / abs(y["range"][1] - y["range"][0]) / spec["sy"],
+    )
+    grow = min(font / spec["text"], scale)
+    if grow <= 1:
+        return {}
+    for note in big.get("annotations") or []:  # words a px gap beside a node: beside it grown
+        for key in ("xshift", "yshift"):
+            if note.get(key):
+                note[key] = round(note[key] * grow, 1)
+    changes = {}
+    for i, trace in enumerate(data):
+        marker = trace.get("marker") or {}
+        if not isinstance(marker.get("size"), list) or not trace.get("visible", True):
+            continue
+        marker = {**marker, "size": [round(size * grow, 1) for size in marker["size"]]}
+        if "standoff" in marker:  # an arrowhead's tip on a node's rim (and a px beyond it)
+            marker["standoff"] = round((marker["standoff"] - 1) * grow + 1, 1)
+        changes[str(i)] = {"marker": marker}
+        if "text" in (trace.get("mode") or "") and trace.get("textfont"):
+            size = trace["textfont"].get("size") or spec["text"]
+            changes[str(i)]["textfont"] = {**trace["textfont"], "size": round(size * grow, 1)}
+    return changes

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from viz.fit import lay_out_general
+from viz.fit import lay_out_general, take_narrow
 from viz.measure import Ticks, step_for, text_px, title_px, wrap
 from viz.measure import longest as _longest
 from viz.present import SLIDE, in_room
@@ -368,16 +368,18 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
     if screen is None or not data:
         return figure
     if meta.get("fit") != "square":
+        # a figure in a column of the tab's row (meta.share: its part of the width) on a page
+        # wide enough for the row; a phone stacks the columns
+        share = 1.0 if screen.phone else float(meta.get("share") or 1.0)
+        # its own narrow layout first: a slide of it is saved as the page shows it
+        narrowed = take_narrow(data, layout, screen.width * share, screen.presented)
         rooms = {"slide": in_room(data, layout, *SLIDE)}
         window = [screen.window_width, screen.window_height]
         if screen.presented:
             width, height, font = room_of(screen)
             height -= under(meta.get("present_below"), screen)
             rooms["present"] = {**in_room(data, layout, width, height, font), "window": window}
-        # a figure in a column of the tab's row (meta.share: its part of the width) on a page
-        # wide enough for the row; a phone stacks the columns
-        share = 1.0 if screen.phone else float(meta.get("share") or 1.0)
-        lay_out_general(data, layout, screen.width * share, screen.phone)
+        lay_out_general(data, layout, screen.width * share, screen.phone, narrowed)
         layout["meta"] = {**(layout.get("meta") or {}), "laid_out": True, **rooms}
         _not_presented(layout["meta"], screen)
         return figure

@@ -13,7 +13,8 @@
     const gd = document.querySelector(`#${id} .js-plotly-plot`), P = window.Plotly;
     if (!gd || !P || !gd.data || !gd.layout) return null;
     const server = gd.taServer || {layout: gd.layout, colorbars: []};
-    const data = gd.data.map((t, i) => ({...t, colorbar: server.colorbars?.[i] ?? t.colorbar}));
+    const data = gd.data.map((t, i) => ({...t, ...(server.styles?.[i] || {}),
+      colorbar: server.colorbars?.[i] ?? t.colorbar}));  /* the page's (not a presented room's) */
     const title = gd.layout.title?.text ?? server.layout.title?.text;
     const layout = {...server.layout, title: {...(server.layout.title || {}), text: title}};
     const slide = ta.asSlide(data, layout);

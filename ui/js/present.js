@@ -46,7 +46,7 @@
     const s = gd.taServer;
     const layout = {...s.layout, title: {...(s.layout.title || {}), text:
       gd.layout?.title?.text ?? s.layout.title?.text}, meta: gd.layout?.meta ?? s.layout.meta};
-    const data = gd.data.map((trace, i) => ({...trace, colorbar: s.colorbars[i]}));
+    const data = gd.data.map((trace, i) => ({...trace, ...(s.styles?.[i] || {}), colorbar: s.colorbars[i]}));
     const [d, l] = presentedNow(gd, data, layout) || [data, layout];
     window.Plotly.react(gd, d, l, ta.configOf(gd));
   };
@@ -61,7 +61,10 @@
      writes into the layout it draws. */
   const keep = (gd, data, layout) => {
     gd.taServer = {layout: JSON.parse(JSON.stringify(layout)),
-      colorbars: data.map((trace) => trace && trace.colorbar)};
+      colorbars: data.map((trace) => trace && trace.colorbar),
+      /* the page's markers and names, which a room may grow (ta.restyled) */
+      styles: data.map((trace) => trace && Object.fromEntries(['marker', 'textfont']
+        .filter((key) => trace[key] !== undefined).map((key) => [key, trace[key]])))};
   };
   ta.figureStep = (delta) => {
     const all = figures();
@@ -112,7 +115,7 @@
     big.meta = layout.meta;
     big.template = layout.template;  /* the page's: the server sends it once */
     big.taBig = true;
-    return [ta.withBars(data, laid.colorbars), big];
+    return [ta.restyled(ta.withBars(data, laid.colorbars), laid.traces), big];
   };
 
   /* ---- the bar and the keys ---------------------------------------------------------------- */

@@ -15,6 +15,10 @@
       ticktext: now.ticktext ?? bar.ticktext,
       title: {...(bar.title || {}), text: now.title?.text ?? bar.title?.text}}};
   });
+  /* A room's own trace properties over the page's traces (viz.present: a circuit graph's nodes
+     and their names grown with the room's text), {trace index: properties}. */
+  ta.restyled = (data, traces) => (!traces ? data
+    : data.map((trace, i) => (trace && traces[i] ? {...trace, ...traces[i]} : trace)));
   /* [data, layout] of a figure as the slide the server laid out (layout.meta.slide), its title
      the one drawn now; null for a figure without one. */
   ta.asSlide = (data, layout) => {
@@ -23,6 +27,6 @@
     const big = JSON.parse(JSON.stringify(slide.layout));
     big.title = {...big.title, text: layout.title?.text ?? big.title?.text};
     big.template = layout.template;  /* the page's: the server sends it once */
-    return [ta.withBars(data, slide.colorbars), big];
+    return [ta.restyled(ta.withBars(data, slide.colorbars), slide.traces), big];
   };
 })();

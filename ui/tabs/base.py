@@ -146,6 +146,12 @@ class Tab:
     # the tab's own selection fields (ui.fields.declared: a default and its rule), which its
     # controls set and a link carries; the fields every view reads are ui.state's
     fields: dict[str, Any] = field(default_factory=dict)
+    # what the tab's outputs read beside the run and the selection: a function of the analysis
+    # and the (clamped) selection whose value changes when a measure made elsewhere changes what
+    # it shows (How the heads connect: whether its pair's exact patching is at hand). Part of
+    # what the tab shows (ui.handlers.Views.draw): the tab drawn again after that change is
+    # drawn anew, and no view drawn before it is handed to another page. None: nothing.
+    measured: Callable[[Any, Selection], object] | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -155,6 +161,16 @@ class Tab:
     def eager(self) -> set[str]:
         """The outputs drawn whenever the tab is."""
         return set(self.depends) - set(self.lazy)
+
+    def measured_of(self, analysis, sel: Selection):
+        """The state of the measures the tab's outputs read (``measured``), or None."""
+        return None if self.measured is None else self.measured(analysis, sel)
+
+    @property
+    def on_demand(self) -> set[str]:
+        """The outputs the tab's own-queue actions draw: its lazy ones and any other they draw
+        again with what they measured (Compare's agreement over the first grid)."""
+        return set(self.lazy).union(*(self.redrawn_by(a) for a in self.own_queue))
 
     def read_of(self, sel: Selection):
         """What of ``sel`` decides what the tab shows (``reads``)."""

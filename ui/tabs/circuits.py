@@ -19,12 +19,13 @@ from ui import circuit_measures as cm
 from ui.circuit_export import circuit_npz
 from ui.fields import Whole, declared
 from ui.i18n import t
+from ui.pair_words import what_measured
 from ui.patching_inputs import unknown_note
+from ui.patching_measures import shipped
 from ui.tabs.base import Attempt, Built, Slider, Tab, View, downloads, plot, tile_picker
-from ui.tabs.patching import shipped, what_measured
+from viz.circuit_graph import circuit_figure
 from viz.circuits import (
     attribution_grid_figure,
-    circuit_figure,
     compare_figure,
     composition_figure,
     curve_figure,
@@ -124,61 +125,98 @@ def build() -> Built:
     )
 
 
-def lesson(loaded, found, sel, edges) -> str:
-    """The induction lesson, where the page measured it: the copy pair on its model, and the
-    strongest key edge out of layer 0 is the previous-token head's."""
+def lesson_edge(loaded, found, sel, edges) -> tuple[str, str, float] | None:
+    """The induction lesson's edge, where the page measured it: the copy pair on its model, and
+    the strongest key edge out of layer 0 is the previous-token head's (source, target, score)."""
     pair = shipped(loaded, found.text, sel.pair)
     if pair is None or pair.id != "copy":
-        return ""
+        return None
     keys = edges[edges["source"].str.startswith("L0H") & edges["target"].str.endswith(".k")]
     if keys.empty:
-        return ""
+        return None
     top = keys.loc[keys["score"].abs().idxmax()]
     if top["source"] != "L0H1" or top["score"] <= 0:
+        return None
+    return str(top["source"]), str(top["target"]), float(top["score"])
+
+
+def lesson(loaded, found, sel, edges) -> str:
+    """The induction lesson in words, where the page measured it ("" elsewhere)."""
+    found_edge = lesson_edge(loaded, found, sel, edges)
+    if found_edge is None:
         return ""
-    edge = f"{top['source']} → {top['target']}"
-    return "  \n" + tr(LESSON, edge=edge, score=float(top["score"]))
+    source, target, score = found_edge
+    return "  \n" + tr(LESSON, edge=f"{source} → {target}", score=score)
 
 
-def makers(view: View) -> dict:
-    found, sel = view.analysis, view.sel
-    loaded = found.model
-    cfg = loaded.net.config
+class Measured:
+    """What the tab's outputs share in one draw: the page's pair read as Which heads matter reads
+    it (or why not), and, made once each when an output asks, the comparison with exact
+    patching and the circuit."""
 
-    attempt = Attempt(lambda: cm.spec_of(loaded, found, sel))
-    spec, with_spec = (lambda: attempt.outcome), attempt.drawn
+    def __init__(self, view: View) -> None:
+        self.view, self.found, self.sel = view, view.analysis, view.sel
+        self.loaded = self.found.model
+        self.cfg = self.loaded.net.config
+        self.attempt = Attempt(lambda: cm.spec_of(self.loaded, self.found, self.sel))
+        self.with_spec = self.attempt.drawn  # a maker drawing from the pair, or nothing
 
-    def said() -> str:
-        pair, problem = spec()
-        if pair is None:
-            return "⚠️ " + md_literal(problem)
-        note = unknown_note(loaded, found.text, sel.pair)  # [UNK] in the pair: say so
-        return tr(
-            "**The pair:** “{clean}” against “{corrupt}”; **{what}**.",
-            clean=md_literal(found.text),
-            corrupt=md_literal(sel.pair),
-            what=md_literal(what_measured(loaded, pair)),
-        ) + ("  \n⚠️ " + md_literal(tr(note)) if note else "")
+    def spec(self) -> tuple:
+        """(the pair, None) or (None, why not)."""
+        return self.attempt.outcome
 
-    @functools.cache
-    def compared():
-        pair, _ = spec()
-        return None if pair is None else cm.comparison(loaded, found, sel, pair)
+    @functools.cached_property
+    def compared(self):
+        pair, _ = self.spec()
+        return None if pair is None else cm.comparison(self.loaded, self.found, self.sel, pair)
 
-    @functools.cache
-    def measured():
-        pair, problem = spec()
+    @functools.cached_property
+    def circuit(self):
+        pair, problem = self.spec()
         if pair is None:
             return problem
         # the button draws the CSV and measures the edges (its queue); the slider does not
-        return cm.circuit_view(loaded, pair, sel.keep, pressed="circuit_csv" in view.drawing)
+        pressed = "circuit_csv" in self.view.drawing
+        return cm.circuit_view(self.loaded, pair, self.sel.keep, pressed=pressed)
 
+    def lesson(self):
+        """The lesson's edge in the circuit drawn, or None."""
+        result = self.circuit
+        if isinstance(result, str):
+            return None
+        return lesson_edge(self.loaded, self.found, self.sel, result[0])
+
+    def agreement(self, pair) -> str:
+        """The sentence over the first grid; Compare measures exact patching first, so that
+        the agreement it measured is said there in the same answer."""
+        if "circuit_compare_plot" in self.view.drawing:
+            _ = self.compared
+        agreed = cm.agreement(self.loaded, self.found, self.sel, pair)
+        return agreement_sentence(agreed, self.loaded)
+
+
+def pair_sentence(m: Measured) -> str:
+    """The pair the tab reads and its measure, with a warning for unknown tokens; or why none."""
+    pair, problem = m.spec()
+    if pair is None:
+        return "⚠️ " + md_literal(problem)
+    note = unknown_note(m.loaded, m.found.text, m.sel.pair)  # [UNK] in the pair: say so
+    return tr(
+        "**The pair:** “{clean}” against “{corrupt}”; **{what}**.",
+        clean=md_literal(m.found.text),
+        corrupt=md_literal(m.sel.pair),
+        what=md_literal(what_measured(m.loaded, pair)),
+    ) + ("  \n⚠️ " + md_literal(tr(note)) if note else "")
+
+
+def grid_makers(m: Measured) -> dict:
+    """What the tab draws as it opens: the pair, the two attribution grids with the agreement
+    over the first, the composition scores."""
+    loaded, cfg = m.loaded, m.cfg
     return {
-        "circuit_said": said,
-        "circuit_attr_said": with_spec(
-            lambda p: agreement_sentence(cm.agreement(loaded, found, sel, p), loaded)
-        ),
-        "circuit_attr_plot": with_spec(
+        "circuit_said": lambda: pair_sentence(m),
+        "circuit_attr_said": m.with_spec(m.agreement),
+        "circuit_attr_plot": m.with_spec(
             lambda p: attribution_grid_figure(
                 cm.attribution_grid(loaded, p),
                 cfg,
@@ -187,7 +225,7 @@ def makers(view: View) -> dict:
                 steps=cm.PAGE_STEPS,
             )
         ),
-        "circuit_resid_plot": with_spec(
+        "circuit_resid_plot": m.with_spec(
             lambda p: residual_grid_figure(
                 cm.residual_grid(loaded, p),
                 *cm.pair_tokens(loaded, p),
@@ -195,17 +233,30 @@ def makers(view: View) -> dict:
                 what_measured(loaded, p),
             )
         ),
-        "circuit_compare_said": lambda: compare_sentence(compared()),
-        "circuit_compare_plot": lambda: compare_view(compared(), cfg),
-        "circuit_edges_said": lambda: edges_sentence(measured(), loaded, found, sel),
-        "circuit_graph_plot": lambda: graph_view(measured(), cfg),
-        "circuit_curve_plot": lambda: curve_view(measured()),
-        "circuit_comp_plot": with_spec(
+        "circuit_comp_plot": m.with_spec(
             lambda p: composition_figure(cm.composition(loaded, p.stack), cfg, p.stack)
         ),
-        "circuit_csv": lambda: circuit_download("csv", loaded, spec()[0], measured()),
-        "circuit_npz": lambda: circuit_download("npz", loaded, spec()[0], measured()),
     }
+
+
+def demand_makers(m: Measured) -> dict:
+    """What the buttons draw: the comparison with exact patching, the circuit (its sentence,
+    graph and curve) and its downloads."""
+    loaded = m.loaded
+    return {
+        "circuit_compare_said": lambda: compare_sentence(m.compared),
+        "circuit_compare_plot": lambda: compare_view(m.compared, m.cfg),
+        "circuit_edges_said": lambda: edges_sentence(m.circuit, loaded, m.found, m.sel),
+        "circuit_graph_plot": lambda: graph_view(m.circuit, m.cfg, m.lesson()),
+        "circuit_curve_plot": lambda: curve_view(m.circuit),
+        "circuit_csv": lambda: circuit_download("csv", loaded, m.spec()[0], m.circuit),
+        "circuit_npz": lambda: circuit_download("npz", loaded, m.spec()[0], m.circuit),
+    }
+
+
+def makers(view: View) -> dict:
+    m = Measured(view)
+    return {**grid_makers(m), **demand_makers(m)}
 
 
 def compare_view(result, cfg):
@@ -253,14 +304,28 @@ def agreement_sentence(agreed, loaded) -> str:
     return said + " " + tr(PUBLISHED)
 
 
-def graph_view(result, cfg):
-    """The circuit kept, drawn as a graph of its strongest edges, when it was measured."""
+def graph_view(result, cfg, drawn_lesson=None):
+    """The circuit kept, drawn as a graph of its strongest edges (and the lesson's edge, where
+    the circuit keeps it: ``drawn_lesson``, (source, target, score)), when it was measured."""
     if isinstance(result, str):
         return None
     edges, shown, _, keep = result
     kept = shown.edges.iloc[: cm.SHOWN_EDGES]
+    named = None
+    if drawn_lesson is not None:
+        source, target, _ = drawn_lesson
+        rows = shown.edges[(shown.edges["source"] == source) & (shown.edges["target"] == target)]
+        if len(rows):  # the circuit keeps it: drawn, if further down than the graph's 60
+            kept = kept if rows.index[0] in kept.index else kept.loc[[*kept.index, rows.index[0]]]
+            named = (source, target)
     return circuit_figure(
-        kept, cfg, shown.faithfulness, len(edges), share=GRAPH_SHARE, n_kept=len(shown.edges)
+        kept,
+        cfg,
+        shown.faithfulness,
+        len(edges),
+        share=GRAPH_SHARE,
+        n_kept=len(shown.edges),
+        lesson=named,
     )
 
 
@@ -354,7 +419,8 @@ TAB = Tab(
     fields={"keep": declared(0, Whole("edges", most=MAX_KEEP, digits=5, always=False))},
     depends={
         "circuit_said": ("stack",),
-        "circuit_attr_said": ("stack",),
+        # Compare measures exact patching: the agreement over the first grid is said at once
+        "circuit_attr_said": ("stack", "compare"),
         "circuit_attr_plot": ("stack",),
         "circuit_resid_plot": ("stack",),
         "circuit_compare_said": ("compare",),
@@ -380,4 +446,7 @@ TAB = Tab(
     # the pair's boxes are Which heads matter's: a head opened on the Attention tab (a click
     # on the graph) leaves the circuit found, shown, when the page comes back
     reads=("stack", "keep", "pair", "answer", "wrong", "read_at"),
+    # the agreement over the first grid reads exact patching, measured on Which heads matter,
+    # by Compare or by another page: the tab shows whether it was (ui/circuit_measures.py)
+    measured=cm.exact_at_hand,
 )

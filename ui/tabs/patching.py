@@ -23,6 +23,7 @@ from lang import tr
 from serve import exports
 from ui.fields import Text, declared
 from ui.i18n import t
+from ui.pair_words import marked, pieces, what_measured
 from ui.patching_inputs import (
     PATCH_TOKENS,
     position_label,
@@ -32,7 +33,6 @@ from ui.patching_inputs import (
 )
 from ui.patching_measures import (  # noqa: F401
     PAIRS,  # re-exported: tests/test_new_users_42.py reads it here
-    asked,  # re-exported: ui/circuit_measures.py reads it here
     clean_inputs,
     measure,
     pair_runs,
@@ -40,7 +40,7 @@ from ui.patching_measures import (  # noqa: F401
     shipped,
 )
 from ui.tabs.base import Attempt, Built, Dropdown, Tab, View, downloads, plot, tile_picker
-from viz.common import display_token, head_label, md_literal
+from viz.common import head_label, md_literal
 from viz.patching import (
     attention_shift_figure,
     attribution_figure,
@@ -165,22 +165,6 @@ def patch_figures() -> dict:
     }
 
 
-def pieces(loaded, ids) -> list[str]:
-    """Token ids (or a classifier's label ids) as the table shows them."""
-    labels = loaded.net.config.token_labels
-    if loaded.net.lm_head is None and labels:
-        return [str(labels[i]) for i in ids]
-    return list(loaded.tokenizer.convert_ids_to_tokens(list(ids)))
-
-
-# ---- what the tab shows ---------------------------------------------------------------------
-def marked(piece: str) -> str:
-    """A token between ‹ and ›, once: a byte piece that is no whole character reads "‹\\xEC›"
-    already (model.pieces), and is not marked again."""
-    shown = display_token(piece)
-    return shown if shown.startswith("‹") and shown.endswith("›") else f"‹{shown}›"
-
-
 def choices(loaded, top: list[tuple[int, float]]) -> list[tuple[str, str]]:
     """A top-5 list as a dropdown's choices: "‹ Mary› 41 %" -> the piece."""
     names = pieces(loaded, [i for i, _ in top])
@@ -193,19 +177,6 @@ def read_stream(cfg, result) -> str:
     if result.metric == "cosine":
         return result.stream
     return "decoder" if cfg.has_decoder else "encoder"
-
-
-def what_measured(loaded, result) -> str:
-    """The metric in words, for the figures' second line."""
-    if result.metric == "cosine":
-        return tr("cosine to the clean output at position {position}", position=result.position)
-    answer, wrong = pieces(loaded, [result.answer, result.wrong])
-    return tr(
-        "logit({answer}) − logit({wrong}) at position {position}",
-        answer=marked(answer),
-        wrong=marked(wrong),
-        position=result.position,
-    )
 
 
 def said_markdown(loaded, result) -> str:
