@@ -29,6 +29,7 @@ from viz.common import (
     token_labels,
 )
 from viz.fit import fixed_margins
+from viz.measure import text_px
 
 # One colour convention everywhere: white = weight 0, darkest blue = weight 1 (the "fixed" scale),
 # so the same head looks the same in every view; "this head's max" is a switch, named on the bar.
@@ -443,6 +444,7 @@ def head_figure(
     x_axis, y_axis = square_axis_props(len(x_lab), len(y_lab))
     n = max(len(x_lab), len(y_lab))
     title = head_title(stack, layer, head_label(trace.config, head), note, scale, zmax)
+    tallest = tallest_titles(trace, stack, batch, note, scale)
     layout = layout_of(title, height=min(860, max(380, 150 + 14 * n)))
     layout["margin"]["r"] = HEAD_BAR_MARGIN
     layout.update(
@@ -450,7 +452,14 @@ def head_figure(
         # "square": laid out for the asking page's screen (viz.screen.lay_out); "title_head":
         # the part of the title that names this head, which the browser's head switch swaps
         # for another head's (viz.screen.head_titles)
-        meta={"head": [layer, head], "fit": "square", "title_head": title},
+        # "title_tallest": the head parts of the titles with the most lines any head of this
+        # text can have, for which the layout keeps room (viz.screen.square)
+        meta={
+            "head": [layer, head],
+            "fit": "square",
+            "title_head": title,
+            "title_tallest": tallest,
+        },
         xaxis={**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
         yaxis={
             **y_axis,
@@ -461,6 +470,26 @@ def head_figure(
         },
     )
     return figure([cells], layout)
+
+
+def tallest_titles(trace, stack: str, batch: int, note: str, scale: str) -> list[str]:
+    """The head parts of the widest titles any head of the stack has on this text (head_title):
+    the last layer's widest head name, with no colour line (a strong head's, "auto") and with the
+    widest colour line a head's largest weight writes (a faint head's, or every head's on "this
+    head's max"). A head view laid out with room for these keeps every head's title clear of the
+    map when the browser switches heads in it (issue 52: a faint head's line more lay over the
+    top row's labels on a phone)."""
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    att = trace.attentions[stack][batch, :, :, : len(q_tok), : len(k_tok)]
+    peaks = att.detach().float().amax(dim=(-2, -1)).clamp_min(1e-6).flatten().tolist()
+    _, n_layers, n_heads = trace.attentions[stack].shape[:3]
+    label = max((head_label(trace.config, h) for h in range(n_heads)), key=len)
+    zmax = {head_zmax(np.array([p]), scale) for p in peaks}  # 1.0 for a head drawn on 0–1
+    colours = [z for z in zmax if z < 1.0 or scale == "head"]
+    tops = [1.0] if scale != "head" and 1.0 in zmax else []
+    if colours:
+        tops.append(max(colours, key=lambda z: text_px(f"{z:.3g}", 10)))
+    return [head_title(stack, n_layers - 1, label, note, scale, z) for z in tops]
 
 
 def head_colorbar(scale: str, zmax: float) -> dict:
