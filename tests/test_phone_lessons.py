@@ -209,6 +209,32 @@ def test_the_head_buttons_sit_with_the_head_view_and_step_it(app_url, browser, l
     context.close()
 
 
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_overviews_tiles_are_a_fingers_size_and_a_tap_opens_its_head(app_url, browser, lang):
+    """BERT's 6 layers × 12 heads on a phone: tiles of 20 px in one row of 12 heads were smaller
+    than a finger; the heads now stand in two groups of six, one under the other, each tile 32 px
+    or more (measured on the drawn figure), and a tap on a tile of the second group opens that
+    head (layer 0, head 7)."""
+    from tests.test_real_lm_browser import BLOCKS
+
+    context, page = phone(browser)
+    open_tab(page, app_url, "attention", lang)
+    page.wait_for_selector("#overview-plot .nsewdrag", timeout=90_000)
+    page.evaluate("() => document.querySelector('#overview-plot').scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(800)
+    groups = page.evaluate(BLOCKS, 1)  # each group's tile size, and where its head 1 of L0 is
+    assert len(groups) == 2 and min(g["tile"] for g in groups) >= 32, groups
+    assert all(0 < g["y"] < 844 for g in groups), groups  # both groups' first row on the screen
+    shot(page, f"phone_overview_bert_{lang}", full_page=False)
+    page.touchscreen.tap(groups[1]["x"], groups[1]["y"])
+    page.wait_for_function(
+        "() => document.querySelector('#layer input[type=number]')?.value === '0'"
+        " && document.querySelector('#head input[type=number]')?.value === '7'",
+        timeout=30_000,
+    )
+    context.close()
+
+
 # Every target a finger taps in the visible page that is smaller than 32 px either way: buttons
 # (Plotly's toolbar and the tables' too), tabs, radio and check items, sliders.
 SMALL_TARGETS_JS = """() => [...document.querySelectorAll(

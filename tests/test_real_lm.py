@@ -334,3 +334,49 @@ def test_a_tall_grid_of_heads_is_set_out_in_blocks_on_a_landscape_page(name):
     for i in range(blocks):
         y = shown[f"yaxis{i + 1 if i else ''}"]
         assert y["scaleanchor"] == f"x{i + 1 if i else ''}" and y["constraintoward"] == "top"
+
+
+@pytest.mark.parametrize("name", (*NAMES, "bert"))
+@pytest.mark.parametrize("width", [326, 296])
+def test_a_phones_overview_and_block_are_tapped_by_a_finger_and_short(name, width):
+    """On a phone (a figure 326 px wide on a 390 px screen, 296 on a 360 px one) the overview's
+    tiles are at least 32 px (they were 16-22: BERT's 12 heads, SmolLM2's 9 in one row): heads
+    in groups one under another, every head of every layer once, each group's heads named over
+    it; the block figure's layers in a compact grid (SmolLM2's 30 in one column made a page
+    ~18,800 px tall), each tile square and at least 32 px, the figure under 1,700 px. The
+    desktop's figures are not these (test_a_tall_grid_of_heads_is_set_out_in_blocks_…)."""
+    import json
+
+    from ui.render import laid_out
+    from viz.attention import PHONE_TILE, overview_figure
+    from viz.block import block_figure
+    from viz.screen import Screen
+
+    text = (
+        PARAGRAPH if name != "bert" else "The animal didn't cross the street because it was tired"
+    )
+    run = engine().analyse(text[:200], name)
+    stack = next(iter(run.trace.attentions))
+    n_layers, n_heads = run.trace.attentions[stack].shape[1:3]
+    screen = Screen(width, width + 64, 844)
+    figure = overview_figure(run.trace, stack, phone=True, width=width)
+    shown = json.loads(laid_out(figure, screen).plot)
+    layout, data = shown["layout"], shown["data"]
+    plot_w = width - layout["margin"]["l"] - layout["margin"]["r"]
+    named = [t for i in range(len(data)) for t in layout[f"xaxis{i + 1 if i else ''}"]["ticktext"]]
+    assert len(named) == n_heads and len(set(named)) == n_heads  # every head once
+    for i, trace in enumerate(data):
+        x = layout[f"xaxis{i + 1 if i else ''}"]
+        n_k = len(trace["x"]) // len(x["ticktext"])
+        tile = (x["domain"][1] - x["domain"][0]) * plot_w / ((x["range"][1] - x["range"][0]) / n_k)
+        assert tile >= PHONE_TILE, (i, tile)
+        layers = sorted({int(y.split(" ")[0][1:]) for y in trace["y"]})
+        assert layers == list(range(n_layers))
+    plot_h = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    assert abs(plot_h - layout["meta"]["plot_px"]) < 1  # the title's lines took no plot room
+    block = block_figure(run.trace, stack, run.model.net, phone=width)
+    laid = json.loads(laid_out(block, screen).plot)["layout"]
+    assert laid["height"] < 1700 and laid["meta"]["tile_px"] >= PHONE_TILE, laid["height"]
+    assert laid["margin"]["l"] == 36  # no room kept for token names the tiles do not show
+    desktop = block_figure(run.trace, stack, run.model.net)
+    assert desktop.layout.meta is None and desktop.layout.margin.t == 96

@@ -85,3 +85,58 @@ def test_the_overview_presented_at_720p_reads(app_url, browser):
     shot(page, "overview_smollm2_present_1280x720", full_page=False)
     assert not seen["overlaps"] and not seen["outside"], seen
     context.close()
+
+
+# The block figure's tiles: each layer's tile (its trace's name "L<n>"), its side in px and its
+# centre on the page.
+BLOCK_TILES = """() => {
+  const gd = document.querySelector('#block-plot .js-plotly-plot');
+  if (!gd || !gd._fullLayout) return null;
+  const box = gd.getBoundingClientRect(), L = gd._fullLayout;
+  return gd.data.map((t) => {
+    const xa = L[`xaxis${t.xaxis.slice(1)}`], ya = L[`yaxis${t.yaxis.slice(1)}`];
+    return {name: t.name, w: xa._length, h: ya._length,
+            x: box.left + xa._offset + xa._length / 2, y: box.top + ya._offset + ya._length / 2};
+  });
+}"""
+LAYER_HEAD = """() => [document.querySelector('#layer input[type=number]')?.value,
+                    document.querySelector('#head input[type=number]')?.value]"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_on_a_phone_the_overview_and_block_are_a_fingers_size_and_short(app_url, browser, lang):
+    """SmolLM2 on a 390 × 844 phone: the overview's tiles are at least 32 px (they were 20-22),
+    a tap on one opens its head; the block figure's 30 layers stand in a compact grid (one column
+    made the page ~18,800 px tall), square tiles of 32 px and more, the figure under 1,700 px, a
+    tap on a tile opens its layer; no label of the two figures lies over another or off the
+    screen."""
+    from tests.test_phone import phone
+
+    context, page = phone(browser)
+    page.goto(f"{app_url}?{urlencode({**LINK, 'lang': lang})}")
+    page.wait_for_function(READY, timeout=300_000)
+    page.evaluate("() => document.querySelector('#overview-plot').scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1500)
+    blocks = page.evaluate(BLOCKS, 4)
+    assert len(blocks) == 1 and blocks[0]["tile"] >= 32, blocks  # SmolLM2's 9 heads in a row
+    seen = overview_texts(page)
+    assert not seen["overlaps"] and not seen["outside"], seen
+    shot(page, f"overview_smollm2_phone_390x844_{lang}", full_page=False)
+    page.touchscreen.tap(blocks[0]["x"], blocks[0]["y"])  # L0 H4
+    page.wait_for_function(f"() => ({LAYER_HEAD})().join() === '0,4'", timeout=30_000)
+    page.wait_for_timeout(1500)  # the tap scrolls (smoothly) to the head view it opened
+    page.evaluate("() => document.querySelector('#block-plot').scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1200)
+    tiles = page.evaluate(BLOCK_TILES)
+    assert [t["name"] for t in tiles] == [f"L{i}" for i in range(30)]
+    assert all(t["w"] >= 32 and abs(t["w"] - t["h"]) < 2 for t in tiles), tiles[0]
+    height = page.evaluate("() => document.querySelector('#block-plot').offsetHeight")
+    assert height < 1700, height
+    seen = page.evaluate(MEASURE_JS, "attention")
+    bad = {k: [f for f in seen[k] if f[0] == "block-plot"] for k in ("outside", "overlaps")}
+    assert not bad["outside"] and not bad["overlaps"], bad
+    shot(page, f"block_smollm2_phone_390x844_{lang}", full_page=False)
+    assert 0 < tiles[7]["y"] < 844, tiles[7]  # on the screen, where the finger taps
+    page.touchscreen.tap(tiles[7]["x"], tiles[7]["y"])
+    page.wait_for_function(f"() => ({LAYER_HEAD})()[0] === '7'", timeout=30_000)
+    context.close()

@@ -29,6 +29,7 @@ from viz.common import (
     token_labels,
 )
 from viz.fit import fixed_margins
+from viz.measure import text_px
 
 # One colour convention everywhere: white = weight 0, darkest blue = weight 1 (the "fixed" scale),
 # so the same head looks the same in every view; "this head's max" is a switch, named on the bar.
@@ -443,6 +444,7 @@ def head_figure(
     x_axis, y_axis = square_axis_props(len(x_lab), len(y_lab))
     n = max(len(x_lab), len(y_lab))
     title = head_title(stack, layer, head_label(trace.config, head), note, scale, zmax)
+    tallest = tallest_titles(trace, stack, batch, note, scale)
     layout = layout_of(title, height=min(860, max(380, 150 + 14 * n)))
     layout["margin"]["r"] = HEAD_BAR_MARGIN
     layout.update(
@@ -450,7 +452,14 @@ def head_figure(
         # "square": laid out for the asking page's screen (viz.screen.lay_out); "title_head":
         # the part of the title that names this head, which the browser's head switch swaps
         # for another head's (viz.screen.head_titles)
-        meta={"head": [layer, head], "fit": "square", "title_head": title},
+        # "title_tallest": the head parts of the titles with the most lines any head of this
+        # text can have, for which the layout keeps room (viz.screen.square)
+        meta={
+            "head": [layer, head],
+            "fit": "square",
+            "title_head": title,
+            "title_tallest": tallest,
+        },
         xaxis={**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
         yaxis={
             **y_axis,
@@ -461,6 +470,26 @@ def head_figure(
         },
     )
     return figure([cells], layout)
+
+
+def tallest_titles(trace, stack: str, batch: int, note: str, scale: str) -> list[str]:
+    """The head parts of the widest titles any head of the stack has on this text (head_title):
+    the last layer's widest head name, with no colour line (a strong head's, "auto") and with the
+    widest colour line a head's largest weight writes (a faint head's, or every head's on "this
+    head's max"). A head view laid out with room for these keeps every head's title clear of the
+    map when the browser switches heads in it (issue 52: a faint head's line more lay over the
+    top row's labels on a phone)."""
+    q_tok, k_tok = stack_tokens(trace, stack, batch)
+    att = trace.attentions[stack][batch, :, :, : len(q_tok), : len(k_tok)]
+    peaks = att.detach().float().amax(dim=(-2, -1)).clamp_min(1e-6).flatten().tolist()
+    _, n_layers, n_heads = trace.attentions[stack].shape[:3]
+    label = max((head_label(trace.config, h) for h in range(n_heads)), key=len)
+    zmax = {head_zmax(np.array([p]), scale) for p in peaks}  # 1.0 for a head drawn on 0–1
+    colours = [z for z in zmax if z < 1.0 or scale == "head"]
+    tops = [1.0] if scale != "head" and 1.0 in zmax else []
+    if colours:
+        tops.append(max(colours, key=lambda z: text_px(f"{z:.3g}", 10)))
+    return [head_title(stack, n_layers - 1, label, note, scale, z) for z in tops]
 
 
 def head_colorbar(scale: str, zmax: float) -> dict:
@@ -584,25 +613,32 @@ def overview_blocks(n_layers: int, n_heads: int, width: float, height: float) ->
     return max(1, min(n_layers // 2, math.ceil(math.sqrt(n_layers / n_heads * width / height))))
 
 
-def overview_figure(
-    trace,
-    stack: str,
-    batch: int = 0,
-    max_cells: int = MAX_TILE_CELLS,
-    scale: Literal["auto", "fixed", "head"] = "fixed",
-    blocks: int = 1,
-    width: float = OVERVIEW_WIDTH_PX,
-) -> go.Figure:
-    """All layers × heads as tiled heatmaps (rows = layers, columns = heads), ``blocks`` of
-    consecutive layers side by side (overview_blocks), one heatmap each; a 12 × 12 grid of
-    subplots would take seconds to draw.
+@dataclass
+class OverviewParts:
+    """What every layout of the overview draws: the tiles (rows = layers, columns = heads), the
+    real weights the hover reads where the colours are each head's share of its max (else None),
+    the pooled labels and the title."""
 
-    scale "fixed" colours the real weight 0–1, as the head view does (a uniform head over four
-    tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
-    Either way the hover gives the real weight (max-pooled cells: the window's largest).
-    ``width``: the figure's width in px, which only picks its height.
-    """
-    scale = "fixed" if scale == "auto" else scale  # "auto" is the head view's: tiles share 0–1
+    tiles: np.ndarray
+    real: np.ndarray | None
+    q_lab: list[str]
+    k_lab: list[str]
+    title: str
+    n_layers: int
+    n_heads: int
+
+    def block(self, layers: range, heads: range, real: bool = False) -> np.ndarray | None:
+        """The tiles (or real weights) of ``layers`` × ``heads``."""
+        values = self.real if real else self.tiles
+        if values is None:
+            return None
+        n_q, n_k = len(self.q_lab), len(self.k_lab)
+        rows = slice(layers.start * n_q, layers.stop * n_q)
+        return values[rows, heads.start * n_k : heads.stop * n_k]
+
+
+def overview_parts(trace, stack: str, batch: int, max_cells: int, scale: str) -> OverviewParts:
+    """The overview's tiles, labels and title (overview_tiles pooled, overview_title)."""
     weights, of_max, k_q, k_k, peaks = overview_tiles(trace, stack, batch, max_cells)
     tiles = of_max if scale == "head" else weights
     _, n_layers, n_heads = trace.attentions[stack].shape[:3]
@@ -611,24 +647,6 @@ def overview_figure(
     k_lab = pool_labels(token_labels(k_tok), k_k)
     n_q, n_k = len(q_lab), len(k_lab)
     assert tiles.shape == (n_layers * n_q, n_heads * n_k)
-    real = weights if scale == "head" else None
-    per = math.ceil(n_layers / max(1, blocks))
-    spans = [(first, min(n_layers, first + per)) for first in range(0, n_layers, per)]
-    rows = lambda a, b: slice(a * n_q, b * n_q)  # noqa: E731  (a block's rows of tiles)
-    data = [
-        overview_cells(
-            trace,
-            stack,
-            tiles[rows(a, b)],
-            None if real is None else real[rows(a, b)],
-            q_lab,
-            k_lab,
-            layers=range(a, b),
-            block=i,
-            last=i == len(spans) - 1,
-        )
-        for i, (a, b) in enumerate(spans)
-    ]
     pooled = ""
     if k_q > 1 or k_k > 1:
         pooled = tr(
@@ -637,22 +655,122 @@ def overview_figure(
             n_cell=max(n_q, n_k),
         )
     title = overview_title(stack, n_layers, n_heads, scale, float(peaks.max()), pooled)
+    real = weights if scale == "head" else None
+    return OverviewParts(tiles, real, q_lab, k_lab, title, n_layers, n_heads)
+
+
+def overview_figure(
+    trace,
+    stack: str,
+    batch: int = 0,
+    max_cells: int = MAX_TILE_CELLS,
+    scale: Literal["auto", "fixed", "head"] = "fixed",
+    blocks: int = 1,
+    width: float = OVERVIEW_WIDTH_PX,
+    phone: bool = False,
+) -> go.Figure:
+    """All layers × heads as tiled heatmaps (rows = layers, columns = heads), ``blocks`` of
+    consecutive layers side by side (overview_blocks), one heatmap each; a 12 × 12 grid of
+    subplots would take seconds to draw. ``phone``: laid out for a phone ``width`` px wide
+    (overview_phone).
+
+    scale "fixed" colours the real weight 0–1, as the head view does (a uniform head over four
+    tokens is pale, 0.25); "head" scales each head to its own max to show the shape of weak heads.
+    Either way the hover gives the real weight (max-pooled cells: the window's largest).
+    ``width``: the figure's width in px, which only picks its height.
+    """
+    scale = "fixed" if scale == "auto" else scale  # "auto" is the head view's: tiles share 0–1
+    parts = overview_parts(trace, stack, batch, max_cells, scale)
+    if phone:
+        return overview_phone(trace, stack, parts, width)
+    n_layers, n_heads = parts.n_layers, parts.n_heads
+    n_q, n_k = len(parts.q_lab), len(parts.k_lab)
+    per = math.ceil(n_layers / max(1, blocks))
+    spans = [(first, min(n_layers, first + per)) for first in range(0, n_layers, per)]
+    every = range(n_heads)
+    data = [
+        overview_cells(
+            trace,
+            stack,
+            parts,
+            layers=range(a, b),
+            block=i,
+            last=i == len(spans) - 1,
+        )
+        for i, (a, b) in enumerate(spans)
+    ]
     tile_px = min(110, (width - 90) / (n_heads * len(spans)))  # few heads: no giant tiles
     plot_px = per * tile_px * n_q / n_k
     # On a narrow screen the page makes it only as tall as its square tiles (ui/js/figures.js).
     meta = {"fit_height": {"below": 560, "pad": 16}}
-    layout = layout_of(title, height=int(min(900, max(260, plot_px + 90))))
-    two_lines = any("<br>" in overview_head(trace.config, h) for h in range(n_heads))
+    layout = layout_of(parts.title, height=int(min(900, max(260, plot_px + 90))))
+    two_lines = any("<br>" in overview_head(trace.config, h) for h in every)
     layout["margin"].update(l=40, t=118 if two_lines else 78)  # the heads' labels over the plot
     layout["meta"] = meta
     layout["shapes"] = []
     gap = 0.04 if len(spans) > 1 else 0.0
     share = (1 - gap * (len(spans) - 1)) / len(spans)
     for i, (a, b) in enumerate(spans):
-        axes = overview_axes(trace.config, range(a, b), n_heads, n_q, n_k, block=i)
+        axes = overview_axes(trace.config, range(a, b), every, n_q, n_k, block=i)
         axes[axis_key("x", i)]["domain"] = [i * (share + gap), i * (share + gap) + share]
         layout.update(axes)
         layout["shapes"] += tile_lines(b - a, n_heads, n_q, n_k, block=i)
+    return figure(data, layout)
+
+
+PHONE_TILE = 32  # px: a phone's overview tile at least (a finger's tap target)
+PHONE_TILE_MOST = 44  # px: and at most (few heads: no giant tiles, no page of one model)
+
+
+def phone_groups(n_heads: int, room: float) -> list[range]:
+    """The heads a phone's overview shows in each row of tiles: as many as ``room`` px holds at
+    PHONE_TILE px each, in groups of about equal size (BERT's 12 heads at 290 px: 6 and 6;
+    SmolLM2's 9: one group)."""
+    most = max(1, int(room // PHONE_TILE))
+    n_groups = math.ceil(n_heads / most)
+    per = math.ceil(n_heads / n_groups)
+    return [range(h, min(n_heads, h + per)) for h in range(0, n_heads, per)]
+
+
+def overview_phone(trace, stack: str, parts: OverviewParts, width: float) -> go.Figure:
+    """The overview on a phone ``width`` px wide: every layer of a group of heads under the
+    group's head names, the groups one under another (phone_groups), tiles of PHONE_TILE px or
+    more a side so that a finger opens the head it taps; the colour bar across under the plot.
+    Laid out here for that width (``meta.narrow``: the page's phone layout leaves it as it is)."""
+    config, n_layers = trace.config, parts.n_layers
+    n_q, n_k = len(parts.q_lab), len(parts.k_lab)
+    left, right = 36, 0  # the layers' names (viz.fit.fixed_margins: 35 px at least)
+    groups = phone_groups(parts.n_heads, width - left - right)
+    per = len(groups[0])
+    tile = min(PHONE_TILE_MOST, (width - left - right) / per)
+    two_lines = any("<br>" in overview_head(config, h) for h in range(parts.n_heads))
+    names = 34 if two_lines else 22  # px: a group's head names over its tiles
+    block = n_layers * tile * n_q / n_k
+    plot = len(groups) * block + (len(groups) - 1) * (names + 10)
+    bottom = 64  # the axes' words, the colour bar's title, the bar and its numbers
+    layout = layout_of(parts.title, height=math.ceil(plot + 56 + names + bottom))
+    layout["margin"].update(l=left, r=right, t=56 + names, b=bottom)
+    # "plot_px": the figure as tall as its margins and this plot, whatever its title's lines
+    layout["meta"] = {"narrow": {"layout": {}}, "plot_px": plot, "tile_px": tile}
+    layout["shapes"] = []
+    data = []
+    for i, heads in enumerate(groups):
+        cells = overview_cells(trace, stack, parts, heads=heads, block=i, last=i == 0)
+        top = 1 - i * (block + names + 10) / plot
+        axes = overview_axes(config, range(n_layers), heads, n_q, n_k, block=i)
+        axes[axis_key("x", i)].update(domain=[0, per * tile / (width - left - right)],
+                                      range=[-0.5, per * n_k - 0.5])  # fmt: skip
+        axes[axis_key("y", i)]["domain"] = [max(0.0, top - block / plot), top]
+        for key in ("x", "y"):  # the margins hold the names: Plotly's automargin moved them
+            axes[axis_key(key, i)].update(tickfont={"size": 10}, automargin=False)
+        layout.update(axes)
+        layout["shapes"] += tile_lines(n_layers, len(heads), n_q, n_k, block=i)
+        data.append(cells)
+    bar = data[0]["colorbar"]
+    bar.update(
+        orientation="h", x=0.5, xanchor="center", y=-(bottom - 4) / plot, yanchor="bottom",
+        len=0.92, thickness=10, xpad=0, ypad=4, title={**bar["title"], "side": "top"},
+    )  # fmt: skip
     return figure(data, layout)
 
 
@@ -669,20 +787,19 @@ def axis_ref(letter: str, block: int) -> str:
 def overview_cells(
     trace,
     stack: str,
-    tiles,
-    real,
-    q_lab: list[str],
-    k_lab: list[str],
+    parts: OverviewParts,
     layers: range | None = None,
+    heads: range | None = None,
     block: int = 0,
     last: bool = True,
 ) -> dict:
-    """The heatmap of one block of the overview's tiles (``layers``, by default every one);
-    ``real``: the real weights the hover reads when the colours are each head's share of its max
-    (else None: the colours are the weights). ``last``: the block that carries the colour bar."""
-    _, n_layers, n_heads = trace.attentions[stack].shape[:3]
-    layers = range(n_layers) if layers is None else layers
+    """The heatmap of one block of the overview's tiles: ``layers`` × ``heads`` (by default
+    every one); ``last``: the block that carries the colour bar. Where the colours are each
+    head's share of its max, the hover reads the real weights (``parts.real``)."""
+    layers = range(parts.n_layers) if layers is None else layers
+    heads = range(parts.n_heads) if heads is None else heads
     y_title, x_title = axis_titles(stack)
+    real = parts.block(layers, heads, real=True)
     if real is not None:
         # Colours show the shape; the hover still gives the real weight (a second byte a cell).
         bar, ticks = tr("% of each head's max"), ["0", "25 %", "50 %", "75 %", "100 %"]
@@ -693,9 +810,9 @@ def overview_cells(
     # Built here rather than with heatmap(), which widens z to float32: uint8 is ¼ of the bytes.
     return dict(
         type="heatmap",
-        z=tiles,
-        x=[f"{column_head(trace.config, h)} · {lab}" for h in range(n_heads) for lab in k_lab],
-        y=[f"L{layer} · {lab}" for layer in layers for lab in q_lab],
+        z=parts.block(layers, heads),
+        x=[f"{column_head(trace.config, h)} · {lab}" for h in heads for lab in parts.k_lab],
+        y=[f"L{layer} · {lab}" for layer in layers for lab in parts.q_lab],
         xaxis=axis_ref("x", block),
         yaxis=axis_ref("y", block),
         showscale=last,
@@ -746,9 +863,9 @@ def tile_lines(n_layers: int, n_heads: int, n_q: int, n_k: int, block: int = 0) 
     ]
 
 
-def overview_axes(config, layers: range, n_heads: int, n_q: int, n_k: int, block: int = 0) -> dict:
-    """A block's axes: one tick a head (top) and a layer (left), square cells, the block hung
-    from the top (a last, shorter block stands level with the others)."""
+def overview_axes(config, layers: range, heads: range, n_q: int, n_k: int, block: int = 0) -> dict:
+    """A block's axes: one tick a head of ``heads`` (top) and a layer (left), square cells, the
+    block hung from the top (a last, shorter block stands level with the others)."""
     x, y = axis_ref("x", block), axis_ref("y", block)
     return {
         axis_key("x", block): {
@@ -756,8 +873,8 @@ def overview_axes(config, layers: range, n_heads: int, n_q: int, n_k: int, block
             "side": "top",
             "anchor": y,
             "tickmode": "array",
-            "tickvals": [h * n_k + (n_k - 1) / 2 for h in range(n_heads)],
-            "ticktext": [overview_head(config, h) for h in range(n_heads)],
+            "tickvals": [i * n_k + (n_k - 1) / 2 for i in range(len(heads))],
+            "ticktext": [overview_head(config, h) for h in heads],
             "tickangle": 0,
             "showgrid": False,
             "zeroline": False,

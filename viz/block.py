@@ -38,12 +38,15 @@ def columns(n_layers: int) -> int:
     return min(n_layers, 3 if n_layers <= 12 else 4)
 
 
-def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
+def block_figure(
+    trace, stack: str, net, scale: str = "auto", phone: float | None = None
+) -> go.Figure:
     """Every layer's ‖LN-share of Σ_h α_ij f_h(x_j) + δ_ij x_i‖ as a grid of heatmaps.
 
     scale "head" colours each layer 0 → its own largest norm; "auto" and "fixed" colour every
     layer on one scale, 0 → the largest norm of any layer (one colour bar). Above BLOCK_TOKENS
-    tokens only the mixing ratios are drawn, and the title says why.
+    tokens only the mixing ratios are drawn, and the title says why. ``phone``: the width in px
+    of a phone's figure, for which the tiles are laid out in a compact grid (phone_grid).
     """
     q_tok, k_tok = stack_tokens(trace, stack)
     if max(len(q_tok), len(k_tok)) > BLOCK_TOKENS:
@@ -55,21 +58,24 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
     n_layers = block.shape[0]
     cols = columns(n_layers)
     rows = math.ceil(n_layers / cols)
-    layout, cells = grid(
-        rows,
-        cols,
-        h_space=0.03,
-        v_space=0.28 / rows,
-        titles=[
-            tr("layer {layer} · mixing ratio {ratio:.2f}", layer=layer, ratio=float(ratio[layer]))
-            for layer in range(n_layers)
-        ],
-        title_size=12,  # the panel titles: smaller than the figure's
-    )
+    if phone:
+        layout, cells, rows, cols = phone_grid(ratio, phone)
+    else:
+        layout, cells = grid(
+            rows,
+            cols,
+            h_space=0.03,
+            v_space=0.28 / rows,
+            titles=[
+                tr("layer {layer} · mixing ratio {ratio:.2f}", layer=lay, ratio=float(ratio[lay]))
+                for lay in range(n_layers)
+            ],
+            title_size=12,  # the panel titles: smaller than the figure's
+        )
     shared = scale != "head"
     top = float(block.max()) or 1.0
     traces = block_tiles(block, stack, q_tok, k_tok, cells, top if shared else None)
-    labelled = max(len(q_tok), len(k_tok)) <= LABELLED_TOKENS
+    labelled = max(len(q_tok), len(k_tok)) <= LABELLED_TOKENS and not phone
     share_axes(layout, cells, rows, cols, labelled)
     if shared:
         layout["coloraxis"] = {
@@ -81,15 +87,69 @@ def block_figure(trace, stack: str, net, scale: str = "auto") -> go.Figure:
         note = tr("one colour scale for every layer: 0 → {top:.2f}", top=top)
     else:
         note = tr("each layer coloured 0 → its own largest norm (hover for the number)")
+    if phone:
+        note += tr(" · each tile: its layer and mixing ratio")
     title = tr(
         "Attention block with residual and LayerNorm, every layer — {stack} "
         "(Kobayashi et al. 2021)<br><sup>{note} · click a layer to open it</sup>",
         stack=stack_title(stack),
         note=note,
     )
+    meta = layout.pop("meta", None)
     layout.update(layout_of(title, height=int(rows * TILE_PX + 110)))
     layout["margin"]["t"] = 96
+    if meta:  # a phone's grid: its own margins and height
+        on_phone(layout, meta)
     return figure(traces, layout)
+
+
+PHONE_GAP = 8  # px between a phone's tiles, side by side
+PHONE_TITLE = 18  # px over each tile for its title ("L12 · 0.45")
+PHONE_BAR = 56  # px under the plot: the colour bar across, its title and numbers
+
+
+def phone_grid(ratio: np.ndarray, width: float) -> tuple[dict, list, int, int]:
+    """A phone's grid of the layers' tiles (layout, cells, rows, cols): three tiles a row (two
+    up to six layers), square, without token names (the hover names them), each titled with its
+    layer and mixing ratio in a phone's few characters. SmolLM2's 30 layers drawn one under
+    another made a page ~18,800 px tall; ten rows of three take ~1,300. The figure's height and
+    margins go into ``layout["meta"]`` (on_phone)."""
+    n_layers = len(ratio)
+    cols = 2 if n_layers <= 6 else 3
+    rows = math.ceil(n_layers / cols)
+    room = width - 36  # viz.fit.fixed_margins leaves 35 px at the left at least
+    tile = (room - PHONE_GAP * (cols - 1)) / cols
+    plot = rows * tile + (rows - 1) * PHONE_TITLE
+    layout, cells = grid(
+        rows,
+        cols,
+        h_space=PHONE_GAP / room,
+        v_space=PHONE_TITLE / plot,
+        titles=[f"L{lay} · {float(ratio[lay]):.2f}" for lay in range(n_layers)],
+        title_size=10,
+    )
+    layout["meta"] = {"plot": plot, "tile": tile}
+    return layout, cells, rows, cols
+
+
+def on_phone(layout: dict, grid_meta: dict) -> None:
+    """A phone's grid laid out to the px: margins for its title and colour bar, the figure as
+    tall as its plot (``meta.plot_px``, viz.fit) and left as it is by the phone's general layout
+    (``meta.narrow``), the colour bar across under the plot."""
+    plot = grid_meta["plot"]
+    top = 64 + PHONE_TITLE  # the title's two lines (viz.fit.wrap_title adds those it gains)
+    layout["margin"].update(l=36, r=0, t=top, b=PHONE_BAR)
+    layout["height"] = math.ceil(plot + top + PHONE_BAR)
+    # the tiles name no token (viz.fit.fixed_margins would keep room for their names at the left)
+    narrow = {"layout": {"margin.l": 36}}
+    layout["meta"] = {"narrow": narrow, "plot_px": plot, "tile_px": grid_meta["tile"]}
+    bar = (layout.get("coloraxis") or {}).get("colorbar")
+    if bar:
+        bar.update(
+            orientation="h", x=0.5, xanchor="center", y=-(PHONE_BAR - 4) / plot,
+            yanchor="bottom", len=0.92, thickness=10, xpad=0, ypad=4,
+            title={**bar["title"], "side": "top"},
+        )  # fmt: skip
 
 
 def block_tiles(

@@ -318,6 +318,9 @@ def lay_out_general(
     if meta.get("fit_height") and width < meta["fit_height"].get("below", STACK_BELOW):
         fit_height(data, layout, width, meta["fit_height"].get("pad", 16))
     wrap_notes(data, layout, width)
+    if meta.get("plot_px"):  # a plot laid out to the px: the figure grows with its margins
+        m = margin_of(layout)
+        layout["height"] = math.ceil(m["t"] + m["b"] + meta["plot_px"])
     if phone:
         pin_title(layout, title_size(layout, phone))
 

@@ -107,15 +107,17 @@ class Room:
     flat: bool = False
     standoff: int = 0
     band: int = 0  # above the title: the toolbar's
+    tallest: str = ""  # the title with the most lines any head's can have here (_tallest)
 
 
-def _room(trace: dict, title: str, box: Box, shows_bar: bool) -> Room:
-    """The margins around a square map of ``trace``'s labels and the cells' side in ``box``."""
+def _room(trace: dict, title: str, box: Box, shows_bar: bool, tallest: str = "") -> Room:
+    """The margins around a square map of ``trace``'s labels and the cells' side in ``box``;
+    the top holds ``title`` or, where it has more lines, ``tallest`` (another head's title)."""
     f, n_x, n_y = box.font, len(trace["x"]), len(trace["y"])
     # On a page wider than a phone, Plotly's toolbar stands in the figure's top right corner:
     # the title starts under it (a narrow figure's title ran under the toolbar).
     band = TOOLBAR if box.toolbar and not (box.phone or box.centre) else 0
-    top = round(title_px(title, box.title) + 14 + band)
+    top = round(max(title_px(title, box.title), title_px(tallest, box.title)) + 14 + band)
     if box.height is not None and not box.phone and box.top:
         top = max(top, box.top)
     y_px = _longest(list(trace["y"]), box.y_chars, f)
@@ -160,9 +162,34 @@ def _fit_title(trace, title: str, box: Box, shows_bar: bool, room: Room, spare: 
     need = max((text_px(line, box.title) for line in title.split("<br>")), default=0) + 12
     if need > box.width:
         title = wrap(title, title_room(box), box.title)
-        return title, _room(trace, title, box, shows_bar)
+        return title, _room(trace, title, box, shows_bar, room.tallest)
     room.right += max(0.0, need - (box.width - spare))
     return title, room
+
+
+def _as_drawn(title: str, box: Box) -> str:
+    """A title broken into lines as ``square`` breaks it in ``box``: to a phone's width, to a
+    page's where wider than the page (_fit_title), never where presented."""
+    if box.phone:
+        return wrap(title, title_room(box), box.title)
+    need = max((text_px(line, box.title) for line in title.split("<br>")), default=0) + 12
+    if box.centre or need <= box.width:
+        return title
+    return wrap(title, title_room(box), box.title)
+
+
+def _tallest(layout: dict, box: Box) -> str:
+    """Of the titles any head of the head view can have (``meta.title_tallest``: the head parts
+    with the most lines, viz.attention.tallest_titles, each followed by this title's rest), the
+    one with the most lines as drawn in ``box``; "" for another figure. The head switch draws
+    another head in the layout of the first (ui/js/head_switch.js): its title must fit it."""
+    meta, title = layout.get("meta") or {}, layout.get("title", {}).get("text", "")
+    head = meta.get("title_head")
+    if not head or not title.startswith(head):
+        return ""
+    rest = title[len(head) :]
+    drawn = [_as_drawn(part + rest, box) for part in meta.get("title_tallest") or []]
+    return max(drawn, key=lambda t: title_px(t, box.title), default="")
 
 
 def _phone_bar(bar: dict, plot_h: float, bottom: float) -> dict:
@@ -232,7 +259,9 @@ def square(data: list[dict], layout: dict, box: Box) -> tuple[dict, dict | None]
     if box.phone:
         title = wrap(title, title_room(box), box.title)
     shows_bar = trace.get("showscale", True) is not False  # a mask's colours are in its title
-    room = _room(trace, title, box, shows_bar)
+    tallest = _tallest(layout, box)
+    room = _room(trace, title, box, shows_bar, tallest)
+    room.tallest = tallest
     # The plot area as wide as its cells, so that the colour bar stands beside them (a wider
     # area would leave it at the figure's far edge): presented, the square stands in the
     # middle of the screen; on the page, the figure is only as wide as it needs, and its
@@ -393,6 +422,7 @@ def lay_out(figure: dict, screen: Screen | None) -> dict:
     switch = head_titles(meta, title, changes["title"]["text"], page)
     meta = {**meta, "laid_out": True, "slide": slide, **switch}
     meta.pop("title_head", None)  # (the page needs only what head_titles made of it)
+    meta.pop("title_tallest", None)
     if present:
         big, big_bar, box = presented(data, layout, present)
         big["title"]["font"] = {**big["title"].get("font", {}), "size": box.title}

@@ -21,7 +21,8 @@ Gradio mounts the app, and define the functions events call by name (a one-line 
 - ``exports.js``: PNG and SVG downloads of a figure as a 16:9 slide.
 - ``deck.js``: the lecture deck (a list of views, one link, stepping, the offline file).
 - ``lesson.js``: the Output tab's step table opens at the lesson's step (the row marked ▶).
-- ``phone.js``: a table wider than its box is marked, and a narrow screen says to swipe it.
+- ``phone.js``: a table wider than its box is marked, and a narrow screen says to swipe it;
+  ``ta.stepSlider``, one step of a slider (the head view's step buttons, presentation's keys).
 - ``patching.js``: Which heads matter: a clicked head of its grids, a shipped pair, a link.
 - ``circuits.js``: How the heads connect: a clicked head of the circuit opens it on the
   Attention tab.

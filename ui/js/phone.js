@@ -18,8 +18,9 @@
     }
   };
 
-  /* The head view's own layer and head buttons (ui/tabs/attention.py, on a phone): a step of
-     the page's slider, through its input and change events, as a drag of it would be. */
+  /* A step of one of the page's sliders (#layer, #head, #step) through its input and change
+     events, as a drag of it would be: the head view's own layer and head buttons
+     (ui/tabs/attention.py, on a phone) and presentation's keys (present.js) take this one. */
   ta.stepSlider = (field, delta) => {
     const range = document.querySelector(`#${field} input[type=range]`);
     if (!range) return;

@@ -149,14 +149,10 @@
     ta.deckBar?.(el.querySelector('.ta-bar-deck'));
   };
   ta.presentBar = bar;
+  /* A step of the layer, head or step slider (ta.stepSlider, phone.js: the head view's step
+     buttons take the same one), then the bar says where the presentation is. */
   const step = (field, delta) => {
-    const range = number(field);
-    if (!range) return;
-    const v = Math.min(Math.max(+range.value + delta, +range.min || 0), +range.max);
-    if (v === +range.value) return;
-    range.value = v;
-    range.dispatchEvent(new Event('input', {bubbles: true}));
-    range.dispatchEvent(new Event('change', {bubbles: true}));
+    ta.stepSlider(field, delta);
     setTimeout(bar, 0);
   };
   /* The Inside-a-layer tab has one figure: PageDown/PageUp go to its next/previous step (the

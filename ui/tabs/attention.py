@@ -236,11 +236,14 @@ def fill_id(view: View, trace, sel) -> str:
 
 def tiling(view: View, trace) -> dict:
     """How the overview sets its layers out for the asking page's screen (viz.screen): a tall
-    grid in side-by-side blocks on a landscape page (attention.overview_blocks), one column on a
-    phone or for a page that did not say (an API client)."""
+    grid in side-by-side blocks on a landscape page (attention.overview_blocks), heads in groups
+    one under another on a phone (attention.overview_phone), one grid for a page that did not
+    say (an API client)."""
     screen = view.client.screen
-    if screen is None or screen.width < PHONE_BELOW:
+    if screen is None:
         return {}
+    if screen.width < PHONE_BELOW:  # heads in groups under each other, tiles a finger's size
+        return {"phone": True, "width": screen.width}
     n_layers, n_heads = trace.attentions[view.sel.stack].shape[1:3]
     height = min(900, screen.window_height - 60)
     blocks = attention.overview_blocks(n_layers, n_heads, screen.width, height)
@@ -317,11 +320,15 @@ def pair_view(view: View):
 
 def block_view(view: View):
     """Kobayashi et al. 2021's block for every layer, from the trace itself (not the norms or
-    words the other views may show); a decoder's cross block is not drawn."""
+    words the other views may show), in a compact grid on a phone; a decoder's cross block is
+    not drawn."""
     sel = view.sel
     if sel.stack == "cross":
         return None
-    fig = block_figure(view.analysis.trace, sel.stack, view.analysis.model.net, scale=sel.scale)
+    screen = view.client.screen
+    phone = screen.width if screen is not None and screen.width < PHONE_BELOW else None
+    net = view.analysis.model.net
+    fig = block_figure(view.analysis.trace, sel.stack, net, scale=sel.scale, phone=phone)
     fig = untrained_note(fig, view.analysis.model.random_weights)
     return wire.packed(fig, "milli") if view.client.fills else fig
 

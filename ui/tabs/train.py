@@ -73,7 +73,7 @@ def build() -> Built:
             elem_id="train-positions",
         )
     steps_follow(task, steps)
-    with gr.Row():
+    with gr.Row(elem_id="train-actions"):  # two a row on a phone (assets/app.css)
         start = gr.Button(t("Train"), variant="primary", elem_id="train-start")
         stop = gr.Button(t("Stop"), elem_id="train-stop")
         save = gr.Button(t("Download the weights and card"), elem_id="train-save")
