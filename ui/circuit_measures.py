@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 import analysis
 from analysis.circuits import PAGE_STEPS
@@ -208,13 +209,25 @@ def refused(loaded) -> str:
     return ""
 
 
+def multiplied(net) -> int:
+    """The parameters a pass multiplies by: all but the vocabulary's tables, whose rows a pass
+    looks up (the token embedding) or multiplies only where a metric reads (the LM head's logits
+    are made lazily): Gemma 3 270M has 100 million, SmolLM2-135M 106 million."""
+    vocab = net.config.vocab_size
+    tables = [m for m in net.modules() if isinstance(m, nn.Embedding) and m.num_embeddings == vocab]
+    tables += [net.lm_head] if net.lm_head is not None else []
+    skip = {id(p) for m in tables for p in m.parameters()}
+    return sum(p.numel() for p in net.parameters() if id(p) not in skip)
+
+
 def check_size(loaded) -> None:
     """Refuse a model too large for the tab's measures (they run as the tab opens, too)."""
-    if sum(p.numel() for p in loaded.net.parameters()) > CIRCUIT_PARAMS:
+    if multiplied(loaded.net) > CIRCUIT_PARAMS:
         raise InputError(
             Msg(
                 "This model is too large for the page's circuits: edges and circuits are "
-                "measured for models of up to 200 million parameters."
+                "measured for models of up to 200 million parameters besides their "
+                "vocabulary's tables."
             )
         )
 
