@@ -3,7 +3,9 @@ pair: a link opens the tab with its attribution grids and composition scores dra
 Find the circuit draw the comparison, the graph and the curve, and the lesson is said; the graph
 and the curve take the parts of the width they declare (layout.meta.share); a click on a head of
 the graph opens it on the Attention tab; at 1920 × 1080, presented at 1280 × 720 and on a phone
-(390 × 844), in English and Chinese, no figure's texts lie over each other or out of the screen.
+(390 × 844), in English and Chinese, no figure's texts (its legends' boxes too) lie over each
+other or out of the screen; presented at 720p the graph's and the comparison's every text is
+16 px at least (1/45 of the window's height).
 Screenshots go to artifacts/screenshots (docs/screenshots with UPDATE_DOC_SCREENSHOTS=1)."""
 
 from __future__ import annotations
