@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 import torch
 
@@ -380,3 +381,25 @@ def test_a_phones_overview_and_block_are_tapped_by_a_finger_and_short(name, widt
     assert laid["margin"]["l"] == 36  # no room kept for token names the tiles do not show
     desktop = block_figure(run.trace, stack, run.model.net)
     assert desktop.layout.meta is None and desktop.layout.margin.t == 96
+
+
+def test_smollm2s_block_figure_is_not_white_beside_its_start_token():
+    """SmolLM2's start token's column (norms up to ~25,000) towers over every other cell: on
+    "auto" the layers' shared colour scale stops at the largest other cell, which the note says,
+    so the other cells take colours; "fixed" keeps 0 → the largest."""
+    from viz.block import block_figure
+
+    loaded = engine().model("smollm2-135m")
+    text = "When Mary and John went to the store, John gave a drink to"
+    run = engine().analyse(text, "smollm2-135m")
+    cells = {}
+    for scale in ("auto", "fixed"):
+        fig = block_figure(run.trace, "decoder", loaded.net, scale=scale)
+        z = np.concatenate([np.asarray(t.z, dtype=float).ravel() for t in fig.data])
+        cells[scale] = (fig.layout.coloraxis.cmax, float(np.nanmax(z)), float(np.nanmedian(z)))
+        said = fig.layout.title.text
+        assert ("first token's column" in said) == (scale == "auto"), said
+    top, peak, median = cells["auto"]
+    assert peak > 20 * top, cells  # the start token's tower, in the top colour
+    assert median / top > 20 * median / peak, cells  # the other cells 20 x further up the scale
+    assert cells["fixed"][0] == cells["fixed"][1], cells

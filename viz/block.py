@@ -73,7 +73,7 @@ def block_figure(
             title_size=12,  # the panel titles: smaller than the figure's
         )
     shared = scale != "head"
-    top = float(block.max()) or 1.0
+    top, peak = shared_top(block, scale)
     traces = block_tiles(block, stack, q_tok, k_tok, cells, top if shared else None)
     labelled = max(len(q_tok), len(k_tok)) <= LABELLED_TOKENS and not phone
     share_axes(layout, cells, rows, cols, labelled)
@@ -84,9 +84,7 @@ def block_figure(
             "cmax": top,
             "colorbar": {"title": {"text": tr("norm"), "side": "right"}, "thickness": 12},
         }
-        note = tr("one colour scale for every layer: 0 → {top:.2f}", top=top)
-    else:
-        note = tr("each layer coloured 0 → its own largest norm (hover for the number)")
+    note = scale_note(shared, top, peak)
     if phone:
         note += tr(" · each tile: its layer and mixing ratio")
     title = tr(
@@ -101,6 +99,36 @@ def block_figure(
     if meta:  # a phone's grid: its own margins and height
         on_phone(layout, meta)
     return figure(traces, layout)
+
+
+TOWER = 4  # "auto": the first token's column above this × every other cell: scaled apart
+
+
+def shared_top(block: np.ndarray, scale: str) -> tuple[float, float]:
+    """(the shared colour scale's top, the largest norm). "fixed": the largest norm; "auto" the
+    same, unless the first token's column (what each token takes from the text's first, the
+    start token of a language model: SmolLM2's reach 25,095 where every other cell stays under
+    ~600) towers over every other cell by more than TOWER: then the largest other cell, so that
+    they take colours (that column in the top colour; the note says so, the hover gives it)."""
+    peak = float(block.max()) or 1.0
+    rest = float(block[..., 1:].max()) if block.shape[-1] > 1 else 0.0
+    if scale == "auto" and rest > 0 and peak > TOWER * rest:
+        return rest, peak
+    return peak, peak
+
+
+def scale_note(shared: bool, top: float, peak: float) -> str:
+    """What the colours mean, said under the title."""
+    if not shared:
+        return tr("each layer coloured 0 → its own largest norm (hover for the number)")
+    if peak > top:
+        return tr(
+            "one colour scale for every layer: 0 → {top:.2f}, the largest beside the first "
+            "token's column (up to {peak:.0f} there, in the top colour)",
+            top=top,
+            peak=peak,
+        )
+    return tr("one colour scale for every layer: 0 → {top:.2f}", top=top)
 
 
 PHONE_GAP = 8  # px between a phone's tiles, side by side
