@@ -367,6 +367,30 @@ def prune_edges(net: nn.Module, edges: pd.DataFrame | Sequence[tuple[str, str]])
     return _staying(graph, rows, _pruned(net, graph, _mask(graph, rows)))
 
 
+def node_edges(net: nn.Module, nodes: Sequence[str]) -> pd.DataFrame:
+    """A node-level circuit as its edges (the EAP-IG authors' nodes in the graph, MIB's node
+    level): every edge whose source is one of ``nodes`` or the embeddings, and whose target
+    feeds one of ``nodes`` or is the logits (a head's q, k and v inputs, a key/value group's for
+    any of its query heads, an MLP's input; "memory" counts as a node). Rows source, target in
+    edge_attribution's order; a name that is no node of the model is refused."""
+    graph = _graph(net)
+    unknown = sorted(set(nodes) - set(graph.sources))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a node of this model.")
+    named = set(nodes)
+    chosen = torch.tensor([s in named or s.split(".")[-1] == "embed" for s in graph.sources])
+    reads = (_feeds(net, graph).float() @ chosen.float()) > 0  # (N,): feeds a chosen node
+    reads |= torch.tensor([t == "logits" for t in graph.targets])
+    keep = graph.upstream & chosen[:, None] & reads[None]
+    s, n = keep.nonzero(as_tuple=True)
+    return pd.DataFrame(
+        {
+            "source": [graph.sources[i] for i in s.tolist()],
+            "target": [graph.targets[i] for i in n.tolist()],
+        }
+    )
+
+
 def _staying(graph: Graph, rows: pd.DataFrame, stays: torch.Tensor) -> pd.DataFrame:
     """The rows whose edge is True in stays [S, N], in their order."""
     s_index = {name: i for i, name in enumerate(graph.sources)}
