@@ -11,7 +11,13 @@ from analysis.attribution import direct_logit_attribution
 from analysis.attribution_patching import attribute_all, attribute_heads, attribute_residual
 from analysis.block import attention_block, mixing_ratio, norm_attention_block
 from analysis.breakdown import score_breakdown
-from analysis.circuits import circuit, composition_scores, edge_attribution, prune_edges
+from analysis.circuits import (
+    circuit,
+    composition_scores,
+    edge_attribution,
+    node_edges,
+    prune_edges,
+)
 from analysis.distances import head_distances, mds_2d
 from analysis.export import head_table, measures_npz, stats_csv, trace_npz
 from analysis.faithfulness import faithfulness_curve, mib_scores
@@ -61,6 +67,7 @@ __all__ = [
     "mds_2d",
     "measures_npz",
     "mib_scores",
+    "node_edges",
     "mixing_ratio",
     "norm_attention",
     "norm_attention_block",

@@ -365,16 +365,29 @@ def _pruned(net: nn.Module, graph: Graph, kept: torch.Tensor) -> torch.Tensor:
         kept = new
 
 
+def _indices(graph: Graph, rows: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
+    """(source indices, target indices) of the rows' edges; a ValueError for a pair that is no
+    edge of the graph."""
+    s_index = {name: i for i, name in enumerate(graph.sources)}
+    t_index = {name: i for i, name in enumerate(graph.targets)}
+    s = [s_index.get(name, -1) for name in rows["source"]]
+    n = [t_index.get(name, -1) for name in rows["target"]]
+    s_t, n_t = torch.tensor(s, dtype=torch.long), torch.tensor(n, dtype=torch.long)
+    known = (s_t >= 0) & (n_t >= 0)
+    real = torch.zeros_like(known)
+    real[known] = graph.upstream[s_t[known], n_t[known]]
+    if not bool(real.all()):
+        bad = int((~real).nonzero()[0])
+        source, target = rows["source"].iloc[bad], rows["target"].iloc[bad]
+        raise ValueError(f"{source} → {target} is not an edge of this model.")
+    return s_t, n_t
+
+
 def _mask(graph: Graph, kept: pd.DataFrame) -> torch.Tensor:
     """[S, N] bool: True where an edge is kept; a ValueError for a pair that is no edge."""
     where = torch.zeros_like(graph.upstream)
-    s_index = {name: i for i, name in enumerate(graph.sources)}
-    t_index = {name: i for i, name in enumerate(graph.targets)}
-    for source, target in zip(kept["source"], kept["target"], strict=True):
-        s, n = s_index.get(source), t_index.get(target)
-        if s is None or n is None or not bool(graph.upstream[s, n]):
-            raise ValueError(f"{source} → {target} is not an edge of this model.")
-        where[s, n] = True
+    s, n = _indices(graph, kept)
+    where[s, n] = True
     return where
 
 
@@ -390,15 +403,34 @@ def prune_edges(net: nn.Module, edges: pd.DataFrame | Sequence[tuple[str, str]])
     return _staying(graph, rows, _pruned(net, graph, _mask(graph, rows)))
 
 
+def node_edges(net: nn.Module, nodes: Sequence[str]) -> pd.DataFrame:
+    """A node-level circuit as its edges (the EAP-IG authors' nodes in the graph, MIB's node
+    level): every edge whose source is one of ``nodes`` or the embeddings, and whose target
+    feeds one of ``nodes`` or is the logits (a head's q, k and v inputs, a key/value group's for
+    any of its query heads, an MLP's input; "memory" counts as a node). Rows source, target in
+    edge_attribution's order; a name that is no node of the model is refused."""
+    graph = _graph(net)
+    unknown = sorted(set(nodes) - set(graph.sources))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a node of this model.")
+    named = set(nodes)
+    chosen = torch.tensor([s in named or s.split(".")[-1] == "embed" for s in graph.sources])
+    reads = (_feeds(net, graph).float() @ chosen.float()) > 0  # (N,): feeds a chosen node
+    reads |= torch.tensor([t == "logits" for t in graph.targets])
+    keep = graph.upstream & chosen[:, None] & reads[None]
+    s, n = keep.nonzero(as_tuple=True)
+    return pd.DataFrame(
+        {
+            "source": [graph.sources[i] for i in s.tolist()],
+            "target": [graph.targets[i] for i in n.tolist()],
+        }
+    )
+
+
 def _staying(graph: Graph, rows: pd.DataFrame, stays: torch.Tensor) -> pd.DataFrame:
     """The rows whose edge is True in stays [S, N], in their order."""
-    s_index = {name: i for i, name in enumerate(graph.sources)}
-    t_index = {name: i for i, name in enumerate(graph.targets)}
-    keep = [
-        bool(stays[s_index[s], t_index[t]])
-        for s, t in zip(rows["source"], rows["target"], strict=True)
-    ]
-    return rows[keep].reset_index(drop=True)
+    s, n = _indices(graph, rows)
+    return rows[stays[s, n].numpy()].reset_index(drop=True)
 
 
 def _removed(graph: Graph, kept: torch.Tensor) -> torch.Tensor:

@@ -444,3 +444,27 @@ def test_a_circuit_of_a_dataset_is_the_mean_of_its_pairs_runs(lm, ablation):
         net, *batch, metric, [25], scores=scores, prune=False, ablation=ablation
     )
     assert curve["faithfulness"].iloc[0] == pytest.approx(together.faithfulness, abs=1e-9)
+
+
+def test_a_node_level_circuit_keeps_the_edges_among_its_nodes(lm):
+    """Nodes L0H1, L1H0 (and L1KV0's group on LLaMA), L1MLP: the edges among them, the
+    embeddings' into them and theirs into the logits, listed by hand; a circuit of them."""
+    case, net, _, _, _, clean, corrupt, answer, wrong = lm
+    found = analysis.node_edges(net, ["L0H1", "L1H0", "L1MLP"])
+    q, k, v = (
+        ("L1H0.q", "L1KV0.k", "L1KV0.v") if case == "llama" else ("L1H0.q", "L1H0.k", "L1H0.v")
+    )
+    expected = {
+        ("embed", "L0H1.q"), ("embed", "L0H1.k" if case == "gpt2" else "L0KV0.k"),
+        ("embed", "L0H1.v" if case == "gpt2" else "L0KV0.v"),
+        ("embed", q), ("embed", k), ("embed", v), ("L0H1", q), ("L0H1", k), ("L0H1", v),
+        ("embed", "L1MLP"), ("L0H1", "L1MLP"), ("L1H0", "L1MLP"),
+        ("embed", "logits"), ("L0H1", "logits"), ("L1H0", "logits"), ("L1MLP", "logits"),
+    }  # fmt: skip
+    assert set(zip(found["source"], found["target"], strict=True)) == expected
+    assert len(found) == len(expected)
+    metric = analysis.logit_diff(answer, wrong)
+    kept = circuit(net, clean, corrupt, metric, found, prune=True)
+    assert len(kept.edges) == len(expected)  # nothing dangles among chosen nodes
+    with pytest.raises(ValueError, match="L9H0 is not a node"):
+        analysis.node_edges(net, ["L9H0"])
