@@ -9,6 +9,7 @@ Screenshots (artifacts/screenshots): phone_class_1_model … phone_class_5_graph
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -65,21 +66,27 @@ def tap_tab(page, tab: str) -> None:
     )
     page.wait_for_timeout(300)
     page.touchscreen.tap(*page.evaluate(TAB_CENTRES)[tab])
-    wait_for(page, f"() => ta.tab === '{tab}' && !ta.opening", timeout=60_000)
+    shown = f"() => ta.tab === '{tab}' && !ta.opening"
+    try:
+        page.wait_for_function(shown, timeout=10_000)
+    except Exception:  # a lost tap (issue 52, open: 2 of 4 runs here lost the first tap on
+        # Model; the tab sat where it was drawn, the page ready; cause not yet found): again
+        LOST_TAPS.append(tab)
+        page.touchscreen.tap(*page.evaluate(TAB_CENTRES)[tab])
+    wait_for(page, shown, timeout=60_000)
 
 
-# Left to the circuits tab's owner (viz/circuits.py, not this test's to change): on the page's
-# trained induction model the graph's input letters at the embeddings' node stand over each other
-# on a phone ("v" over "q", two pairs), where the shipped model's do not.
-LETTERS = {("circuit-graph-plot", "v", "q"), ("circuit-graph-plot", "q", "v")}
+LOST_TAPS: list[str] = []  # tabs whose first tap did nothing (printed by the test)
 
 
 def assert_on_screen(page, tab: str) -> None:
     """Nothing of the tab past the screen's edge but behind a swipe hint; no text over another
-    in its figures (but LETTERS)."""
+    in its figures."""
     seen = page.evaluate(MEASURE_JS, tab)
-    overlaps = [o for o in seen["overlaps"] if tuple(o) not in LETTERS]
-    assert not seen["outside"] and not overlaps and not seen["pageWider"], seen
+    assert not seen["outside"] and not seen["overlaps"] and not seen["pageWider"], seen
+    hinted = f"(tab) => ({OFF_SCREEN})(tab).length === 0"
+    with contextlib.suppress(Exception):  # the swipe hints come once the tables are drawn
+        page.wait_for_function(hinted, arg=tab, timeout=10_000)
     assert not page.evaluate(OFF_SCREEN, tab), page.evaluate(OFF_SCREEN, tab)
 
 
@@ -144,7 +151,8 @@ def test_a_chinese_class_trains_the_induction_model_and_finds_its_circuit(app_ur
     for node in ("L0H1", "L1H0"):  # both ends on the screen, where the student looks
         x, y = page.evaluate(NODE, node)
         assert 0 < x < 390 and 0 < y < 844, (node, x, y)
-    assert not graph["under"] and not graph["outside"], graph
+    assert not graph["over"] and graph["arrows"] == len(graph["widths"]), graph
     assert_on_screen(page, "circuits")
     shot(page, "phone_class_5_graph", full_page=False)
     context.close()
+    print(f"tab taps lost and tapped again: {LOST_TAPS or 'none'}")
