@@ -5,6 +5,7 @@ download as safetensors with a card, and another page sees none of it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,7 @@ def test_a_page_trains_watches_stops_and_downloads_its_own_model(browser, tmp_pa
 def use_the_model(page) -> None:
     """ "Use this model in every tab": the page's model opens on the Output tab, joins the model
     list (this page's only), runs again from the Run button, and draws in the other tabs."""
+    reached = "it has reached its lesson" in page.inner_text("#train-status")
     page.click("#train-use")
     wait_status(page, "trained on this page", timeout=30_000)
     page.wait_for_function(
@@ -83,7 +85,11 @@ def use_the_model(page) -> None:
         timeout=30_000,
     )
     assert page.evaluate("() => ta.tab") == "output"
-    assert page.input_value("#model input") == "roles — trained on this page"
+    # stopped early, the model may be short of its lesson (roles reaches it in seconds on a
+    # quiet machine; at load 6-8 the Stop came at 85 %): the list then says so
+    short = r"; it has not reached its lesson: \d+% of 95%"
+    label = page.input_value("#model input")
+    assert re.fullmatch("roles — trained on this page" + ("" if reached else short), label), label
     assert page.input_value("#text textarea") == "我喜欢你"
     assert "Trained from scratch" in page.inner_text("#prediction")
     shot(page, "train_use_output")

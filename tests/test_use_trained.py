@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -188,4 +189,12 @@ def test_a_page_trained_model_that_reached_its_lesson_gets_its_tasks_shipped_pai
     assert [value for _, value in drawn["pair_example"]["choices"]] == shipped
     picked = peers.patching.example(Ask(tab="patching", page="page-g"), "copy")
     assert picked["model"] == model_id and picked["text"] == "qzxwv qzxw"
+    # the lesson's numbers are the shipped model's, and the page says so under this model's grid
+    from ui.tabs.patching import pair_lesson
+
+    ran = SimpleNamespace(position=None, stack=None)
+    said = pair_lesson(engine.model(model_id), ran, "qzxwv qzxw", "bhmtk qzxw")
+    assert "The lesson:" in said and "Measured on the shipped induction model" in said
+    said = pair_lesson(engine.model("induction"), ran, "qzxwv qzxw", "bhmtk qzxw")
+    assert "The lesson:" in said and "Measured on the shipped" not in said
     assert picked["answer"] == "v"

@@ -18,7 +18,7 @@ import gradio as gr
 
 import analysis
 import analysis.export
-from engine import InputError
+from engine import InputError, is_live
 from lang import tr
 from serve import exports
 from ui.fields import Text, declared
@@ -238,7 +238,14 @@ def pair_lesson(loaded, result, clean: str, corrupt: str) -> str:
         return ""  # the lesson speaks of its word's vector, and another position was read
     if pair.stack and result.stack != pair.stack:
         return ""  # the lesson names heads of another stack
-    return "  \n" + tr("**The lesson:** {lesson}", lesson=tr(pair.lesson))
+    lesson = tr("**The lesson:** {lesson}", lesson=tr(pair.lesson))
+    if is_live(loaded.model_id):  # trained on the page: the lesson's numbers are another model's
+        lesson += " " + tr(
+            "(Measured on the shipped {model} model. This model was trained on this page: the "
+            "grid above is its own and may name other heads.)",
+            model=pair.model,
+        )
+    return "  \n" + lesson
 
 
 def export_name(loaded, result, kind: str) -> str:
