@@ -44,7 +44,7 @@ def block_figure(
     """Every layer's ‖LN-share of Σ_h α_ij f_h(x_j) + δ_ij x_i‖ as a grid of heatmaps.
 
     scale "head" colours each layer 0 → its own largest norm; "auto" and "fixed" colour every
-    layer on one scale, 0 → the largest norm of any layer (one colour bar). Above BLOCK_TOKENS
+    layer on one scale (one colour bar, shared_top). Above BLOCK_TOKENS
     tokens only the mixing ratios are drawn, and the title says why. ``phone``: the width in px
     of a phone's figure, for which the tiles are laid out in a compact grid (phone_grid).
     """
@@ -55,23 +55,7 @@ def block_figure(
     block, ratio = analysis.attention_block(trace, stack, net)  # (B, L, T, T), (B, L)
     block = block[0, :, : len(q_tok), : len(k_tok)].numpy()
     ratio = ratio[0].numpy()
-    n_layers = block.shape[0]
-    cols = columns(n_layers)
-    rows = math.ceil(n_layers / cols)
-    if phone:
-        layout, cells, rows, cols = phone_grid(ratio, phone)
-    else:
-        layout, cells = grid(
-            rows,
-            cols,
-            h_space=0.03,
-            v_space=0.28 / rows,
-            titles=[
-                tr("layer {layer} · mixing ratio {ratio:.2f}", layer=lay, ratio=float(ratio[lay]))
-                for lay in range(n_layers)
-            ],
-            title_size=12,  # the panel titles: smaller than the figure's
-        )
+    layout, cells, rows, cols = phone_grid(ratio, phone) if phone else page_grid(ratio)
     shared = scale != "head"
     top, peak = shared_top(block, scale)
     traces = block_tiles(block, stack, q_tok, k_tok, cells, top if shared else None)
@@ -99,6 +83,26 @@ def block_figure(
     if meta:  # a phone's grid: its own margins and height
         on_phone(layout, meta)
     return figure(traces, layout)
+
+
+def page_grid(ratio: np.ndarray) -> tuple[dict, list, int, int]:
+    """The page's grid of the layers' tiles (layout, cells, rows, cols), each titled with its
+    layer and mixing ratio."""
+    n_layers = len(ratio)
+    cols = columns(n_layers)
+    rows = math.ceil(n_layers / cols)
+    layout, cells = grid(
+        rows,
+        cols,
+        h_space=0.03,
+        v_space=0.28 / rows,
+        titles=[
+            tr("layer {layer} · mixing ratio {ratio:.2f}", layer=lay, ratio=float(ratio[lay]))
+            for lay in range(n_layers)
+        ],
+        title_size=12,  # the panel titles: smaller than the figure's
+    )
+    return layout, cells, rows, cols
 
 
 TOWER = 4  # "auto": the first token's column above this × every other cell: scaled apart
