@@ -454,22 +454,20 @@ def head_figure(
         # for another head's (viz.screen.head_titles)
         # "title_tallest": the head parts of the titles with the most lines any head of this
         # text can have, for which the layout keeps room (viz.screen.square)
-        meta={
-            "head": [layer, head],
-            "fit": "square",
-            "title_head": title,
-            "title_tallest": tallest,
-        },
-        xaxis={**x_axis, "title": {"text": x_title}, "showgrid": False, "constrain": "domain"},
-        yaxis={
-            **y_axis,
-            "title": {"text": y_title},
-            "showgrid": False,
-            "scaleanchor": "x",
-            "constrain": "domain",
-        },
+        meta={"head": [layer, head], "fit": "square", "title_head": title},
+        **square_axes(x_axis, y_axis, x_title, y_title),
     )
+    layout["meta"]["title_tallest"] = tallest
     return figure([cells], layout)
+
+
+def square_axes(x_axis: dict, y_axis: dict, x_title: str, y_title: str) -> dict:
+    """A head map's xaxis and yaxis: titled, no grid, a key's cell as wide as a query's tall."""
+    plain = {"showgrid": False, "constrain": "domain"}
+    return {
+        "xaxis": {**x_axis, "title": {"text": x_title}, **plain},
+        "yaxis": {**y_axis, "title": {"text": y_title}, "scaleanchor": "x", **plain},
+    }
 
 
 def tallest_titles(trace, stack: str, batch: int, note: str, scale: str) -> list[str]:
